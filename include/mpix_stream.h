@@ -1,0 +1,47 @@
+/*
+ * mpix_stream.h: the MPIX stream API as mpixstream provides it on every MPICH >= 4.0.
+ *
+ * Same ABI and prototypes as native MPICH >= 4.1 (typedef int MPIX_Stream, MPIX_STREAM_NULL 0x3c000000,
+ * MPIX_ERR_STREAM = MPICH_ERR_FIRST_MPIX+6), so a program compiled against MPICH 5's mpi.h runs with
+ * libmpixstream.so preloaded on an MPICH that lacks streams, and this header compiles together with an
+ * mpi.h that already declares the API (redeclaring an identical prototype is valid C).
+ * Include it after <mpi.h>.
+ */
+#ifndef MPIX_STREAM_H_INCLUDED
+#define MPIX_STREAM_H_INCLUDED
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef MPIX_STREAM_NULL
+typedef int MPIX_Stream;
+#define MPIX_STREAM_NULL ((MPIX_Stream)0x3c000000)
+#endif
+
+#ifndef MPIX_ERR_STREAM
+#define MPIX_ERR_STREAM (100 + 6) /* MPICH_ERR_FIRST_MPIX + 6: invalid stream */
+#endif
+
+/* Streams: a local serial execution context with a dedicated endpoint from a finite pool. */
+int MPIX_Stream_create(MPI_Info info, MPIX_Stream *stream);
+int MPIX_Stream_free(MPIX_Stream *stream);
+int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm *newcomm);
+int MPIX_Comm_get_stream(MPI_Comm comm, int idx, MPIX_Stream *stream);
+int MPIX_Stream_progress(MPIX_Stream stream);
+int MPIX_Start_progress_thread(MPIX_Stream stream);
+int MPIX_Stop_progress_thread(MPIX_Stream stream);
+
+/* Binary info values, in native MPICH's text form. */
+int MPIX_Info_set_hex(MPI_Info info, const char *key, const void *value, int value_size);
+/* Ours: decodes a value written by MPIX_Info_set_hex into exactly value_size bytes; *flag = 0 if the
+ * key is absent. */
+int MPIX_Info_get_hex(MPI_Info info, const char *key, void *value, int value_size, int *flag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MPIX_STREAM_H_INCLUDED */

@@ -1,0 +1,120 @@
+//! The backend, chosen once at `MPI_Init*` from what the loaded MPICH is (DESIGN.md §3):
+//! - `native`: MPICH >= 4.1 with native streams; each of our streams is a native stream from the
+//!   reserved VCI pool (`MPIR_CVAR_CH4_RESERVE_VCIS`), so a stream communicator's traffic runs on its
+//!   own endpoint, without MPICH's locks.
+//! - `serial`: any other MPICH (Debian's 4.0.2 has one VCI and a global critical section): functionally
+//!   complete, every stream on MPICH's one endpoint.
+//! One code path for the API; the few operations that differ are here.
+mod native;
+mod serial;
+
+use crate::config::{BackendChoice, Config};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::Pmpi;
+use std::os::raw::{c_char, c_int};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Native,
+    Serial,
+}
+
+/// What we learnt about the loaded MPICH before `MPI_Init`.
+pub struct Detected {
+    pub backend: Backend,
+    /// First line of `MPI_Get_library_version`.
+    pub library: String,
+    pub version: Option<(u32, u32, u32)>,
+    /// Why the backend is what it is, for the banner.
+    pub reason: String,
+    /// The explicit pool size actually in force.
+    pub pool: u32,
+}
+
+/// Parses "MPICH Version:  5.0.2" out of `MPI_Get_library_version`'s text.
+pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
+    let rest = text.split("MPICH Version:").nth(1)?;
+    let word = rest.split_whitespace().next()?;
+    let mut nums = word.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().ok());
+    let major = nums.next()??;
+    let minor = nums.next().flatten().unwrap_or(0);
+    let patch = nums.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// Chooses the backend before `PMPI_Init*` and, for `native`, sets the VCI pool sizes in the environment
+/// that MPICH reads during initialisation (the same values on every rank, from our variables).
+pub fn detect(p: &Pmpi, config: &Config) -> Detected {
+    let mut buf = vec![0 as c_char; MPI_MAX_LIBRARY_VERSION_STRING];
+    let mut len = 0;
+    let text = if unsafe { (p.PMPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == MPI_SUCCESS {
+        let bytes: Vec<u8> = buf[..len.max(0) as usize].iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        String::new()
+    };
+    let library = text.lines().next().unwrap_or("unknown MPI library").trim().to_string();
+    let version = parse_mpich_version(&text);
+    let has_native = p.PMPIX_Stream_create.is_some()
+        && p.PMPIX_Stream_comm_create.is_some()
+        && p.PMPIX_Stream_free.is_some()
+        && version.is_some_and(|v| (v.0, v.1) >= (4, 1));
+
+    let (backend, reason) = match (config.backend, has_native) {
+        (BackendChoice::Serial, _) => (Backend::Serial, "forced by MPIXSTREAM_BACKEND=serial".to_string()),
+        (_, true) => (Backend::Native, "the MPICH has native streams".to_string()),
+        (BackendChoice::Native, false) => {
+            eprintln!(
+                "mpixstream: MPIXSTREAM_BACKEND=native, but this MPI library has no native streams \
+                 (needs MPICH >= 4.1); using the serial backend"
+            );
+            (Backend::Serial, "native requested but unavailable".to_string())
+        }
+        (BackendChoice::Auto, false) => (Backend::Serial, "no native streams in this MPICH".to_string()),
+    };
+    let pool = match backend {
+        Backend::Native => native::configure_pools(config),
+        Backend::Serial => config.streams,
+    };
+    Detected { backend, library, version, reason, pool }
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Native => "native",
+            Backend::Serial => "serial",
+        }
+    }
+
+    /// Creates the endpoint behind a new stream; returns the native stream (or `MPIX_STREAM_NULL`).
+    pub fn create_stream(self) -> Result<MPIX_Stream, String> {
+        match self {
+            Backend::Native => native::create_stream(),
+            Backend::Serial => Ok(MPIX_STREAM_NULL),
+        }
+    }
+
+    pub fn free_stream(self, native: MPIX_Stream) -> Result<(), String> {
+        match self {
+            Backend::Native => native::free_stream(native),
+            Backend::Serial => Ok(()),
+        }
+    }
+
+    /// Collective over `parent`: a communicator whose traffic runs on `native` (may be NULL).
+    pub fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+        match self {
+            Backend::Native => native::stream_comm_create(parent, native, newcomm),
+            Backend::Serial => serial::stream_comm_create(parent, newcomm),
+        }
+    }
+
+    /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).
+    pub fn progress(self, rt: &crate::runtime::Runtime, native: MPIX_Stream) -> c_int {
+        match self {
+            Backend::Native if native != MPIX_STREAM_NULL => native::progress(native),
+            _ => serial::global_progress(rt),
+        }
+    }
+}

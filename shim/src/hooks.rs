@@ -1,0 +1,210 @@
+//! What our `MPI_*` interposers do (the symbols themselves are generated in `mpixstream-wrappers`).
+use crate::backend::{self, Backend};
+use crate::comms::{CommEntry, Origin};
+use crate::config::{Config, Policy};
+use crate::errors::Errors;
+use crate::runtime::{self, Runtime};
+use crate::streams::StreamTable;
+use crate::{ffi_guard, policy};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::interpose::CommCtor;
+use mpixstream_wrappers::pmpi::{self, pmpi, Pmpi};
+use std::os::raw::{c_char, c_int};
+use std::sync::Mutex;
+
+/// `MPI_Init` (thread = None) and `MPI_Init_thread`.
+pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
+    ffi_guard("MPI_Init", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("mpixstream: {e}");
+                return MPI_ERR_OTHER;
+            }
+        };
+        let call = |p: &Pmpi| match thread {
+            None => (p.PMPI_Init)(argc, argv),
+            Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
+        };
+        if runtime::is_initialized_by_us() {
+            // A second MPI_Init: MPICH reports the error.
+            return call(p);
+        }
+        let config = match Config::from_env() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("mpixstream: {e}");
+                std::process::exit(1);
+            }
+        };
+        let detected = backend::detect(p, &config);
+        let rc = call(p);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        match start_runtime(p, config, detected) {
+            Ok(rt) => {
+                if rt.config.verbose && rt.rank == 0 {
+                    eprintln!("{}", banner(rt));
+                }
+                MPI_SUCCESS
+            }
+            Err(e) => {
+                eprintln!("mpixstream: initialisation failed after MPI_Init: {e}");
+                (p.PMPI_Abort)(MPI_COMM_WORLD, 1);
+                MPI_ERR_OTHER
+            }
+        }
+    })
+}
+
+unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -> Result<&'static Runtime, String> {
+    let mut rank = 0;
+    let mut size = 1;
+    let mut level = MPI_THREAD_SINGLE;
+    (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
+    (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
+    (p.PMPI_Query_thread)(&mut level);
+    let errors = Errors::create()?;
+    let mut progress_comm = MPI_COMM_NULL;
+    if (p.PMPI_Comm_dup)(MPI_COMM_SELF, &mut progress_comm) != MPI_SUCCESS {
+        return Err("could not duplicate MPI_COMM_SELF".into());
+    }
+    Ok(runtime::install(Runtime {
+        streams: StreamTable::new(detected.pool as usize),
+        comms: Default::default(),
+        backend: detected.backend,
+        library: detected.library,
+        backend_reason: detected.reason,
+        rank,
+        size,
+        thread_level: level,
+        errors,
+        progress_comm,
+        global_progress: Mutex::new(None),
+        config,
+    }))
+}
+
+pub fn banner(rt: &Runtime) -> String {
+    let level = ["MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"]
+        .get(rt.thread_level as usize)
+        .copied()
+        .unwrap_or("unknown");
+    let pool = rt.streams.capacity();
+    let mapping = match rt.backend {
+        Backend::Native => format!(
+            "{pool} streams, each a native stream on its own reserved VCI (MPIR_CVAR_CH4_RESERVE_VCIS={pool})"
+        ),
+        Backend::Serial => format!(
+            "{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised"
+        ),
+    };
+    format!(
+        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {} | {} | {} ranks",
+        env!("CARGO_PKG_VERSION"),
+        rt.library,
+        rt.backend.name(),
+        rt.backend_reason,
+        mapping,
+        rt.config.policy,
+        level,
+        rt.size
+    )
+}
+
+pub unsafe fn finalize() -> c_int {
+    ffi_guard("MPI_Finalize", || unsafe {
+        let Some(rt) = runtime::active() else {
+            return match pmpi::load() {
+                Ok(p) => (p.PMPI_Finalize)(),
+                Err(_) => MPI_ERR_OTHER,
+            };
+        };
+        let p = pmpi();
+        if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            t.stop();
+        }
+        for (_, slot) in rt.streams.live() {
+            if let Some(t) = slot.progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                t.stop();
+            }
+        }
+        let mut pc = rt.progress_comm;
+        (p.PMPI_Comm_free)(&mut pc);
+        runtime::mark_finalized();
+        (p.PMPI_Finalize)()
+    })
+}
+
+/// A communicator constructor: `create` makes the communicator; we then record stream inheritance
+/// (dup-like constructors of a stream communicator) or apply the explicit policy.
+pub unsafe fn comm_constructed(
+    kind: CommCtor,
+    parent: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    create: &dyn Fn(&Pmpi) -> c_int,
+) -> c_int {
+    ffi_guard(kind.name(), || unsafe {
+        let Some(rt) = runtime::active() else {
+            return match pmpi::load() {
+                Ok(p) => create(p),
+                Err(_) => MPI_ERR_OTHER,
+            };
+        };
+        let rc = create(pmpi());
+        if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
+            return rc;
+        }
+        let parent_entry = rt.comms.get(parent);
+        match parent_entry {
+            // The application's stream communicator: dup-like children share its stream (native MPICH
+            // does the same for the endpoint; this is our bookkeeping of it).
+            Some(e) if e.origin == Origin::User && kind.inherits_stream() => {
+                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
+                rc
+            }
+            _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),
+            _ => rc,
+        }
+    })
+}
+
+pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
+    ffi_guard("MPI_Comm_free", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(_) => return MPI_ERR_OTHER,
+        };
+        let handle = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+        let rc = (p.PMPI_Comm_free)(comm);
+        if rc == MPI_SUCCESS {
+            if let Some(rt) = runtime::active() {
+                if let Some(entry) = rt.comms.detach(rt, handle) {
+                    if entry.origin == Origin::Policy {
+                        policy::release_stream(rt, entry.stream);
+                    }
+                }
+            }
+        }
+        rc
+    })
+}
+
+pub unsafe fn error_class(code: c_int, class: *mut c_int) -> c_int {
+    ffi_guard("MPI_Error_class", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(_) => return MPI_ERR_OTHER,
+        };
+        let rc = (p.PMPI_Error_class)(code, class);
+        if rc == MPI_SUCCESS && !class.is_null() {
+            if let Some(rt) = runtime::active() {
+                if let Some(standard) = rt.errors.standard_class(*class) {
+                    *class = standard;
+                }
+            }
+        }
+        rc
+    })
+}

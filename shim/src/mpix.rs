@@ -1,0 +1,364 @@
+//! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
+use crate::comms::{CommEntry, Origin};
+use crate::errors::{raise, Class};
+use crate::hex;
+use crate::progress::ProgressThread;
+use crate::runtime::{self, Runtime};
+use crate::streams::{LookupError, StreamTable};
+use crate::ffi_guard;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+
+/// Runs an MPIX entry point: catches panics, and gives the body the runtime (or returns the error for
+/// a call outside `MPI_Init`..`MPI_Finalize`).
+macro_rules! entry {
+    ($name:literal, |$rt:ident| $body:block) => {
+        ffi_guard($name, || {
+            #[allow(unused_unsafe)]
+            unsafe {
+                let $rt: &Runtime = match runtime::require($name) {
+                    Ok(rt) => rt,
+                    Err(code) => return code,
+                };
+                $body
+            }
+        })
+    };
+}
+
+/// Looks up a live stream or raises the matching error (`MPIX_ERR_STREAM`) on `comm`.
+pub(crate) fn stream_or_raise<'a>(
+    rt: &'a Runtime,
+    handle: MPIX_Stream,
+    comm: MPI_Comm,
+    func: &str,
+) -> Result<(usize, &'a crate::streams::StreamSlot), c_int> {
+    rt.streams.lookup(handle).map_err(|e: LookupError| raise(comm, Class::Stream, func, &e.describe(handle)))
+}
+
+/// The stream's `type` info value, if any.
+unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
+    if info == MPI_INFO_NULL {
+        return Ok(None);
+    }
+    info_get_string(info, c"type".as_ptr())
+}
+
+unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
+    let p = pmpi();
+    let (mut len, mut flag) = (0, 0);
+    let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    if flag == 0 {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; len as usize + 1];
+    let rc = (p.PMPI_Info_get)(info, key, len + 1, buf.as_mut_ptr() as *mut c_char, &mut flag);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    buf.truncate(len as usize);
+    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_Stream) -> c_int {
+    entry!("MPIX_Stream_create", |rt| {
+        const F: &str = "MPIX_Stream_create";
+        if stream.is_null() {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
+        }
+        match info_type(info) {
+            Err(code) => return code,
+            Ok(None) => {}
+            Ok(Some(t)) if t.is_empty() => {}
+            Ok(Some(t)) => {
+                return raise(
+                    MPI_COMM_WORLD,
+                    Class::InfoValue,
+                    F,
+                    &format!("info type=\"{t}\" is not a stream type this library supports"),
+                )
+            }
+        }
+        let Some(index) = rt.streams.allocate() else {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Other,
+                F,
+                &format!(
+                    "out of streams: all {} streams of the explicit pool are in use \
+                     (raise MPIXSTREAM_STREAMS; on the native backend it sets MPIR_CVAR_CH4_RESERVE_VCIS)",
+                    rt.streams.capacity()
+                ),
+            );
+        };
+        match rt.backend.create_stream() {
+            Ok(native) => rt.streams.slot(index).native.store(native, Ordering::Release),
+            Err(e) => {
+                rt.streams.release(index);
+                return raise(MPI_COMM_WORLD, Class::Other, F, &e);
+            }
+        }
+        *stream = StreamTable::handle(index);
+        MPI_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
+    entry!("MPIX_Stream_free", |rt| {
+        const F: &str = "MPIX_Stream_free";
+        if stream.is_null() {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
+        }
+        let (index, slot) = match stream_or_raise(rt, *stream, MPI_COMM_WORLD, F) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        let comms = slot.comms.load(Ordering::Acquire);
+        if comms > 0 {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Other,
+                F,
+                &format!(
+                    "stream 0x{:08x} is still attached to {comms} communicator(s); free them first",
+                    *stream as u32
+                ),
+            );
+        }
+        let pending = slot.pending.load(Ordering::Acquire);
+        if pending > 0 {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Pending,
+                F,
+                &format!("stream 0x{:08x} has {pending} operation(s) pending", *stream as u32),
+            );
+        }
+        if slot.progress.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Other,
+                F,
+                &format!(
+                    "a progress thread is running on stream 0x{:08x}; call MPIX_Stop_progress_thread first",
+                    *stream as u32
+                ),
+            );
+        }
+        if let Err(e) = rt.backend.free_stream(slot.native()) {
+            return raise(MPI_COMM_WORLD, Class::Other, F, &e);
+        }
+        rt.streams.release(index);
+        *stream = MPIX_STREAM_NULL;
+        MPI_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+    entry!("MPIX_Stream_comm_create", |rt| {
+        const F: &str = "MPIX_Stream_comm_create";
+        if newcomm.is_null() {
+            return raise(comm, Class::Arg, F, "the newcomm argument is a null pointer");
+        }
+        if comm == MPI_COMM_NULL {
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
+        }
+        let index = if stream == MPIX_STREAM_NULL {
+            None
+        } else {
+            match stream_or_raise(rt, stream, comm, F) {
+                Ok((i, _)) => Some(i),
+                Err(code) => return code,
+            }
+        };
+        let native = index.map_or(MPIX_STREAM_NULL, |i| rt.streams.slot(i).native());
+        let rc = rt.backend.stream_comm_create(comm, native, newcomm);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        if let Some(i) = index {
+            rt.comms.attach(rt, *newcomm, CommEntry { stream: i, origin: Origin::User });
+        }
+        MPI_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+    entry!("MPIX_Comm_get_stream", |rt| {
+        const F: &str = "MPIX_Comm_get_stream";
+        if stream.is_null() {
+            return raise(comm, Class::Arg, F, "the stream argument is a null pointer");
+        }
+        if comm == MPI_COMM_NULL {
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
+        }
+        let entry = rt.comms.get(comm);
+        // A communicator without a stream has one local stream, MPIX_STREAM_NULL (conventional behaviour).
+        if idx != 0 {
+            return raise(
+                comm,
+                Class::Arg,
+                F,
+                &format!("index {idx} is out of range: the communicator has 1 local stream (index 0)"),
+            );
+        }
+        *stream = entry.map_or(MPIX_STREAM_NULL, |e| StreamTable::handle(e.stream));
+        MPI_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stream_progress(stream: MPIX_Stream) -> c_int {
+    entry!("MPIX_Stream_progress", |rt| {
+        if stream == MPIX_STREAM_NULL {
+            return rt.backend.progress(rt, MPIX_STREAM_NULL);
+        }
+        match stream_or_raise(rt, stream, MPI_COMM_WORLD, "MPIX_Stream_progress") {
+            Ok((_, slot)) => rt.backend.progress(rt, slot.native()),
+            Err(code) => code,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_int {
+    entry!("MPIX_Start_progress_thread", |rt| {
+        const F: &str = "MPIX_Start_progress_thread";
+        if !rt.thread_multiple() {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Other,
+                F,
+                "a progress thread needs MPI_THREAD_MULTIPLE; initialise with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
+            );
+        }
+        let (index, holder) = if stream == MPIX_STREAM_NULL {
+            (None, &rt.global_progress)
+        } else {
+            match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
+                Ok((i, slot)) => (Some(i), &slot.progress),
+                Err(code) => return code,
+            }
+        };
+        let mut guard = holder.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_some() {
+            return raise(MPI_COMM_WORLD, Class::Other, F, "a progress thread is already running on this stream");
+        }
+        match ProgressThread::start(index) {
+            Ok(t) => {
+                *guard = Some(t);
+                MPI_SUCCESS
+            }
+            Err(e) => raise(MPI_COMM_WORLD, Class::Other, F, &format!("cannot start a thread: {e}")),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int {
+    entry!("MPIX_Stop_progress_thread", |rt| {
+        const F: &str = "MPIX_Stop_progress_thread";
+        let holder = if stream == MPIX_STREAM_NULL {
+            &rt.global_progress
+        } else {
+            match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
+                Ok((_, slot)) => &slot.progress,
+                Err(code) => return code,
+            }
+        };
+        let thread = holder.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match thread {
+            Some(t) => {
+                t.stop();
+                MPI_SUCCESS
+            }
+            None => raise(MPI_COMM_WORLD, Class::Other, F, "no progress thread is running on this stream"),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Info_set_hex(info: MPI_Info, key: *const c_char, value: *const c_void, value_size: c_int) -> c_int {
+    entry!("MPIX_Info_set_hex", |rt| {
+        const F: &str = "MPIX_Info_set_hex";
+        let _ = rt;
+        if key.is_null() {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the key is a null pointer");
+        }
+        if value_size < 0 {
+            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("value_size {value_size} is negative"));
+        }
+        if value.is_null() && value_size > 0 {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
+        }
+        let bytes = if value_size == 0 { &[][..] } else { std::slice::from_raw_parts(value as *const u8, value_size as usize) };
+        let text = hex::encode(bytes);
+        if text.len() > MPI_MAX_INFO_VAL {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::InfoValue,
+                F,
+                &format!(
+                    "a {value_size}-byte value encodes to {} characters, more than MPI_MAX_INFO_VAL ({MPI_MAX_INFO_VAL})",
+                    text.len()
+                ),
+            );
+        }
+        let c = std::ffi::CString::new(text).unwrap_or_default();
+        (pmpi().PMPI_Info_set)(info, key, c.as_ptr())
+    })
+}
+
+/// Ours (native MPICH has none): decodes a value written by `MPIX_Info_set_hex` into exactly
+/// `value_size` bytes. `*flag` is 0 when the key is absent.
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Info_get_hex(
+    info: MPI_Info,
+    key: *const c_char,
+    value: *mut c_void,
+    value_size: c_int,
+    flag: *mut c_int,
+) -> c_int {
+    entry!("MPIX_Info_get_hex", |rt| {
+        const F: &str = "MPIX_Info_get_hex";
+        let _ = rt;
+        if key.is_null() || flag.is_null() {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the key or flag argument is a null pointer");
+        }
+        if value_size < 0 {
+            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("value_size {value_size} is negative"));
+        }
+        if value.is_null() && value_size > 0 {
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
+        }
+        let text = match info_get_string(info, key) {
+            Err(code) => return code,
+            Ok(None) => {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+            Ok(Some(t)) => t,
+        };
+        match hex::decode(&text, value_size as usize) {
+            Ok(bytes) => {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), value as *mut u8, bytes.len());
+                *flag = 1;
+                MPI_SUCCESS
+            }
+            Err(e) => {
+                let key = CStr::from_ptr(key).to_string_lossy();
+                raise(MPI_COMM_WORLD, Class::InfoValue, F, &format!("info key \"{key}\" = \"{text}\": {e}"))
+            }
+        }
+    })
+}

@@ -1,0 +1,95 @@
+//! The process-wide state that exists between `MPI_Init*` and `MPI_Finalize`.
+use crate::backend::Backend;
+use crate::comms::CommTable;
+use crate::config::Config;
+use crate::errors::Errors;
+use crate::streams::StreamTable;
+use mpixstream_wrappers::ffi::*;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+pub struct Runtime {
+    pub config: Config,
+    pub backend: Backend,
+    /// `MPI_Get_library_version`'s first line.
+    pub library: String,
+    pub rank: c_int,
+    pub size: c_int,
+    pub thread_level: c_int,
+    pub errors: Errors,
+    pub streams: StreamTable,
+    pub comms: CommTable,
+    /// A private duplicate of `MPI_COMM_SELF` on which `MPI_Iprobe` drives MPICH's global progress.
+    pub progress_comm: MPI_Comm,
+    /// Why this backend (for the banner and the report).
+    pub backend_reason: String,
+    /// `MPIX_Start_progress_thread(MPIX_STREAM_NULL)`'s thread.
+    pub global_progress: std::sync::Mutex<Option<crate::progress::ProgressThread>>,
+}
+
+const UNINITIALIZED: u8 = 0;
+const ACTIVE: u8 = 1;
+const FINALIZED: u8 = 2;
+
+static PHASE: AtomicU8 = AtomicU8::new(UNINITIALIZED);
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// The runtime, if MPI is initialised through us and not finalised.
+#[inline]
+pub fn active() -> Option<&'static Runtime> {
+    if PHASE.load(Ordering::Acquire) == ACTIVE {
+        RUNTIME.get()
+    } else {
+        None
+    }
+}
+
+/// The runtime for an MPIX entry point, or the error code it must return: calls before `MPI_Init`
+/// and after `MPI_Finalize` are erroneous in MPI; we say so on stderr and return `MPI_ERR_OTHER`.
+#[inline]
+pub fn require(func: &str) -> Result<&'static Runtime, c_int> {
+    match active() {
+        Some(rt) => Ok(rt),
+        None => Err(outside_mpi(func)),
+    }
+}
+
+#[cold]
+fn outside_mpi(func: &str) -> c_int {
+    let when = match PHASE.load(Ordering::Acquire) {
+        FINALIZED => "after MPI_Finalize",
+        _ => "before MPI_Init (or MPI was not initialised through mpixstream)",
+    };
+    eprintln!("mpixstream: {func} called {when}");
+    MPI_ERR_OTHER
+}
+
+pub fn install(rt: Runtime) -> &'static Runtime {
+    let rt = RUNTIME.get_or_init(|| rt);
+    PHASE.store(ACTIVE, Ordering::Release);
+    rt
+}
+
+pub fn mark_finalized() {
+    PHASE.store(FINALIZED, Ordering::Release);
+}
+
+pub fn is_initialized_by_us() -> bool {
+    PHASE.load(Ordering::Acquire) != UNINITIALIZED
+}
+
+/// Whether `comm` looks like a valid communicator handle (MPICH handle layout: kind in bits 30-31,
+/// object type in bits 26-29, 1 for communicators). Used only to pick which handler reports an error,
+/// without asking MPICH, whose own check would itself raise an error.
+pub fn comm_is_valid(comm: MPI_Comm) -> bool {
+    let kind = (comm as u32) >> 30;
+    let object = ((comm as u32) >> 26) & 0xf;
+    kind != 0 && object == 1
+}
+
+impl Runtime {
+    pub fn thread_multiple(&self) -> bool {
+        self.thread_level == MPI_THREAD_MULTIPLE
+    }
+}

@@ -1,0 +1,151 @@
+//! The stream table: a stream handle is `0xbc000000 | index` (the look of native MPICH's direct handles)
+//! and indexes a fixed vector of slots, sized by the pool at `MPI_Init`, so hot paths find a stream
+//! with one bounds check and no lookup.
+use crate::progress::ProgressThread;
+use mpixstream_wrappers::ffi::*;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+const HANDLE_BASE: u32 = 0xbc00_0000;
+const HANDLE_MASK: u32 = 0xfc00_0000;
+
+pub struct StreamSlot {
+    in_use: AtomicBool,
+    /// The native MPICH stream behind this one (native backend), else `MPIX_STREAM_NULL`.
+    pub native: AtomicI32,
+    /// Communicators that have this stream attached; the stream cannot be freed while non-zero.
+    pub comms: AtomicU32,
+    /// Operations registered on this stream and not yet complete (enqueue engine).
+    pub pending: AtomicU32,
+    /// Set when the explicit policy created the stream for one communicator (freed with it).
+    pub policy_owned: AtomicBool,
+    pub progress: Mutex<Option<ProgressThread>>,
+}
+
+impl StreamSlot {
+    fn new() -> StreamSlot {
+        StreamSlot {
+            in_use: AtomicBool::new(false),
+            native: AtomicI32::new(MPIX_STREAM_NULL),
+            comms: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+            policy_owned: AtomicBool::new(false),
+            progress: Mutex::new(None),
+        }
+    }
+
+    #[inline]
+    pub fn native(&self) -> MPIX_Stream {
+        self.native.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum LookupError {
+    Null,
+    /// Not a stream handle of ours at all.
+    Invalid,
+    /// A handle of ours whose stream has been freed.
+    Freed,
+}
+
+impl LookupError {
+    pub fn describe(&self, handle: MPIX_Stream) -> String {
+        match self {
+            LookupError::Null => "the stream is MPIX_STREAM_NULL".to_string(),
+            LookupError::Invalid => format!("0x{:08x} is not a valid stream handle", handle as u32),
+            LookupError::Freed => format!("stream 0x{:08x} has been freed", handle as u32),
+        }
+    }
+}
+
+pub struct StreamTable {
+    slots: Box<[StreamSlot]>,
+    /// Serialises create and free (never taken on a communication path).
+    alloc: Mutex<()>,
+}
+
+impl StreamTable {
+    pub fn new(capacity: usize) -> StreamTable {
+        StreamTable { slots: (0..capacity).map(|_| StreamSlot::new()).collect(), alloc: Mutex::new(()) }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn handle(index: usize) -> MPIX_Stream {
+        (HANDLE_BASE | index as u32) as MPIX_Stream
+    }
+
+    /// The slot of a live stream.
+    #[inline]
+    pub fn lookup(&self, handle: MPIX_Stream) -> Result<(usize, &StreamSlot), LookupError> {
+        if handle == MPIX_STREAM_NULL {
+            return Err(LookupError::Null);
+        }
+        let h = handle as u32;
+        if h & HANDLE_MASK != HANDLE_BASE {
+            return Err(LookupError::Invalid);
+        }
+        let index = (h & !HANDLE_MASK) as usize;
+        let slot = self.slots.get(index).ok_or(LookupError::Invalid)?;
+        if !slot.in_use.load(Ordering::Acquire) {
+            return Err(LookupError::Freed);
+        }
+        Ok((index, slot))
+    }
+
+    pub fn slot(&self, index: usize) -> &StreamSlot {
+        &self.slots[index]
+    }
+
+    /// Takes a free slot, or None when the pool is exhausted.
+    pub fn allocate(&self) -> Option<usize> {
+        let _g = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let index = self.slots.iter().position(|s| !s.in_use.load(Ordering::Acquire))?;
+        let slot = &self.slots[index];
+        slot.native.store(MPIX_STREAM_NULL, Ordering::Release);
+        slot.comms.store(0, Ordering::Release);
+        slot.pending.store(0, Ordering::Release);
+        slot.policy_owned.store(false, Ordering::Release);
+        slot.in_use.store(true, Ordering::Release);
+        Some(index)
+    }
+
+    pub fn release(&self, index: usize) {
+        let _g = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        self.slots[index].in_use.store(false, Ordering::Release);
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.slots.iter().filter(|s| s.in_use.load(Ordering::Acquire)).count()
+    }
+
+    pub fn live(&self) -> impl Iterator<Item = (usize, &StreamSlot)> {
+        self.slots.iter().enumerate().filter(|(_, s)| s.in_use.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_and_exhaust() {
+        let t = StreamTable::new(2);
+        let a = t.allocate().unwrap();
+        let b = t.allocate().unwrap();
+        assert_ne!(a, b);
+        assert!(t.allocate().is_none());
+        let ha = StreamTable::handle(a);
+        assert_eq!(ha as u32 & HANDLE_MASK, HANDLE_BASE);
+        assert_eq!(t.lookup(ha).unwrap().0, a);
+        t.release(a);
+        assert_eq!(t.lookup(ha).err().unwrap(), LookupError::Freed);
+        assert_eq!(t.lookup(MPIX_STREAM_NULL).err().unwrap(), LookupError::Null);
+        assert_eq!(t.lookup(0x1234).err().unwrap(), LookupError::Invalid);
+        assert_eq!(t.lookup(StreamTable::handle(7)).err().unwrap(), LookupError::Invalid);
+        assert_eq!(t.in_use(), 1);
+    }
+}

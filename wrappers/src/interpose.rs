@@ -1,0 +1,137 @@
+//! The `MPI_*` interposers of the lean library, generated from the tables below.
+//!
+//! The library interposes only what it must (DESIGN.md §3): the initialisation and finalisation calls,
+//! the communicator constructors and `MPI_Comm_free` (bookkeeping and the endpoint policy), and
+//! `MPI_Error_class` (so that our error codes report standard classes on every MPICH). Everything else,
+//! `MPI_Send` on a stream communicator included, goes straight to MPICH.
+//!
+//! A table row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
+//! instantiates the table (`interposers!(path::to::hooks)`), so the symbols are defined once, here, and
+//! the policy lives in the shim.
+
+/// Which constructor made a communicator: decides stream inheritance (dup-like ones inherit their
+/// parent's stream, as native MPICH does) and whether the explicit policy can attach a stream
+/// (not to a nonblocking constructor, whose result is not ready when the call returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommCtor {
+    Dup,
+    DupWithInfo,
+    Idup,
+    IdupWithInfo,
+    Split,
+    SplitType,
+    Create,
+    CreateGroup,
+}
+
+impl CommCtor {
+    /// Dup-like constructors keep the parent's stream (native MPICH's rule; `split` does not).
+    pub fn inherits_stream(self) -> bool {
+        matches!(self, CommCtor::Dup | CommCtor::DupWithInfo | CommCtor::Idup | CommCtor::IdupWithInfo)
+    }
+    /// Whether the new communicator is complete when the call returns.
+    pub fn is_blocking(self) -> bool {
+        !matches!(self, CommCtor::Idup | CommCtor::IdupWithInfo)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            CommCtor::Dup => "MPI_Comm_dup",
+            CommCtor::DupWithInfo => "MPI_Comm_dup_with_info",
+            CommCtor::Idup => "MPI_Comm_idup",
+            CommCtor::IdupWithInfo => "MPI_Comm_idup_with_info",
+            CommCtor::Split => "MPI_Comm_split",
+            CommCtor::SplitType => "MPI_Comm_split_type",
+            CommCtor::Create => "MPI_Comm_create",
+            CommCtor::CreateGroup => "MPI_Comm_create_group",
+        }
+    }
+}
+
+/// Defines the communicator-constructor interposers from one table. Each row:
+/// `MPI_name => PMPI_name (args...) parent <arg> out <arg> kind Kind;`, naming the parent communicator
+/// and the output handle among the arguments. The hook receives the parent, the output pointer and a closure
+/// that performs the real `PMPI_*` call.
+#[macro_export]
+macro_rules! comm_constructor_interposers {
+    ($hooks:path; $( $mpi:ident => $pmpi:ident ( $($arg:ident : $ty:ty),* )
+                     parent $parent:ident out $out:ident kind $kind:ident ; )*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> std::os::raw::c_int {
+                use $hooks as hooks;
+                hooks::comm_constructed(
+                    $crate::interpose::CommCtor::$kind,
+                    $parent,
+                    $out,
+                    &|p: &$crate::pmpi::Pmpi| (p.$pmpi)($($arg),*),
+                )
+            }
+        )*
+    };
+}
+
+/// Instantiates every interposer of the lean library over the hooks module `$hooks`, which provides
+/// `init`, `init_thread`, `finalize`, `comm_constructed`, `comm_free` and `error_class`.
+#[macro_export]
+macro_rules! interposers {
+    ($hooks:path) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init(
+            argc: *mut std::os::raw::c_int,
+            argv: *mut *mut *mut std::os::raw::c_char,
+        ) -> std::os::raw::c_int {
+            use $hooks as hooks;
+            hooks::init(argc, argv, None)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init_thread(
+            argc: *mut std::os::raw::c_int,
+            argv: *mut *mut *mut std::os::raw::c_char,
+            required: std::os::raw::c_int,
+            provided: *mut std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            use $hooks as hooks;
+            hooks::init(argc, argv, Some((required, provided)))
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Finalize() -> std::os::raw::c_int {
+            use $hooks as hooks;
+            hooks::finalize()
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Comm_free(comm: *mut $crate::ffi::MPI_Comm) -> std::os::raw::c_int {
+            use $hooks as hooks;
+            hooks::comm_free(comm)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Error_class(
+            errorcode: std::os::raw::c_int,
+            errorclass: *mut std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            use $hooks as hooks;
+            hooks::error_class(errorcode, errorclass)
+        }
+
+        $crate::comm_constructor_interposers! { $hooks;
+            MPI_Comm_dup => PMPI_Comm_dup (comm: $crate::ffi::MPI_Comm, newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind Dup;
+            MPI_Comm_dup_with_info => PMPI_Comm_dup_with_info (comm: $crate::ffi::MPI_Comm, info: $crate::ffi::MPI_Info,
+                newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind DupWithInfo;
+            MPI_Comm_idup => PMPI_Comm_idup (comm: $crate::ffi::MPI_Comm, newcomm: *mut $crate::ffi::MPI_Comm,
+                request: *mut $crate::ffi::MPI_Request) parent comm out newcomm kind Idup;
+            MPI_Comm_idup_with_info => PMPI_Comm_idup_with_info (comm: $crate::ffi::MPI_Comm, info: $crate::ffi::MPI_Info,
+                newcomm: *mut $crate::ffi::MPI_Comm, request: *mut $crate::ffi::MPI_Request) parent comm out newcomm kind IdupWithInfo;
+            MPI_Comm_split => PMPI_Comm_split (comm: $crate::ffi::MPI_Comm, color: std::os::raw::c_int,
+                key: std::os::raw::c_int, newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind Split;
+            MPI_Comm_split_type => PMPI_Comm_split_type (comm: $crate::ffi::MPI_Comm, split_type: std::os::raw::c_int,
+                key: std::os::raw::c_int, info: $crate::ffi::MPI_Info, newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind SplitType;
+            MPI_Comm_create => PMPI_Comm_create (comm: $crate::ffi::MPI_Comm, group: $crate::ffi::MPI_Group,
+                newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind Create;
+            MPI_Comm_create_group => PMPI_Comm_create_group (comm: $crate::ffi::MPI_Comm, group: $crate::ffi::MPI_Group,
+                tag: std::os::raw::c_int, newcomm: *mut $crate::ffi::MPI_Comm) parent comm out newcomm kind CreateGroup;
+        }
+    };
+}
