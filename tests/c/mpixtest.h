@@ -1,0 +1,74 @@
+/* Small helpers shared by the C test programs: checks that count failures and a closing verdict in
+ * MPICH's test-suite convention (" No Errors" on rank 0 when every rank passed). */
+#ifndef MPIXTEST_H
+#define MPIXTEST_H
+#include <mpi.h>
+#include "mpix_stream.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int mpixtest_errs = 0;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            int r_;                                                                        \
+            MPI_Comm_rank(MPI_COMM_WORLD, &r_);                                            \
+            fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", r_, __FILE__, __LINE__, \
+                    #cond);                                                                \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            mpixtest_errs++;                                                               \
+        }                                                                                  \
+    } while (0)
+
+/* MPI call expected to succeed. */
+#define OK(call)                                                                           \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        CHECK(rc_ == MPI_SUCCESS, "%s returned %d", #call, rc_);                           \
+    } while (0)
+
+/* An error code's class and message. */
+static inline int err_class(int code) { int c = -1; MPI_Error_class(code, &c); return c; }
+static inline const char *err_text(int code) {
+    static char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    s[0] = 0;
+    MPI_Error_string(code, s, &len);
+    return s;
+}
+
+/* Expects `call` to fail with `cls` and a message containing `needle`. */
+#define EXPECT_ERR(call, cls, needle)                                                      \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        CHECK(rc_ != MPI_SUCCESS, "%s succeeded, expected an error", #call);               \
+        if (rc_ != MPI_SUCCESS) {                                                          \
+            CHECK(err_class(rc_) == (cls), "%s: class %d, expected %d (%s)", #call,        \
+                  err_class(rc_), (cls), err_text(rc_));                                   \
+            CHECK(strstr(err_text(rc_), (needle)) != NULL, "%s: message '%s' lacks '%s'",  \
+                  #call, err_text(rc_), (needle));                                         \
+        }                                                                                  \
+    } while (0)
+
+static inline int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+/* Collective verdict; returns the process exit code. */
+static inline int mpixtest_finish(void) {
+    int total = 0, rank;
+    MPI_Allreduce(&mpixtest_errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        if (total == 0) printf(" No Errors\n");
+        else printf(" Found %d errors\n", total);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return total != 0;
+}
+#endif

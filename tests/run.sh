@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on both MPICHs,
+# and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
+# Prints PASS/FAIL per test and closes with "N passed, M failed".
+#   tests/run.sh [--quick] [--only PATTERN]
+#     --quick: skip the MPICH conformance harness
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/env.sh
+quick=0
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "usage: tests/run.sh [--quick] [--only PATTERN]" >&2; exit 2 ;;
+  esac
+done
+
+passed=0
+failed=0
+failures=()
+logdir=$root/build/test-logs
+mkdir -p "$logdir"
+verdict() { # name status(0=pass) log
+  if [ "$2" -eq 0 ]; then
+    echo "PASS $1"; passed=$((passed + 1))
+  else
+    echo "FAIL $1 (log: ${3:-none})"; failed=$((failed + 1)); failures+=("$1")
+    [ -n "${3:-}" ] && [ -f "$3" ] && tail -n 15 "$3" | sed 's/^/    | /'
+  fi
+}
+selected() { [ -z "$only" ] || [[ "$1" == *$only* ]]; }
+
+echo "== build"
+cargo build --release --quiet --workspace || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+if selected cargo-unit; then
+  log=$logdir/cargo-unit.log
+  cargo test --release --quiet --workspace >"$log" 2>&1
+  verdict "cargo-unit ($(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}') unit tests)" $? "$log"
+fi
+
+echo "== C tests"
+build_dir=$root/build/tests
+for mpich in deb 5; do
+  mpich_select $mpich
+  mkdir -p "$build_dir/$mpich"
+  for src in tests/c/*.c; do
+    prog=$(basename "$src" .c)
+    out=$build_dir/$mpich/$prog
+    if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ tests/c/mpixtest.h -nt "$out" ] || [ include/mpix_stream.h -nt "$out" ]; then
+      "$MPICC" -O2 -g -Wall -Iinclude -Itests/c "$src" -o "$out" \
+        -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread -lm \
+        2>"$logdir/compile-$mpich-$prog.log" || verdict "compile $mpich/$prog" 1 "$logdir/compile-$mpich-$prog.log"
+    fi
+  done
+done
+
+while read -r prog nps mpichs expect envs; do
+  [[ -z "$prog" || "$prog" == \#* ]] && continue
+  for mpich in ${mpichs//,/ }; do
+    mpich_select $mpich
+    for np in ${nps//,/ }; do
+      name="$prog np=$np mpich=$mpich${envs:+ [$envs]}"
+      [ "$envs" = "-" ] && name="$prog np=$np mpich=$mpich"
+      selected "$name" || continue
+      log=$logdir/$(echo "$prog-$mpich-$np-$envs" | tr -c 'A-Za-z0-9_.=-' '_').log
+      envargs=()
+      [ "$envs" != "-" ] && for kv in $envs; do envargs+=("$kv"); done
+      env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1
+      rc=$?
+      case "$expect" in
+        pass) [ $rc -eq 0 ] && grep -q " No Errors" "$log"; verdict "$name" $? "$log" ;;
+        fail:*) text=${expect#fail:}; text=${text//_/ }
+                [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$text" "$log"; verdict "$name (expected fatal: $text)" $? "$log" ;;
+      esac
+    done
+  done
+done < tests/c/TESTS
+
+echo "== script tests"
+for t in tests/scripts/*.sh; do
+  [ -f "$t" ] || continue
+  name=$(basename "$t" .sh)
+  selected "$name" || continue
+  log=$logdir/script-$name.log
+  timeout 900 bash "$t" >"$log" 2>&1
+  verdict "$name" $? "$log"
+done
+
+if [ $quick -eq 0 ] && [ -x tests/conformance/run.sh ] && selected conformance; then
+  echo "== MPICH conformance (tests/conformance)"
+  for mpich in deb 5; do
+    for policy in implicit explicit; do
+      log=$logdir/conformance-$mpich-$policy.log
+      bash tests/conformance/run.sh --mpich $mpich --policy $policy >"$log" 2>&1
+      rc=$?
+      verdict "conformance mpich=$mpich policy=$policy: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)" $rc "$log"
+    done
+  done
+fi
+
+if [ $failed -gt 0 ]; then
+  echo "failed:"; printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
