@@ -51,7 +51,7 @@ for mpich in deb 5; do
     prog=$(basename "$src" .c)
     out=$build_dir/$mpich/$prog
     if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ tests/c/mpixtest.h -nt "$out" ] || [ include/mpix_stream.h -nt "$out" ]; then
-      "$MPICC" -O2 -g -Wall -Iinclude -Itests/c "$src" -o "$out" \
+      "$MPICC" -Wl,--no-as-needed -O2 -g -Wall -Iinclude -Itests/c "$src" -o "$out" \
         -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread -lm \
         2>"$logdir/compile-$mpich-$prog.log" || verdict "compile $mpich/$prog" 1 "$logdir/compile-$mpich-$prog.log"
     fi
@@ -69,11 +69,11 @@ while read -r prog nps mpichs expect envs; do
       log=$logdir/$(echo "$prog-$mpich-$np-$envs" | tr -c 'A-Za-z0-9_.=-' '_').log
       envargs=()
       [ "$envs" != "-" ] && for kv in $envs; do envargs+=("$kv"); done
-      env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1
+      env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1 </dev/null
       rc=$?
       case "$expect" in
         pass) [ $rc -eq 0 ] && grep -q " No Errors" "$log"; verdict "$name" $? "$log" ;;
-        fail:*) text=${expect#fail:}; text=${text//_/ }
+        fail:*) text=${expect#fail:}; text=${text//\~/ }
                 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$text" "$log"; verdict "$name (expected fatal: $text)" $? "$log" ;;
       esac
     done
