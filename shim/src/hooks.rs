@@ -47,6 +47,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 if rt.config.verbose && rt.rank == 0 {
                     eprintln!("{}", banner(rt));
                 }
+                crate::query::tools_init();
                 MPI_SUCCESS
             }
             Err(e) => {
@@ -122,6 +123,7 @@ pub unsafe fn finalize() -> c_int {
             };
         };
         let p = pmpi();
+        crate::query::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();
         }

@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod mpix;
 pub mod policy;
 pub mod progress;
+pub mod query;
 pub mod runtime;
 pub mod streams;
 

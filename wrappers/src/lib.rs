@@ -8,3 +8,4 @@
 pub mod ffi;
 pub mod interpose;
 pub mod pmpi;
+pub mod tools;

@@ -110,6 +110,20 @@ impl Backend {
         }
     }
 
+    /// The VCI a stream's traffic runs on, where we know it (for the report): native, `NUM_VCIS` + the
+    /// reserved index MPICH gave it; serial, VCI 0 when MPICH has one implicit VCI.
+    pub fn stream_vci(self, native: MPIX_Stream) -> Option<u32> {
+        match self {
+            Backend::Native => native::vci_of(native),
+            Backend::Serial => (self.implicit_vcis() == 1).then_some(0),
+        }
+    }
+
+    /// MPICH's implicit VCI pool in force (`MPIR_CVAR_CH4_NUM_VCIS`, default 1).
+    pub fn implicit_vcis(self) -> u32 {
+        native::implicit_vcis_in_force()
+    }
+
     /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).
     pub fn progress(self, rt: &crate::runtime::Runtime, native: MPIX_Stream) -> c_int {
         match self {

@@ -1,0 +1,106 @@
+//! What the companion library `libmpixstream_tools.so` (counters, report, one-thread-per-communicator
+//! check) may ask the lean library: a small C API over the state we already keep (backend, pool,
+//! policy, which communicator carries which stream, and on which VCI), so the mapping lives in one
+//! place. Nothing here runs on a communication path of the lean library.
+//!
+//! The lean library also tells the tools library when MPI is up and when it is about to go down:
+//! it looks up `mpixstream_tools_init` / `mpixstream_tools_finalize` once at `MPI_Init*` and calls them
+//! (they exist only when the tools library is preloaded, i.e. when a report or the check is asked for).
+use crate::comms::Origin;
+use crate::config::Policy;
+use crate::runtime;
+use crate::{backend::Backend, policy};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::tools::{Description, FINALIZE_SYMBOL, INIT_SYMBOL};
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Fills `*out` (whose `size` field the caller set to `sizeof` its struct). 0 on success; -1 when MPI
+/// is not initialised through us or `out` is too small.
+#[no_mangle]
+pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
+    let Some(rt) = runtime::active() else { return -1 };
+    if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
+        return -1;
+    }
+    let d = &mut *out;
+    d.backend = match rt.backend {
+        Backend::Serial => 0,
+        Backend::Native => 1,
+    };
+    d.policy = match rt.config.policy {
+        Policy::Implicit => 0,
+        Policy::Explicit => 1,
+    };
+    d.pool = rt.streams.capacity() as c_int;
+    d.implicit_vcis = rt.backend.implicit_vcis() as c_int;
+    d.thread_level = rt.thread_level;
+    d.rank = rt.rank;
+    d.nranks = rt.size;
+    d.streams_in_use = rt.streams.in_use() as c_int;
+    d.policy_attached = policy::STATS.attached.load(Ordering::Relaxed);
+    d.policy_exhausted = policy::STATS.exhausted.load(Ordering::Relaxed);
+    d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
+    d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
+    copy_str(&mut d.library, &rt.library);
+    copy_str(&mut d.backend_reason, &rt.backend_reason);
+    0
+}
+
+fn copy_str(dst: &mut [c_char], src: &str) {
+    let n = src.len().min(dst.len() - 1);
+    for (d, &b) in dst.iter_mut().zip(src.as_bytes()[..n].iter()) {
+        *d = b as c_char;
+    }
+    dst[n] = 0;
+}
+
+/// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us).
+#[no_mangle]
+pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
+    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(-1, |e| e.stream as c_int)
+}
+
+/// Who attached `comm`'s stream: 0 none, 1 the application (`MPIX_Stream_comm_create` or a dup of
+/// one), 2 the explicit policy.
+#[no_mangle]
+pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
+    match runtime::active().and_then(|rt| rt.comms.get(comm)).map(|e| e.origin) {
+        None => 0,
+        Some(Origin::User) => 1,
+        Some(Origin::Policy) => 2,
+    }
+}
+
+/// The VCI stream `index`'s traffic runs on, where we know it, else -1.
+#[no_mangle]
+pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
+    let Some(rt) = runtime::active() else { return -1 };
+    if index < 0 || index as usize >= rt.streams.capacity() {
+        return -1;
+    }
+    rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
+}
+
+static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
+pub fn tools_init() {
+    let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, INIT_SYMBOL.as_ptr()) };
+    let fin = unsafe { libc::dlsym(libc::RTLD_DEFAULT, FINALIZE_SYMBOL.as_ptr()) };
+    FINALIZE_HOOK.store(fin as usize, Ordering::Release);
+    if !init.is_null() {
+        let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
+        f();
+    }
+}
+
+/// At the start of our `MPI_Finalize`, while MPI and our state are still up: the tools library's
+/// report (a collective over `MPI_COMM_WORLD`).
+pub fn tools_finalize() {
+    let fin = FINALIZE_HOOK.swap(0, Ordering::AcqRel);
+    if fin != 0 {
+        let f: extern "C" fn() = unsafe { std::mem::transmute(fin) };
+        f();
+    }
+}
