@@ -1,0 +1,159 @@
+//! `MPIXSTREAM_CHECK`: the explicit policy asserts that each communicator is used by one thread at a
+//! time; on the native backend its stream is a reserved VCI that MPICH does not lock, so two threads on
+//! it corrupt MPICH's state silently. We check it: each stream has an owner slot, set (compare-and-swap
+//! from 0 to the calling thread's id) when a call on one of its communicators enters and cleared when
+//! it leaves. A second thread finding the slot taken is a violation: we print the first one (the
+//! communicator, both threads, both calls) and abort the job with `MPI_Abort` before the second thread
+//! reaches MPICH.
+use crate::state::{self, CommRec};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+
+/// Who is inside a call on one stream right now.
+#[derive(Default)]
+pub struct Owner {
+    /// The owning thread's id (0: free).
+    thread: AtomicU32,
+    /// The owner's call (a `&'static str`'s address and length), for the violation message.
+    call_ptr: AtomicUsize,
+    call_len: AtomicUsize,
+    comm: AtomicI32,
+}
+
+thread_local! {
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The calling thread's kernel id (never 0).
+#[inline]
+pub fn thread_id() -> u32 {
+    TID.with(|t| {
+        let v = t.get();
+        if v != 0 {
+            return v;
+        }
+        let id = (unsafe { libc::syscall(libc::SYS_gettid) } as u32).max(1);
+        t.set(id);
+        id
+    })
+}
+
+/// Holds the owner slots a call took; releases them when the call returns.
+pub struct Guard {
+    held: [Option<&'static Owner>; 4],
+    more: Vec<&'static Owner>,
+}
+
+impl Guard {
+    const NONE: Guard = Guard { held: [None; 4], more: Vec::new() };
+
+    fn push(&mut self, o: &'static Owner) {
+        match self.held.iter_mut().find(|h| h.is_none()) {
+            Some(slot) => *slot = Some(o),
+            None => self.more.push(o),
+        }
+    }
+}
+
+impl Drop for Guard {
+    #[inline]
+    fn drop(&mut self) {
+        for o in self.held.iter().flatten().chain(self.more.iter()) {
+            o.call_len.store(0, Ordering::Relaxed);
+            o.call_ptr.store(0, Ordering::Relaxed);
+            o.thread.store(0, Ordering::Release);
+        }
+    }
+}
+
+#[inline]
+fn owner_of(rec: &CommRec) -> Option<&'static Owner> {
+    if !rec.checked {
+        return None;
+    }
+    let i = rec.stream? as usize;
+    state::setup()?.owners.get(i)
+}
+
+/// Enters a call on `rec`'s communicator.
+#[inline]
+pub fn enter(call: &'static str, rec: Option<&'static CommRec>) -> Guard {
+    let mut g = Guard::NONE;
+    if let Some(r) = rec {
+        take(&mut g, call, r);
+    }
+    g
+}
+
+/// Enters a call that drives several operations (`MPI_Waitall`…): takes each distinct stream's slot.
+pub fn enter_many(call: &'static str, recs: impl Iterator<Item = &'static CommRec>) -> Guard {
+    let mut g = Guard::NONE;
+    for r in recs {
+        take(&mut g, call, r);
+    }
+    g
+}
+
+#[inline]
+fn take(g: &mut Guard, call: &'static str, rec: &'static CommRec) {
+    let Some(owner) = owner_of(rec) else { return };
+    let me = thread_id();
+    match owner.thread.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+        Ok(_) => {
+            owner.comm.store(rec.handle, Ordering::Relaxed);
+            owner.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
+            owner.call_len.store(call.len(), Ordering::Relaxed);
+            g.push(owner);
+        }
+        // Ours already (a call that takes several requests of one stream, or re-entry): nothing to do.
+        Err(cur) if cur == me => {}
+        Err(other) => violation(call, rec, owner, other),
+    }
+}
+
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+#[inline(never)]
+fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! {
+    if REPORTED.swap(true, Ordering::AcqRel) {
+        // Someone is already aborting the job: never enter MPICH on this stream meanwhile.
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    // The other thread stores its call name just after taking the slot: give it a moment.
+    let mut other_call = None;
+    for _ in 0..1000 {
+        let (p, n) = (owner.call_ptr.load(Ordering::Relaxed), owner.call_len.load(Ordering::Relaxed));
+        if p != 0 && n != 0 {
+            other_call = std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, n) }).ok();
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let other_comm = owner.comm.load(Ordering::Relaxed);
+    let rank = state::setup().and_then(|s| s.description).map_or(-1, |d| d.rank);
+    let stream = rec.stream.map_or("-".to_string(), |s| s.to_string());
+    let vci = rec.vci.map_or("unknown".to_string(), |v| v.to_string());
+    let same = if other_comm == rec.handle {
+        "the same communicator".to_string()
+    } else {
+        format!("communicator 0x{:08x}, which shares the stream", other_comm as u32)
+    };
+    eprintln!(
+        "mpixstream check: [rank {rank}] communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci}) used by two threads at once: \
+         thread {} entered {call} while thread {other} was in {} on {same}. \
+         The explicit endpoint policy needs each communicator used by one thread at a time \
+         (its stream is an endpoint MPICH does not lock); aborting.",
+        rec.handle as u32,
+        rec.id,
+        rec.origin.name(),
+        thread_id(),
+        other_call.unwrap_or("an MPI call"),
+    );
+    unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
+    std::process::abort()
+}

@@ -1,0 +1,424 @@
+//! What each communication interposer of the tools library does (the symbols are generated from the
+//! table in `mpixstream_wrappers::tools`). Every hook starts with one relaxed load (`state::on()`) and
+//! goes straight to MPICH when nothing is switched on.
+//!
+//! Counting: sends when called (nonblocking ones when posted, as the UCX probe counts them); receives
+//! on completion, with the size from the status (we pass our own status where the application passed
+//! `MPI_STATUS(ES)_IGNORE`); collectives as calls. Checking: see [`crate::check`].
+use crate::check;
+use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
+use mpixstream_wrappers::ffi::*;
+use std::os::raw::c_int;
+
+#[inline]
+fn wants_tracking(r: &CommRec, recv: bool) -> bool {
+    r.checked || (recv && report_on())
+}
+
+#[inline]
+unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
+    if !request.is_null() && *request != MPI_REQUEST_NULL && wants_tracking(r, recv) {
+        state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
+    }
+}
+
+#[inline]
+fn tracked(h: MPI_Request) -> Option<ReqInfo> {
+    if h == MPI_REQUEST_NULL {
+        return None;
+    }
+    state::requests().get(&h).map(|e| *e)
+}
+
+/// A tracked operation completed: forget it and count a receive.
+#[inline]
+unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
+    state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+    if info.recv && report_on() && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS)) {
+        info.rec.count_recv(status);
+    }
+}
+
+pub unsafe fn send(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
+                   call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS && dest != MPI_PROC_NULL && report_on()) {
+        r.count_send(count, datatype);
+    }
+    rc
+}
+
+pub unsafe fn isend(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
+                    request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
+        if dest != MPI_PROC_NULL && report_on() {
+            r.count_send(count, datatype);
+        }
+        track(request, r, false);
+    }
+    rc
+}
+
+pub unsafe fn recv(name: &'static str, comm: MPI_Comm, status: *mut MPI_Status,
+                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(status);
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let mut local = MPI_Status::default();
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let rc = call(st);
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
+        r.count_recv(st);
+    }
+    rc
+}
+
+pub unsafe fn irecv(name: &'static str, comm: MPI_Comm, request: *mut MPI_Request,
+                    call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
+        track(request, r, true);
+    }
+    rc
+}
+
+pub unsafe fn sendrecv(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
+                       status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(status);
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let mut local = MPI_Status::default();
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let rc = call(st);
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
+        if dest != MPI_PROC_NULL {
+            r.count_send(count, datatype);
+        }
+        r.count_recv(st);
+    }
+    rc
+}
+
+pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let _g = check::enter(name, rec(comm));
+    call()
+}
+
+unsafe fn remember_message(r: Option<&'static CommRec>, message: *mut MPI_Message) {
+    if let Some(r) = r {
+        if !message.is_null() && *message != MPI_MESSAGE_NULL && *message != MPI_MESSAGE_NO_PROC {
+            state::messages().insert(*message, r);
+        }
+    }
+}
+
+pub unsafe fn mprobe(name: &'static str, comm: MPI_Comm, message: *mut MPI_Message,
+                     call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if rc == MPI_SUCCESS {
+        remember_message(r, message);
+    }
+    rc
+}
+
+pub unsafe fn improbe(name: &'static str, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message,
+                      call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 {
+        remember_message(r, message);
+    }
+    rc
+}
+
+unsafe fn take_message(message: *mut MPI_Message) -> Option<&'static CommRec> {
+    if message.is_null() || *message == MPI_MESSAGE_NULL || *message == MPI_MESSAGE_NO_PROC {
+        return None;
+    }
+    state::messages().remove(&*message).map(|(_, r)| r)
+}
+
+pub unsafe fn mrecv(name: &'static str, message: *mut MPI_Message, status: *mut MPI_Status,
+                    call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(status);
+    }
+    let r = take_message(message);
+    let _g = check::enter(name, r);
+    let mut local = MPI_Status::default();
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let rc = call(st);
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
+        r.count_recv(st);
+    }
+    rc
+}
+
+pub unsafe fn imrecv(name: &'static str, message: *mut MPI_Message, request: *mut MPI_Request,
+                     call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = take_message(message);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
+        track(request, r, true);
+    }
+    rc
+}
+
+pub unsafe fn wait(name: &'static str, request: *mut MPI_Request, status: *mut MPI_Status,
+                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() || request.is_null() {
+        return call(status);
+    }
+    let h = *request;
+    let Some(info) = tracked(h) else { return call(status) };
+    let _g = check::enter(name, Some(info.rec));
+    let mut local = MPI_Status::default();
+    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
+    let rc = call(st);
+    if rc == MPI_SUCCESS && *request == MPI_REQUEST_NULL {
+        finish(h, info, st, rc);
+    }
+    rc
+}
+
+pub unsafe fn test(name: &'static str, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status,
+                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() || request.is_null() {
+        return call(status);
+    }
+    let h = *request;
+    let Some(info) = tracked(h) else { return call(status) };
+    let _g = check::enter(name, Some(info.rec));
+    let mut local = MPI_Status::default();
+    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
+    let rc = call(st);
+    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && *request == MPI_REQUEST_NULL {
+        finish(h, info, st, rc);
+    }
+    rc
+}
+
+/// The tracked operations among `n` requests: (position, handle, info).
+unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request) -> Vec<(usize, MPI_Request, ReqInfo)> {
+    if n <= 0 || requests.is_null() {
+        return Vec::new();
+    }
+    let handles = std::slice::from_raw_parts(requests, n as usize);
+    handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))).collect()
+}
+
+/// Our status array where the application ignores statuses but we need receive sizes.
+fn statuses_for(n: c_int, statuses: *mut MPI_Status, infos: &[(usize, MPI_Request, ReqInfo)],
+                local: &mut Vec<MPI_Status>) -> *mut MPI_Status {
+    if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
+        return statuses;
+    }
+    local.resize(n.max(0) as usize, MPI_Status::default());
+    local.as_mut_ptr()
+}
+
+/// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done; their
+/// status is at `status_of(position)`.
+unsafe fn finish_completed(requests: *mut MPI_Request, infos: &[(usize, MPI_Request, ReqInfo)], rc: c_int,
+                           status_of: impl Fn(usize) -> *const MPI_Status) {
+    for &(i, h, info) in infos {
+        if *requests.add(i) == MPI_REQUEST_NULL {
+            finish(h, info, status_of(i), rc);
+        }
+    }
+}
+
+unsafe fn status_at(base: *mut MPI_Status, i: usize) -> *const MPI_Status {
+    if status_is_real(base) { base.add(i) } else { MPI_STATUS_IGNORE }
+}
+
+pub unsafe fn waitall(name: &'static str, n: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status,
+                      call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(statuses);
+    }
+    let infos = tracked_among(n, requests);
+    if infos.is_empty() {
+        return call(statuses);
+    }
+    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
+    let mut local = Vec::new();
+    let st = statuses_for(n, statuses, &infos, &mut local);
+    let rc = call(st);
+    if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
+        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+    }
+    rc
+}
+
+pub unsafe fn testall(name: &'static str, n: c_int, requests: *mut MPI_Request, flag: *mut c_int,
+                      statuses: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(statuses);
+    }
+    let infos = tracked_among(n, requests);
+    if infos.is_empty() {
+        return call(statuses);
+    }
+    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
+    let mut local = Vec::new();
+    let st = statuses_for(n, statuses, &infos, &mut local);
+    let rc = call(st);
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !flag.is_null() && *flag != 0 {
+        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+    }
+    rc
+}
+
+unsafe fn any_common(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int,
+                     flag: Option<*mut c_int>, status: *mut MPI_Status,
+                     call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(status);
+    }
+    let infos = tracked_among(n, requests);
+    if infos.is_empty() {
+        return call(status);
+    }
+    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
+    let mut local = MPI_Status::default();
+    let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
+    let st = if need { &mut local as *mut MPI_Status } else { status };
+    let rc = call(st);
+    let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
+    if rc == MPI_SUCCESS && done && !index.is_null() && *index != MPI_UNDEFINED {
+        let k = *index as usize;
+        if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
+            finish(h, info, st, rc);
+        }
+    }
+    rc
+}
+
+pub unsafe fn waitany(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int,
+                      status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    any_common(name, n, requests, index, None, status, call)
+}
+
+pub unsafe fn testany(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int,
+                      status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    any_common(name, n, requests, index, Some(flag), status, call)
+}
+
+unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
+                      indices: *mut c_int, statuses: *mut MPI_Status,
+                      call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    if !on() {
+        return call(statuses);
+    }
+    let infos = tracked_among(n, requests);
+    if infos.is_empty() {
+        return call(statuses);
+    }
+    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
+    let mut local = Vec::new();
+    let st = statuses_for(n, statuses, &infos, &mut local);
+    let rc = call(st);
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
+        // The j-th completed request is indices[j]; its status is the j-th status.
+        for j in 0..(*outcount).max(0) as usize {
+            let k = *indices.add(j) as usize;
+            if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
+                finish(h, info, status_at(st, j), rc);
+            }
+        }
+    }
+    rc
+}
+
+pub unsafe fn waitsome(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
+                       indices: *mut c_int, statuses: *mut MPI_Status,
+                       call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    some_common(name, n, requests, outcount, indices, statuses, call)
+}
+
+pub unsafe fn testsome(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
+                       indices: *mut c_int, statuses: *mut MPI_Status,
+                       call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+    some_common(name, n, requests, outcount, indices, statuses, call)
+}
+
+pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() || request.is_null() {
+        return call();
+    }
+    let h = *request;
+    let info = tracked(h);
+    let rc = call();
+    if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
+        // Its completion will never be seen: a freed receive is not counted.
+        state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+    }
+    rc
+}
+
+pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
+        r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    rc
+}
+
+pub unsafe fn icollective(name: &'static str, comm: MPI_Comm, request: *mut MPI_Request,
+                          call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let r = rec(comm);
+    let _g = check::enter(name, r);
+    let rc = call();
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
+        if report_on() {
+            r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        track(request, r, false);
+    }
+    rc
+}

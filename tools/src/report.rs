@@ -1,0 +1,374 @@
+//! The report at `MPI_Finalize` (`MPIXSTREAM_REPORT`): every rank describes its communicators and
+//! endpoints; rank 0 gathers them, prints a table on stderr and writes one JSON file for the job
+//! (`docs/report.schema.json`).
+use crate::json::{self, opt, traffic};
+use crate::shim;
+use crate::state::{self, CommRec};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::{self, pmpi};
+use mpixstream_wrappers::tools::Description;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+
+pub const FORMAT: &str = "mpixstream-report";
+pub const VERSION: u32 = 1;
+
+fn cstr(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn backend_name(d: Option<&Description>) -> &'static str {
+    match d.map(|d| d.backend) {
+        Some(0) => "serial",
+        Some(1) => "native",
+        _ => "unknown",
+    }
+}
+
+fn policy_name(d: Option<&Description>) -> &'static str {
+    match d.map(|d| d.policy) {
+        Some(0) => "implicit",
+        Some(1) => "explicit",
+        _ => "unknown",
+    }
+}
+
+fn thread_level_name(level: c_int) -> &'static str {
+    match level {
+        MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
+        MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+        MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+        MPI_THREAD_MULTIPLE => "MPI_THREAD_MULTIPLE",
+        _ => "unknown",
+    }
+}
+
+fn check_name() -> &'static str {
+    match state::check_mode() {
+        1 => "policy",
+        2 => "all",
+        _ => "off",
+    }
+}
+
+#[derive(Default)]
+struct Sums {
+    comms: Vec<u32>,
+    sent: (u64, u64),
+    recv: (u64, u64),
+    collectives: u64,
+}
+
+struct Snapshot {
+    id: u32,
+    handle: MPI_Comm,
+    name: String,
+    size: c_int,
+    stream: Option<u32>,
+    origin: &'static str,
+    vci: Option<u32>,
+    freed: bool,
+    sent: (u64, u64),
+    recv: (u64, u64),
+    collectives: u64,
+}
+
+fn snapshot(r: &CommRec) -> Snapshot {
+    let c = &r.counters;
+    Snapshot {
+        id: r.id,
+        handle: r.handle,
+        name: r.name.clone(),
+        size: r.size,
+        stream: r.stream,
+        origin: r.origin.name(),
+        vci: r.vci,
+        freed: r.freed.load(Ordering::Acquire),
+        sent: (c.sent_msgs.load(Ordering::Relaxed), c.sent_bytes.load(Ordering::Relaxed)),
+        recv: (c.recv_msgs.load(Ordering::Relaxed), c.recv_bytes.load(Ordering::Relaxed)),
+        collectives: c.collectives.load(Ordering::Relaxed),
+    }
+}
+
+/// This rank's part: (JSON object, table lines).
+fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (String, String) {
+    let mut j = String::new();
+    let _ = write!(j, "{{\"rank\":{rank}");
+    match d {
+        Some(d) => {
+            let _ = write!(
+                j,
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{}}}",
+                d.streams_in_use, d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm
+            );
+        }
+        None => j.push_str(",\"streams_in_use\":null,\"policy_stats\":null"),
+    }
+    j.push_str(",\"comms\":[");
+    let mut t = String::new();
+    for (k, c) in comms.iter().enumerate() {
+        if k > 0 {
+            j.push(',');
+        }
+        let _ = write!(
+            j,
+            "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"sent\":{},\"received\":{},\"collectives\":{}}}",
+            c.id,
+            c.handle as u32,
+            json::string(&c.name),
+            c.size,
+            opt(c.stream),
+            c.origin,
+            opt(c.vci),
+            c.freed,
+            traffic(c.sent.0, c.sent.1),
+            traffic(c.recv.0, c.recv.1),
+            c.collectives
+        );
+        let label = if c.name.is_empty() { format!("0x{:08x}", c.handle as u32) } else { c.name.clone() };
+        let _ = writeln!(
+            t,
+            "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<6}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}{}",
+            rank,
+            c.id,
+            truncate(&label, 20),
+            c.size,
+            opt_dash(c.stream),
+            c.origin,
+            opt_dash(c.vci),
+            c.sent.0,
+            c.sent.1,
+            c.recv.0,
+            c.recv.1,
+            c.collectives,
+            if c.freed { "  (freed)" } else { "" }
+        );
+    }
+    j.push_str("],\"endpoints\":[");
+    // Per stream/endpoint: communicators that share a stream share its endpoint.
+    let mut eps: BTreeMap<(Option<u32>, Option<u32>), Sums> = BTreeMap::new();
+    for c in comms {
+        let e = eps.entry((c.stream, c.vci)).or_default();
+        e.comms.push(c.id);
+        e.sent.0 += c.sent.0;
+        e.sent.1 += c.sent.1;
+        e.recv.0 += c.recv.0;
+        e.recv.1 += c.recv.1;
+        e.collectives += c.collectives;
+    }
+    let mut e_lines = String::new();
+    for (k, ((stream, vci), s)) in eps.iter().enumerate() {
+        if k > 0 {
+            j.push(',');
+        }
+        let label = stream.map_or("implicit".to_string(), |s| format!("stream {s}"));
+        let ids: Vec<String> = s.comms.iter().map(|i| i.to_string()).collect();
+        let _ = write!(
+            j,
+            "{{\"endpoint\":{},\"stream\":{},\"vci\":{},\"comms\":[{}],\"sent\":{},\"received\":{},\"collectives\":{}}}",
+            json::string(&label),
+            opt(*stream),
+            opt(*vci),
+            ids.join(","),
+            traffic(s.sent.0, s.sent.1),
+            traffic(s.recv.0, s.recv.1),
+            s.collectives
+        );
+        let _ = writeln!(
+            e_lines,
+            "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
+            rank,
+            label,
+            opt_dash(*vci),
+            truncate(&ids.join(","), 16),
+            s.sent.0,
+            s.sent.1,
+            s.recv.0,
+            s.recv.1,
+            s.collectives
+        );
+    }
+    j.push_str("]}");
+    // Two sections separated by a form feed; rank 0 prints all ranks' first sections, then the second.
+    t.push('\x0c');
+    t.push_str(&e_lines);
+    (j, t)
+}
+
+fn opt_dash(v: Option<u32>) -> String {
+    v.map_or("-".to_string(), |v| v.to_string())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+type GatherFn = unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int;
+type GathervFn = unsafe extern "C" fn(
+    *const c_void,
+    c_int,
+    MPI_Datatype,
+    *mut c_void,
+    *const c_int,
+    *const c_int,
+    MPI_Datatype,
+    c_int,
+    MPI_Comm,
+) -> c_int;
+
+/// Gathers every rank's bytes to rank 0 of `MPI_COMM_WORLD` (collective; `PMPI_*`, so never counted).
+unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
+    let g = pmpi::lookup(c"PMPI_Gather");
+    let gv = pmpi::lookup(c"PMPI_Gatherv");
+    if g.is_null() || gv.is_null() {
+        return None;
+    }
+    let g: GatherFn = std::mem::transmute::<*mut c_void, GatherFn>(g);
+    let gv: GathervFn = std::mem::transmute::<*mut c_void, GathervFn>(gv);
+    let len = bytes.len() as c_int;
+    let mut lens = vec![0 as c_int; if rank == 0 { size as usize } else { 1 }];
+    if g(&len as *const c_int as *const c_void, 1, MPI_INT, lens.as_mut_ptr() as *mut c_void, 1, MPI_INT, 0, MPI_COMM_WORLD)
+        != MPI_SUCCESS
+    {
+        return None;
+    }
+    let mut displs = vec![0 as c_int; lens.len()];
+    let mut total = 0usize;
+    if rank == 0 {
+        for (i, l) in lens.iter().enumerate() {
+            displs[i] = total as c_int;
+            total += *l as usize;
+        }
+    }
+    let mut all = vec![0u8; total.max(1)];
+    if gv(
+        bytes.as_ptr() as *const c_void,
+        len,
+        MPI_BYTE,
+        all.as_mut_ptr() as *mut c_void,
+        lens.as_ptr(),
+        displs.as_ptr(),
+        MPI_BYTE,
+        0,
+        MPI_COMM_WORLD,
+    ) != MPI_SUCCESS
+    {
+        return None;
+    }
+    if rank != 0 {
+        return Some(Vec::new());
+    }
+    Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
+}
+
+pub unsafe fn write() {
+    let Some(setup) = state::setup() else { return };
+    // Fresh: the policy's counters have moved since MPI_Init.
+    let d = shim::get().describe().or(setup.description);
+    let p = pmpi();
+    let (mut rank, mut size) = (0, 1);
+    (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
+    (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
+    let comms: Vec<Snapshot> = state::all_records().iter().map(|r| snapshot(r)).collect();
+    let (j, t) = rank_part(rank, d.as_ref(), &comms);
+    // One buffer per rank: JSON, NUL, table text.
+    let mut part = j.into_bytes();
+    part.push(0);
+    part.extend_from_slice(t.as_bytes());
+    let Some(parts) = gather(&part, rank, size) else {
+        if rank == 0 {
+            eprintln!("mpixstream report: could not gather the ranks' counters");
+        }
+        return;
+    };
+    if rank != 0 {
+        return;
+    }
+    let mut jsons = Vec::new();
+    let (mut comm_lines, mut ep_lines) = (String::new(), String::new());
+    for part in &parts {
+        let cut = part.iter().position(|&b| b == 0).unwrap_or(part.len());
+        jsons.push(String::from_utf8_lossy(&part[..cut]).into_owned());
+        let text = String::from_utf8_lossy(part.get(cut + 1..).unwrap_or(&[])).into_owned();
+        let mut sections = text.splitn(2, '\x0c');
+        comm_lines.push_str(sections.next().unwrap_or(""));
+        ep_lines.push_str(sections.next().unwrap_or(""));
+    }
+    let library = d.map(|d| cstr(&d.library)).unwrap_or_default();
+    let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
+    let backend = backend_name(d.as_ref());
+    let implicit_vcis = d.map(|d| d.implicit_vcis);
+    let reserved_base = if backend == "native" { implicit_vcis } else { None };
+    let vci_basis = match backend {
+        "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
+        "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
+        _ => "unknown: libmpixstream.so was not active",
+    };
+    let path = setup.report_path.clone().unwrap_or_default();
+    let mut doc = String::new();
+    let _ = write!(
+        doc,
+        "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
+         \"policy\":\"{}\",\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
+         \"thread_level\":\"{}\",\"check\":\"{}\",\"ranks\":[{}]}}\n",
+        json::string(&library),
+        json::string(&reason),
+        policy_name(d.as_ref()),
+        d.map_or(0, |d| d.pool),
+        opt(implicit_vcis),
+        opt(reserved_base),
+        json::string(vci_basis),
+        thread_level_name(d.map_or(-1, |d| d.thread_level)),
+        check_name(),
+        jsons.join(",")
+    );
+    let written = std::fs::write(&path, doc.as_bytes());
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "mpixstream report: backend {backend} ({library}); policy {}; pool {} streams{}; implicit VCIs {}; {size} ranks; {}; check {}",
+        policy_name(d.as_ref()),
+        d.map_or(0, |d| d.pool),
+        reserved_base.map_or(String::new(), |b| format!(" on reserved VCIs {b}..{}", b + d.map_or(0, |d| d.pool) - 1)),
+        opt_dash(implicit_vcis.map(|v| v as u32)),
+        thread_level_name(d.map_or(-1, |d| d.thread_level)),
+        check_name()
+    );
+    let _ = writeln!(
+        out,
+        "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<6}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
+        "rank", "id", "communicator", "size", "stream", "origin", "vci", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls"
+    );
+    out.push_str(&comm_lines);
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
+        "rank", "endpoint", "vci", "comm ids", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls"
+    );
+    out.push_str(&ep_lines);
+    if let Some(d) = d {
+        if d.policy == 1 {
+            let _ = writeln!(
+                out,
+                "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator)",
+                d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm
+            );
+        }
+    }
+    match written {
+        Ok(()) => {
+            let _ = writeln!(out, "report: {path}");
+        }
+        Err(e) => {
+            let _ = writeln!(out, "report: could not write {path}: {e}");
+        }
+    }
+    eprint!("{out}");
+}

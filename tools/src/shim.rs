@@ -1,0 +1,89 @@
+//! The lean library's query API (`shim/src/query.rs`), found at run time in the process (it is
+//! preloaded before us). Without it (the tools library preloaded alone) every communicator reads as
+//! carrying no stream and the report says the backend is unknown.
+use mpixstream_wrappers::ffi::MPI_Comm;
+use mpixstream_wrappers::tools::Description;
+use std::os::raw::c_int;
+use std::sync::OnceLock;
+
+type DescribeFn = unsafe extern "C" fn(*mut Description) -> c_int;
+type CommFn = extern "C" fn(MPI_Comm) -> c_int;
+type VciFn = extern "C" fn(c_int) -> c_int;
+
+pub struct Shim {
+    describe: Option<DescribeFn>,
+    comm_stream: Option<CommFn>,
+    comm_origin: Option<CommFn>,
+    stream_vci: Option<VciFn>,
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+unsafe fn sym<T>(name: &std::ffi::CStr) -> Option<T> {
+    let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+    if p.is_null() {
+        None
+    } else {
+        Some(std::mem::transmute_copy::<*mut libc::c_void, T>(&p))
+    }
+}
+
+pub fn get() -> &'static Shim {
+    SHIM.get_or_init(|| unsafe {
+        Shim {
+            describe: sym(c"mpixstream_describe"),
+            comm_stream: sym(c"mpixstream_comm_stream"),
+            comm_origin: sym(c"mpixstream_comm_origin"),
+            stream_vci: sym(c"mpixstream_stream_vci"),
+        }
+    })
+}
+
+/// Who attached a communicator's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    None,
+    User,
+    Policy,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::None => "none",
+            Origin::User => "user",
+            Origin::Policy => "policy",
+        }
+    }
+}
+
+impl Shim {
+    pub fn present(&self) -> bool {
+        self.describe.is_some()
+    }
+
+    pub fn describe(&self) -> Option<Description> {
+        let f = self.describe?;
+        let mut d = Description::default();
+        (unsafe { f(&mut d) } == 0).then_some(d)
+    }
+
+    /// (stream index, origin) of `comm`.
+    pub fn comm_stream(&self, comm: MPI_Comm) -> (Option<u32>, Origin) {
+        let stream = self.comm_stream.map_or(-1, |f| f(comm));
+        if stream < 0 {
+            return (None, Origin::None);
+        }
+        let origin = match self.comm_origin.map_or(0, |f| f(comm)) {
+            2 => Origin::Policy,
+            1 => Origin::User,
+            _ => Origin::None,
+        };
+        (Some(stream as u32), origin)
+    }
+
+    pub fn stream_vci(&self, index: u32) -> Option<u32> {
+        let v = self.stream_vci.map_or(-1, |f| f(index as c_int));
+        (v >= 0).then_some(v as u32)
+    }
+}

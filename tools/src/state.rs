@@ -1,0 +1,355 @@
+//! The tools library's state: what is switched on, one record per communicator seen (counters and its
+//! stream mapping), and the requests and matched messages whose completion we must attribute.
+use crate::shim::{self, Origin};
+use dashmap::DashMap;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::{self, pmpi};
+use mpixstream_wrappers::tools::Description;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{OnceLock, RwLock};
+
+/// Any of counting or checking is on (the interposers' first test).
+static ON: AtomicBool = AtomicBool::new(false);
+static REPORT: AtomicBool = AtomicBool::new(false);
+/// 0 off; 1 communicators whose stream the explicit policy attached; 2 every communicator with a stream.
+static CHECK: AtomicU8 = AtomicU8::new(0);
+
+#[inline]
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+#[inline]
+pub fn report_on() -> bool {
+    REPORT.load(Ordering::Relaxed)
+}
+#[inline]
+pub fn check_mode() -> u8 {
+    CHECK.load(Ordering::Relaxed)
+}
+
+/// Traffic of one communicator, as seen from this rank.
+#[derive(Default)]
+pub struct Counters {
+    pub sent_msgs: AtomicU64,
+    pub sent_bytes: AtomicU64,
+    pub recv_msgs: AtomicU64,
+    pub recv_bytes: AtomicU64,
+    pub collectives: AtomicU64,
+}
+
+/// One communicator as first seen by a communication call. Records are never freed (the report lists
+/// freed communicators too), so a reference to one stays valid; each is on its own cache line, so threads
+/// that each use their own communicator never share one.
+#[repr(align(64))]
+pub struct CommRec {
+    /// Creation order on this rank (the report's `id`).
+    pub id: u32,
+    pub handle: MPI_Comm,
+    pub name: String,
+    pub size: c_int,
+    pub stream: Option<u32>,
+    pub origin: Origin,
+    /// Where we know it: the VCI its traffic runs on.
+    pub vci: Option<u32>,
+    /// Whether the one-thread check applies to it.
+    pub checked: bool,
+    pub freed: AtomicBool,
+    pub counters: Counters,
+}
+
+impl CommRec {
+    #[inline]
+    pub fn count_send(&self, count: MPI_Count, datatype: MPI_Datatype) {
+        self.counters.sent_msgs.fetch_add(1, Ordering::Relaxed);
+        self.counters.sent_bytes.fetch_add(bytes_of(count, datatype), Ordering::Relaxed);
+    }
+
+    /// Counts a completed receive from its status (skips `MPI_PROC_NULL` and failed receives).
+    #[inline]
+    pub unsafe fn count_recv(&self, status: *const MPI_Status) {
+        if !status_is_real(status as *mut MPI_Status) || (*status).MPI_SOURCE == MPI_PROC_NULL {
+            return;
+        }
+        let mut n: MPI_Count = 0;
+        if (pmpi().PMPI_Get_count_c)(status, MPI_BYTE, &mut n) != MPI_SUCCESS || n < 0 {
+            return;
+        }
+        self.counters.recv_msgs.fetch_add(1, Ordering::Relaxed);
+        self.counters.recv_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[inline]
+fn bytes_of(count: MPI_Count, datatype: MPI_Datatype) -> u64 {
+    let mut size: MPI_Count = 0;
+    if count <= 0 || unsafe { (pmpi().PMPI_Type_size_c)(datatype, &mut size) } != MPI_SUCCESS || size < 0 {
+        return 0;
+    }
+    (count as u64).saturating_mul(size as u64)
+}
+
+/// What the lean library told us at `MPI_Init`.
+pub struct Setup {
+    pub description: Option<Description>,
+    pub report_path: Option<String>,
+    /// Owner slots of the one-thread check, one per stream of the pool.
+    pub owners: Box<[crate::check::Owner]>,
+}
+
+static SETUP: OnceLock<Setup> = OnceLock::new();
+
+pub fn setup() -> Option<&'static Setup> {
+    SETUP.get()
+}
+
+struct Registry {
+    live: HashMap<MPI_Comm, &'static CommRec>,
+    all: Vec<&'static CommRec>,
+}
+
+static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+/// Bumped whenever a communicator is freed, so per-thread caches never return a record for a handle
+/// MPICH has since reused.
+static EPOCH: AtomicU64 = AtomicU64::new(1);
+static KEYVAL: AtomicI32 = AtomicI32::new(0);
+
+thread_local! {
+    static CACHE: Cell<(MPI_Comm, u64, *const CommRec)> = const { Cell::new((0, 0, std::ptr::null())) };
+}
+
+/// The record of `comm`, created at its first use; None for a handle that is not a communicator (the
+/// call then goes to MPICH untouched, which reports the error as it would have).
+#[inline]
+pub fn rec(comm: MPI_Comm) -> Option<&'static CommRec> {
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let (h, e, p) = CACHE.with(|c| c.get());
+    if h == comm && e == epoch && !p.is_null() {
+        return Some(unsafe { &*p });
+    }
+    let r = rec_slow(comm)?;
+    CACHE.with(|c| c.set((comm, epoch, r as *const CommRec)));
+    Some(r)
+}
+
+/// MPICH's handle layout: kind in bits 30-31 (0 = invalid), object type in bits 26-29 (1 = communicator).
+fn looks_like_comm(comm: MPI_Comm) -> bool {
+    let kind = (comm as u32) >> 30;
+    let object = ((comm as u32) >> 26) & 0xf;
+    kind != 0 && object == 1
+}
+
+#[cold]
+fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
+    if !looks_like_comm(comm) {
+        return None;
+    }
+    if let Some(reg) = REGISTRY.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(r) = reg.live.get(&comm) {
+            return Some(r);
+        }
+    }
+    // First use: learn what we can outside the lock (MPI calls), then insert.
+    let p = pmpi();
+    let s = shim::get();
+    let (stream, origin) = s.comm_stream(comm);
+    let vci = match stream {
+        Some(i) => s.stream_vci(i),
+        // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
+        None => setup().and_then(|st| st.description).and_then(|d| (d.implicit_vcis == 1).then_some(0)),
+    };
+    let checked = match check_mode() {
+        1 => origin == Origin::Policy,
+        2 => stream.is_some(),
+        _ => false,
+    };
+    let mut size = 0;
+    unsafe { (p.PMPI_Comm_size)(comm, &mut size) };
+    let name = comm_name(comm);
+    let predefined = comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
+    let mut guard = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let reg = guard.as_mut()?;
+    if let Some(r) = reg.live.get(&comm) {
+        return Some(r);
+    }
+    let r: &'static CommRec = Box::leak(Box::new(CommRec {
+        id: reg.all.len() as u32,
+        handle: comm,
+        name,
+        size,
+        stream,
+        origin,
+        vci,
+        checked,
+        freed: AtomicBool::new(false),
+        counters: Counters::default(),
+    }));
+    reg.live.insert(comm, r);
+    reg.all.push(r);
+    drop(guard);
+    if !predefined {
+        // Learn of its MPI_Comm_free (the lean library owns that symbol): an attribute whose delete
+        // callback MPICH runs when the communicator goes.
+        let keyval = KEYVAL.load(Ordering::Acquire);
+        if keyval != 0 {
+            if let Some(set_attr) = SET_ATTR.get().copied().flatten() {
+                unsafe { set_attr(comm, keyval, r as *const CommRec as *mut c_void) };
+            }
+        }
+    }
+    Some(r)
+}
+
+fn comm_name(comm: MPI_Comm) -> String {
+    if comm == MPI_COMM_WORLD {
+        return "MPI_COMM_WORLD".into();
+    }
+    if comm == MPI_COMM_SELF {
+        return "MPI_COMM_SELF".into();
+    }
+    let Some(get_name) = GET_NAME.get().copied().flatten() else { return String::new() };
+    let mut buf = [0 as c_char; 129];
+    let mut len = 0;
+    if unsafe { get_name(comm, buf.as_mut_ptr(), &mut len) } != MPI_SUCCESS {
+        return String::new();
+    }
+    let bytes: Vec<u8> = buf[..(len.clamp(0, 128) as usize)].iter().map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+type SetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int;
+type GetNameFn = unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int;
+type DeleteFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
+type CreateKeyvalFn = unsafe extern "C" fn(*const c_void, Option<DeleteFn>, *mut c_int, *mut c_void) -> c_int;
+static SET_ATTR: OnceLock<Option<SetAttrFn>> = OnceLock::new();
+static GET_NAME: OnceLock<Option<GetNameFn>> = OnceLock::new();
+
+unsafe fn lookup<T>(name: &std::ffi::CStr) -> Option<T> {
+    let p = pmpi::lookup(name);
+    if p.is_null() {
+        None
+    } else {
+        Some(std::mem::transmute_copy::<*mut c_void, T>(&p))
+    }
+}
+
+/// MPICH calls this when a communicator we saw is freed.
+unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
+    let r = value as *const CommRec;
+    if let Some(reg) = REGISTRY.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
+            reg.live.remove(&comm);
+        }
+    }
+    if !r.is_null() {
+        (*r).freed.store(true, Ordering::Release);
+    }
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+    MPI_SUCCESS
+}
+
+/// A nonblocking operation whose completion we attribute (receives, for their size) or check (any
+/// operation on a checked communicator).
+#[derive(Clone, Copy)]
+pub struct ReqInfo {
+    pub rec: &'static CommRec,
+    pub recv: bool,
+    /// Unique per tracked operation: a completion removes only its own entry, even if MPICH has already
+    /// handed the same request handle to another thread's new operation.
+    pub seq: u64,
+}
+
+static REQUESTS: OnceLock<DashMap<MPI_Request, ReqInfo>> = OnceLock::new();
+static MESSAGES: OnceLock<DashMap<MPI_Message, &'static CommRec>> = OnceLock::new();
+
+pub fn requests() -> &'static DashMap<MPI_Request, ReqInfo> {
+    REQUESTS.get_or_init(DashMap::new)
+}
+pub fn messages() -> &'static DashMap<MPI_Message, &'static CommRec> {
+    MESSAGES.get_or_init(DashMap::new)
+}
+
+thread_local! {
+    static SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+pub fn next_seq() -> u64 {
+    let n = SEQ.with(|s| {
+        let v = s.get() + 1;
+        s.set(v);
+        v
+    });
+    ((crate::check::thread_id() as u64) << 32) ^ n
+}
+
+/// Whether the environment switches something on (the value "0", "no", "false" or empty is off).
+fn env_on(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !matches!(v.trim(), "" | "0" | "no" | "false" | "off") => Some(v.trim().to_string()),
+        _ => None,
+    }
+}
+
+pub unsafe fn init() {
+    let report = env_on("MPIXSTREAM_REPORT");
+    let check = match env_on("MPIXSTREAM_CHECK").as_deref() {
+        None => 0,
+        Some("all") => 2,
+        Some("1") | Some("yes") | Some("true") | Some("policy") => 1,
+        Some(other) => {
+            eprintln!("mpixstream-tools: MPIXSTREAM_CHECK={other}: expected 0, 1 (policy streams) or all; using 1");
+            1
+        }
+    };
+    if report.is_none() && check == 0 {
+        return;
+    }
+    if pmpi::load().is_err() {
+        eprintln!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
+        return;
+    }
+    let description = shim::get().describe();
+    if description.is_none() {
+        eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
+    }
+    let pool = description.map_or(0, |d| d.pool.max(0) as usize);
+    let _ = SET_ATTR.set(lookup(c"PMPI_Comm_set_attr"));
+    let _ = GET_NAME.set(lookup(c"PMPI_Comm_get_name"));
+    if let Some(create) = lookup::<CreateKeyvalFn>(c"PMPI_Comm_create_keyval") {
+        let mut kv = 0;
+        // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
+        if create(std::ptr::null(), Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
+            KEYVAL.store(kv, Ordering::Release);
+        }
+    }
+    let report_path = report.map(|v| match v.as_str() {
+        "1" | "yes" | "true" | "on" => format!("mpixstream-report.{}.json", std::process::id()),
+        path => path.to_string(),
+    });
+    let _ = SETUP.set(Setup {
+        description,
+        report_path,
+        owners: (0..pool).map(|_| crate::check::Owner::default()).collect(),
+    });
+    *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry { live: HashMap::new(), all: Vec::new() });
+    REPORT.store(SETUP.get().is_some_and(|s| s.report_path.is_some()), Ordering::Relaxed);
+    CHECK.store(check, Ordering::Relaxed);
+    ON.store(true, Ordering::Release);
+}
+
+/// Every record, in creation order.
+pub fn all_records() -> Vec<&'static CommRec> {
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or_else(Vec::new, |r| r.all.clone())
+}
+
+pub unsafe fn finalize() {
+    if !on() {
+        return;
+    }
+    if report_on() {
+        crate::report::write();
+    }
+    ON.store(false, Ordering::Release);
+}
