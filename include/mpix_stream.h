@@ -34,6 +34,42 @@ int MPIX_Stream_progress(MPIX_Stream stream);
 int MPIX_Start_progress_thread(MPIX_Stream stream);
 int MPIX_Stop_progress_thread(MPIX_Stream stream);
 
+/* Multiplex stream communicators: each process attaches count streams (counts may differ, entries may be
+ * MPIX_STREAM_NULL); indexed point-to-point names a source and a destination stream index. Implemented
+ * by mpixstream on every MPICH (never native MPICH's, which aborts in 5.0.2); see docs/multiplex.md.
+ * Ordinary MPI calls on the new communicator behave as on its parent. */
+int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream array_of_streams[],
+                                      MPI_Comm *newcomm);
+int MPIX_Stream_send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                     MPI_Comm comm, int source_stream_index, int dest_stream_index);
+int MPIX_Stream_isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                      MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                      MPI_Request *request);
+int MPIX_Stream_recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                     MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                     MPI_Status *status);
+int MPIX_Stream_irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                      MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                      MPI_Request *request);
+int MPIX_Stream_send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                       MPI_Comm comm, int source_stream_index, int dest_stream_index);
+int MPIX_Stream_isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                        MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                        MPI_Request *request);
+int MPIX_Stream_recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                       MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                       MPI_Status *status);
+int MPIX_Stream_irecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                        MPI_Comm comm, int source_stream_index, int dest_stream_index,
+                        MPI_Request *request);
+
+/* Ours (native MPICH has none): as the source_stream_index of MPIX_Stream_recv/irecv(_c), accepts a
+ * message from any source index; combines with MPI_ANY_SOURCE and MPI_ANY_TAG. The status reports the
+ * source rank and the user's tag (MPI_Status has no field for the source index). */
+#ifndef MPIX_ANY_INDEX
+#define MPIX_ANY_INDEX (-1)
+#endif
+
 /* Binary info values, in native MPICH's text form. */
 int MPIX_Info_set_hex(MPI_Info info, const char *key, const void *value, int value_size);
 /* Ours: decodes a value written by MPIX_Info_set_hex into exactly value_size bytes; *flag = 0 if the

@@ -158,6 +158,12 @@ pub unsafe fn comm_constructed(
         if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
             return rc;
         }
+        // A blocking dup of a multiplex communicator is multiplex too (an idup gives a plain one).
+        if matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo) {
+            if let Some(mx) = rt.comms.multiplex(parent) {
+                return crate::multiplex::inherit(rt, &mx, newcomm);
+            }
+        }
         let parent_entry = rt.comms.get(parent);
         match parent_entry {
             // The application's stream communicator: dup-like children share its stream (native MPICH
@@ -179,9 +185,13 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
             Err(_) => return MPI_ERR_OTHER,
         };
         let handle = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+        let multiplex = runtime::active().and_then(|rt| rt.comms.multiplex(handle));
         let rc = (p.PMPI_Comm_free)(comm);
         if rc == MPI_SUCCESS {
             if let Some(rt) = runtime::active() {
+                if let Some(mx) = multiplex {
+                    crate::multiplex::comm_freed(rt, handle, mx);
+                }
                 if let Some(entry) = rt.comms.detach(rt, handle) {
                     if entry.origin == Origin::Policy {
                         policy::release_stream(rt, entry.stream);

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod hex;
 pub mod hooks;
 pub mod mpix;
+pub mod multiplex;
 pub mod policy;
 pub mod progress;
 pub mod query;

@@ -69,6 +69,7 @@ pmpi_table! {
         PMPI_Comm_create_group(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm);
         PMPI_Comm_free(*mut MPI_Comm);
         PMPI_Comm_call_errhandler(MPI_Comm, c_int);
+        PMPI_Comm_set_errhandler(MPI_Comm, MPI_Errhandler);
         PMPI_Add_error_class(*mut c_int);
         PMPI_Add_error_code(c_int, *mut c_int);
         PMPI_Add_error_string(c_int, *const c_char);
