@@ -32,6 +32,13 @@ if [ ! -f "$deps/py/.done" ]; then
   touch "$deps/py/.done"
 fi
 
+if [ ! -f "$deps/mpi4py/.done" ]; then
+  echo "install: mpi4py (binary wheel for MPICH's ABI; loads the installed libmpi.so.12 at run time) into .deps/mpi4py"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --only-binary :all: --target "$deps/mpi4py" mpi4py==4.1.2
+  touch "$deps/mpi4py/.done"
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install: cargo is missing; install a Rust toolchain (rustup) first" >&2
   exit 1
