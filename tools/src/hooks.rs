@@ -234,13 +234,16 @@ pub unsafe fn test(name: &'static str, request: *mut MPI_Request, flag: *mut c_i
     rc
 }
 
-/// The tracked operations among `n` requests: (position, handle, info).
-unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request) -> Vec<(usize, MPI_Request, ReqInfo)> {
+/// Tracked operations among the requests of one call (on the stack for the usual window sizes).
+type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
+
+/// The tracked operations among `n` requests: (position, handle, info), into `into`.
+unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked) {
     if n <= 0 || requests.is_null() {
-        return Vec::new();
+        return;
     }
     let handles = std::slice::from_raw_parts(requests, n as usize);
-    handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))).collect()
+    into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
 }
 
 /// Our status array where the application ignores statuses but we need receive sizes.
@@ -273,7 +276,8 @@ pub unsafe fn waitall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     if !on() {
         return call(statuses);
     }
-    let infos = tracked_among(n, requests);
+    let mut infos = Tracked::new();
+    tracked_among(n, requests, &mut infos);
     if infos.is_empty() {
         return call(statuses);
     }
@@ -292,7 +296,8 @@ pub unsafe fn testall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     if !on() {
         return call(statuses);
     }
-    let infos = tracked_among(n, requests);
+    let mut infos = Tracked::new();
+    tracked_among(n, requests, &mut infos);
     if infos.is_empty() {
         return call(statuses);
     }
@@ -312,7 +317,8 @@ unsafe fn any_common(name: &'static str, n: c_int, requests: *mut MPI_Request, i
     if !on() {
         return call(status);
     }
-    let infos = tracked_among(n, requests);
+    let mut infos = Tracked::new();
+    tracked_among(n, requests, &mut infos);
     if infos.is_empty() {
         return call(status);
     }
@@ -347,7 +353,8 @@ unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     if !on() {
         return call(statuses);
     }
-    let infos = tracked_among(n, requests);
+    let mut infos = Tracked::new();
+    tracked_among(n, requests, &mut infos);
     if infos.is_empty() {
         return call(statuses);
     }

@@ -261,14 +261,35 @@ pub struct ReqInfo {
     pub seq: u64,
 }
 
-static REQUESTS: OnceLock<DashMap<MPI_Request, ReqInfo>> = OnceLock::new();
-static MESSAGES: OnceLock<DashMap<MPI_Message, &'static CommRec>> = OnceLock::new();
+/// Handles are small integers: a multiplicative hash is enough (and much cheaper than SipHash on the
+/// request path of the checking mode).
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
 
-pub fn requests() -> &'static DashMap<MPI_Request, ReqInfo> {
-    REQUESTS.get_or_init(DashMap::new)
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i32(&mut self, v: i32) {
+        self.0 = ((v as u32 as u64) ^ (self.0 << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
-pub fn messages() -> &'static DashMap<MPI_Message, &'static CommRec> {
-    MESSAGES.get_or_init(DashMap::new)
+
+pub type HandleMap<V> = DashMap<c_int, V, std::hash::BuildHasherDefault<HandleHasher>>;
+
+static REQUESTS: OnceLock<HandleMap<ReqInfo>> = OnceLock::new();
+static MESSAGES: OnceLock<HandleMap<&'static CommRec>> = OnceLock::new();
+
+pub fn requests() -> &'static HandleMap<ReqInfo> {
+    REQUESTS.get_or_init(HandleMap::default)
+}
+pub fn messages() -> &'static HandleMap<&'static CommRec> {
+    MESSAGES.get_or_init(HandleMap::default)
 }
 
 thread_local! {
