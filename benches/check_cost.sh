@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What the counters and the checking mode cost per MPI call (benches/callcost.c: one process, Irecv +
+# Isend to itself + Waitall on a policy-stream communicator, 3 calls per iteration; one process, so a
+# busy 2-core machine does not oversubscribe it). Variants interleaved, REPS times; medians.
+#   plain          MPICH 5.0.2 alone (no preload)
+#   lean           libmpixstream.so, MPIXSTREAM_POLICY=explicit
+#   tools-off      + libmpixstream_tools.so preloaded with nothing switched on
+#   check          + MPIXSTREAM_CHECK=1
+#   report         + MPIXSTREAM_REPORT
+#   check+report   both
+# Writes results/check_cost.txt and .json.   benches/check_cost.sh [REPS=7] [ITERS=200000]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/env.sh
+reps=${1:-7}; iters=${2:-200000}
+out=$root/results; bin=$root/build/bench; mkdir -p "$out" "$bin"
+mpich_select 5
+"$MPICC" -O2 -Wno-stringop-overflow benches/callcost.c -o "$bin/callcost-5" || exit 1
+tools=$(dirname "$MPIXSTREAM_LIB")/libmpixstream_tools.so
+variants="plain lean tools-off check report check+report"
+run() {
+  case "$1" in
+    plain) timeout 60 "$MPIEXEC" -n 1 "$bin/callcost-5" "$iters" ;;
+    lean) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun -n 1 "$bin/callcost-5" "$iters" ;;
+    tools-off) MPIXSTREAM_POLICY=explicit MPIXRUN_PRELOAD_EXTRA=$tools timeout 60 scripts/mpixrun -n 1 "$bin/callcost-5" "$iters" ;;
+    check) MPIXSTREAM_POLICY=explicit MPIXSTREAM_CHECK=1 timeout 60 scripts/mpixrun -n 1 "$bin/callcost-5" "$iters" ;;
+    report) MPIXSTREAM_POLICY=explicit MPIXSTREAM_REPORT=$out/.cc.json timeout 60 scripts/mpixrun -n 1 "$bin/callcost-5" "$iters" 2>/dev/null ;;
+    check+report) MPIXSTREAM_POLICY=explicit MPIXSTREAM_CHECK=1 MPIXSTREAM_REPORT=$out/.cc.json timeout 60 scripts/mpixrun -n 1 "$bin/callcost-5" "$iters" 2>/dev/null ;;
+  esac
+}
+results=""
+for r in $(seq "$reps"); do
+  for v in $variants; do
+    ns=$(run "$v" </dev/null | sed -n 's/^RESULT ns_per_call=//p')
+    results+="$v $ns"$'\n'
+  done
+done
+rm -f "$out/.cc.json"
+printf '%s' "$results" | python3 -c '
+import json, statistics, sys
+reps, iters, out = sys.argv[1:]
+data = {}
+for line in sys.stdin:
+    parts = line.split()
+    if len(parts) == 2:
+        data.setdefault(parts[0], []).append(float(parts[1]))
+med = {v: statistics.median(x) for v, x in data.items()}
+base = med.get("lean")
+lines = [f"Cost per MPI call (Irecv/Isend/Waitall on a policy-stream communicator, MPICH 5.0.2 native, 1 process; {reps} reps x {iters} iterations; median ns per call [min..max])"]
+for v, x in data.items():
+    extra = f"   {med[v] - base:+6.1f} ns vs lean" if base is not None and v != "lean" else ""
+    lines.append(f"  {v:<13} {med[v]:7.1f} [{min(x):.1f}..{max(x):.1f}]{extra}")
+text = "\n".join(lines)
+print(text)
+open(f"{out}/check_cost.txt", "w").write(text + "\n")
+json.dump({"reps": int(reps), "iters": int(iters), "ns_per_call": data, "median": med}, open(f"{out}/check_cost.json", "w"), indent=1)
+' "$reps" "$iters" "$out"

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The seed paper's benchmark (benches/paper_msgrate.c: 2 processes x T threads, thread i -> thread i on
+# its own communicator, 8-byte messages, windowed Isend/Irecv) in every variant, one run:
+#   deb-4.0.2           Debian MPICH 4.0.2, unmodified (MPI_Comm_dup) binary, no library: global lock
+#   mpich5-implicit-1   MPICH 5.0.2, unmodified binary under libmpixstream.so, policy implicit, NUM_VCIS=1
+#   mpich5-implicit-T   the same with MPIR_CVAR_CH4_NUM_VCIS=T (MPICH hashes communicators onto T VCIs)
+#   mpich5-native       MPIX-API binary (stream comms) on MPICH 5.0.2, WITHOUT our library, RESERVE_VCIS=T
+#   mpich5-explicit     the unmodified binary under our explicit policy (MPIXSTREAM_STREAMS=T)
+#   mpich5-mpix-lib     the MPIX-API binary under our library (MPIXSTREAM_STREAMS=T)
+#   mpich5-explicit-check   mpich5-explicit with MPIXSTREAM_CHECK=1 (cost of the checking mode)
+#   mpich5-explicit-report  mpich5-explicit with MPIXSTREAM_REPORT (cost of the counters)
+# Variants are interleaved within each repetition, so that ratios compare runs made under the same load.
+# Writes results/paper.csv (every run), results/paper.json (medians, spreads, ratios), results/paper.txt
+# (the table, also printed), results/paper-report.json (the explicit policy's traffic report at the
+# largest T) and results/paper.png (scripts/plot.py); then benches/check_cost.sh (per-call cost of the
+# counters and of the checking mode: results/check_cost.txt).
+#   benches/paper.sh [--reps N] [--threads "1 2 4"] [--iters N] [--window W] [--quick]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/env.sh
+reps=3; threads="1 2 4"; iters=300; window=64; warmup=30
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) reps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --window) window=$2; shift 2 ;;
+    --quick) reps=1; threads="1 2"; iters=100; shift ;;
+    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--iters N] [--window W] [--quick]" >&2; exit 2 ;;
+  esac
+done
+out=$root/results; bin=$root/build/bench
+mkdir -p "$out" "$bin"
+lib=$MPIXSTREAM_LIB
+[ -f "$lib" ] && [ -f "$(dirname "$lib")/libmpixstream_tools.so" ] || { echo "paper.sh: build first: cargo build --release" >&2; exit 2; }
+
+mpich_select deb; "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-deb" -lpthread || exit 1
+mpich_select 5
+"$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-5" -lpthread || exit 1
+"$MPICC" -O2 -Wno-stringop-overflow -DUSE_MPIX benches/paper_msgrate.c -o "$bin/paper-5-mpix" -lpthread || exit 1
+
+variants="deb-4.0.2 mpich5-implicit-1 mpich5-implicit-T mpich5-native mpich5-explicit mpich5-mpix-lib mpich5-explicit-check mpich5-explicit-report"
+maxt=$(echo $threads | tr ' ' '\n' | sort -n | tail -1)
+
+run_variant() { # variant T -> prints the RESULT line (or nothing)
+  local v=$1 T=$2 args=("$2" "$window" "$iters" "$warmup")
+  case "$v" in
+    deb-4.0.2) mpich_select deb; timeout 120 "$MPIEXEC" -n 2 "$bin/paper-deb" "${args[@]}" ;;
+    mpich5-implicit-1) mpich_select 5
+      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=1 timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-implicit-T) mpich_select 5
+      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-native) mpich_select 5
+      MPIR_CVAR_CH4_NUM_VCIS=1 MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 120 "$MPIEXEC" -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
+    mpich5-explicit) mpich_select 5
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-mpix-lib) mpich_select 5
+      MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
+    mpich5-explicit-check) mpich_select 5
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_CHECK=1 timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-explicit-report) mpich_select 5
+      local rep=$out/.report-tmp.json
+      [ "$T" = "$maxt" ] && rep=$out/paper-report.json
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_REPORT=$rep timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" 2>/dev/null ;;
+  esac
+}
+
+csv=$out/paper.csv
+echo "variant,threads,rep,total_rate,min_thread_rate,max_thread_rate" >"$csv"
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+start=$(date +%s)
+echo "paper benchmark: 2 ranks x T threads, 8-byte messages, window $window, $iters windows per thread (+$warmup warm-up), $reps repetitions, T in {$threads}"
+echo "machine: $(nproc) cores; load average $load_before at start. Few cores: T threads per rank oversubscribe them, so compare ratios within this run, not absolute rates."
+for r in $(seq "$reps"); do
+  for T in $threads; do
+    for v in $variants; do
+      line=$(run_variant "$v" "$T" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      if [ -z "$line" ]; then
+        echo "  rep $r T=$T $v: no result (failed or timed out)"
+        echo "$v,$T,$r,,," >>"$csv"
+        continue
+      fi
+      get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+      echo "$v,$T,$r,$(get total_rate),$(get min_thread_rate),$(get max_thread_rate)" >>"$csv"
+    done
+  done
+  echo "  repetition $r/$reps done ($(( $(date +%s) - start )) s)"
+done
+rm -f "$out/.report-tmp.json"
+load_after=$(cut -d' ' -f1 /proc/loadavg)
+
+python3 - "$csv" "$out" "$(nproc)" "$load_before" "$load_after" "$window" "$iters" "$reps" <<'PY'
+import csv, json, statistics, sys
+path, out, cores, lb, la, window, iters, reps = sys.argv[1:]
+rows = [r for r in csv.DictReader(open(path))]
+variants = list(dict.fromkeys(r["variant"] for r in rows))
+threads = sorted({int(r["threads"]) for r in rows})
+def vals(v, t, key="total_rate"):
+    return [float(r[key]) for r in rows if r["variant"] == v and int(r["threads"]) == t and r[key]]
+def per_rep(v, t):
+    return {r["rep"]: float(r["total_rate"]) for r in rows if r["variant"] == v and int(r["threads"]) == t and r["total_rate"]}
+summary = {}
+for v in variants:
+    for t in threads:
+        x = vals(v, t)
+        if not x:
+            continue
+        m = statistics.median(x)
+        summary.setdefault(v, {})[t] = {
+            "median": m, "min": min(x), "max": max(x), "n": len(x),
+            "spread_pct": (max(x) - min(x)) / m * 100 if m else 0,
+            "per_thread_min_median": statistics.median(vals(v, t, "min_thread_rate")),
+            "per_thread_max_median": statistics.median(vals(v, t, "max_thread_rate")),
+        }
+RATIOS = [
+    ("explicit / implicit-1", "mpich5-explicit", "mpich5-implicit-1"),
+    ("explicit / implicit-T", "mpich5-explicit", "mpich5-implicit-T"),
+    ("explicit-policy / native-stream", "mpich5-explicit", "mpich5-native"),
+    ("mpix-under-lib / native-stream", "mpich5-mpix-lib", "mpich5-native"),
+    ("implicit-1 / deb-4.0.2", "mpich5-implicit-1", "deb-4.0.2"),
+    ("checked / explicit (check cost)", "mpich5-explicit-check", "mpich5-explicit"),
+    ("counted / explicit (report cost)", "mpich5-explicit-report", "mpich5-explicit"),
+]
+ratios = {}
+for name, a, b in RATIOS:
+    for t in threads:
+        pa, pb = per_rep(a, t), per_rep(b, t)
+        paired = [pa[k] / pb[k] for k in pa if k in pb and pb[k] > 0]
+        if paired:
+            ratios.setdefault(name, {})[t] = {"median": statistics.median(paired), "min": min(paired), "max": max(paired)}
+lines = []
+lines.append(f"Message rate, 8-byte messages, 2 ranks x T threads, window {window}, {iters} windows/thread, {reps} reps "
+             f"({cores} cores, load {lb} -> {la}; T threads per rank oversubscribe {cores} cores: compare ratios, not absolutes)")
+lines.append("total rate, median msg/s [min..max over reps]; per-thread = median of the slowest thread's rate")
+head = f"{'variant':<24}" + "".join(f"{'T=' + str(t):>34}" for t in threads)
+lines.append(head)
+for v in variants:
+    cells = []
+    for t in threads:
+        s = summary.get(v, {}).get(t)
+        cells.append(f"{s['median']:>10,.0f} [{s['min']:,.0f}..{s['max']:,.0f}] pt {s['per_thread_min_median']:,.0f}" if s else "n/a")
+    lines.append(f"{v:<24}" + "".join(f"{c:>34}" for c in cells))
+lines.append("")
+lines.append("ratios (median of per-repetition ratios [min..max])")
+lines.append(f"{'':<34}" + "".join(f"{'T=' + str(t):>22}" for t in threads))
+for name, _, _ in RATIOS:
+    cells = []
+    for t in threads:
+        q = ratios.get(name, {}).get(t)
+        cells.append(f"{q['median']:.2f} [{q['min']:.2f}..{q['max']:.2f}]" if q else "n/a")
+    lines.append(f"{name:<34}" + "".join(f"{c:>22}" for c in cells))
+text = "\n".join(lines)
+print(text)
+open(f"{out}/paper.txt", "w").write(text + "\n")
+json.dump({"benchmark": "benches/paper_msgrate.c", "window": int(window), "iters": int(iters), "reps": int(reps),
+           "cores": int(cores), "load_before": float(lb), "load_after": float(la), "threads": threads,
+           "summary": summary, "ratios": ratios}, open(f"{out}/paper.json", "w"), indent=1)
+PY
+echo
+bash benches/check_cost.sh 5 200000
+PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH} python3 scripts/plot.py "$out/paper.csv" --report "$out/paper-report.json" -o "$out/paper.png" \
+  && echo "wrote $out/paper.csv, paper.json, paper.txt, paper-report.json, paper.png, check_cost.txt ($(( $(date +%s) - start )) s)"
