@@ -3,7 +3,7 @@
 use crate::multiplex::Multiplex;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Who attached the stream.
@@ -28,6 +28,9 @@ pub struct CommTable {
     /// Multiplex stream communicators (`crate::multiplex`), kept apart from `map`: their ordinary
     /// traffic is the parent's, so to everything that reads `map` they are conventional communicators.
     multiplex: DashMap<MPI_Comm, Arc<Multiplex>>,
+    /// How many entries `map` holds: lets an interposer skip the lookup entirely (one relaxed load)
+    /// while no stream communicator exists.
+    stream_comms: AtomicUsize,
 }
 
 impl CommTable {
@@ -42,12 +45,21 @@ impl CommTable {
             // A handle MPICH reused without our seeing the free (freed behind our back, e.g. by
             // MPI_Comm_disconnect): drop the stale attachment.
             rt.streams.slot(old.stream).comms.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            self.stream_comms.fetch_add(1, Ordering::Release);
         }
+    }
+
+    /// Whether any communicator carries a stream (cheap gate for the pass-through interposers).
+    #[inline]
+    pub fn any_stream_comm(&self) -> bool {
+        self.stream_comms.load(Ordering::Relaxed) != 0
     }
 
     /// Forgets `comm`; returns its entry, whose stream's attachment count has been decremented.
     pub fn detach(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm) -> Option<CommEntry> {
         let (_, entry) = self.map.remove(&comm)?;
+        self.stream_comms.fetch_sub(1, Ordering::Release);
         rt.streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
         Some(entry)
     }

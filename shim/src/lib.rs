@@ -12,6 +12,7 @@ pub mod errors;
 pub mod hex;
 pub mod hooks;
 pub mod mpix;
+pub mod native_fixes;
 pub mod multiplex;
 pub mod policy;
 pub mod progress;
@@ -22,7 +23,7 @@ pub mod streams;
 use mpixstream_wrappers::ffi::MPI_ERR_INTERN;
 use std::os::raw::c_int;
 
-mpixstream_wrappers::interposers!(crate::hooks);
+mpixstream_wrappers::interposers!(crate::hooks, crate::native_fixes);
 
 /// Runs the body of a C entry point; a Rust panic never crosses the C boundary: it is reported and
 /// turned into `MPI_ERR_INTERN`.

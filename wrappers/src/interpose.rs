@@ -2,7 +2,9 @@
 //!
 //! The library interposes only what it must (DESIGN.md §3): the initialisation and finalisation calls,
 //! the communicator constructors and `MPI_Comm_free` (bookkeeping and the endpoint policy), and
-//! `MPI_Error_class` (so that our error codes report standard classes on every MPICH). Everything else,
+//! `MPI_Error_class` (so that our error codes report standard classes on every MPICH), and `MPI_Sendrecv`,
+//! `MPI_Probe`, `MPI_Mprobe` (around native MPICH defects; one relaxed load while no stream communicator
+//! exists). Everything else,
 //! `MPI_Send` on a stream communicator included, goes straight to MPICH.
 //!
 //! A table row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
@@ -71,10 +73,11 @@ macro_rules! comm_constructor_interposers {
 }
 
 /// Instantiates every interposer of the lean library over the hooks module `$hooks`, which provides
-/// `init`, `init_thread`, `finalize`, `comm_constructed`, `comm_free` and `error_class`.
+/// `init`, `finalize`, `comm_constructed`, `comm_free` and `error_class`, and the module `$fixes` with
+/// the routes around native MPICH defects (`sendrecv`, `probe`, `mprobe`).
 #[macro_export]
 macro_rules! interposers {
-    ($hooks:path) => {
+    ($hooks:path, $fixes:path) => {
         #[no_mangle]
         pub unsafe extern "C" fn MPI_Init(
             argc: *mut std::os::raw::c_int,
@@ -114,6 +117,54 @@ macro_rules! interposers {
         ) -> std::os::raw::c_int {
             use $hooks as hooks;
             hooks::error_class(errorcode, errorclass)
+        }
+
+        /// `MPI_Sendrecv`: native MPICH 5.0.2 hangs on it over a native stream communicator
+        /// (tests/native_defects); the hook routes only those through Irecv + Isend + Waitall.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Sendrecv(
+            sendbuf: *const std::os::raw::c_void,
+            sendcount: std::os::raw::c_int,
+            sendtype: $crate::ffi::MPI_Datatype,
+            dest: std::os::raw::c_int,
+            sendtag: std::os::raw::c_int,
+            recvbuf: *mut std::os::raw::c_void,
+            recvcount: std::os::raw::c_int,
+            recvtype: $crate::ffi::MPI_Datatype,
+            source: std::os::raw::c_int,
+            recvtag: std::os::raw::c_int,
+            comm: $crate::ffi::MPI_Comm,
+            status: *mut $crate::ffi::MPI_Status,
+        ) -> std::os::raw::c_int {
+            use $fixes as fixes;
+            fixes::sendrecv(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
+                status,
+            )
+        }
+
+        /// `MPI_Probe`, `MPI_Mprobe`: the same native defect as `MPI_Sendrecv`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Probe(
+            source: std::os::raw::c_int,
+            tag: std::os::raw::c_int,
+            comm: $crate::ffi::MPI_Comm,
+            status: *mut $crate::ffi::MPI_Status,
+        ) -> std::os::raw::c_int {
+            use $fixes as fixes;
+            fixes::probe(source, tag, comm, status)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Mprobe(
+            source: std::os::raw::c_int,
+            tag: std::os::raw::c_int,
+            comm: $crate::ffi::MPI_Comm,
+            message: *mut $crate::ffi::MPI_Message,
+            status: *mut $crate::ffi::MPI_Status,
+        ) -> std::os::raw::c_int {
+            use $fixes as fixes;
+            fixes::mprobe(source, tag, comm, message, status)
         }
 
         $crate::comm_constructor_interposers! { $hooks;

@@ -91,6 +91,11 @@ pmpi_table! {
         PMPI_Improbe(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status);
         PMPI_Mrecv_c(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Status);
         PMPI_Imrecv_c(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Request);
+        PMPI_Sendrecv(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int,
+                      MPI_Comm, *mut MPI_Status);
+        PMPI_Cancel(*mut MPI_Request);
+        PMPI_Probe(c_int, c_int, MPI_Comm, *mut MPI_Status);
+        PMPI_Mprobe(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status);
         PMPI_Wait(*mut MPI_Request, *mut MPI_Status);
         PMPI_Waitall(c_int, *mut MPI_Request, *mut MPI_Status);
         PMPI_Test(*mut MPI_Request, *mut c_int, *mut MPI_Status);

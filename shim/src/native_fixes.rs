@@ -1,0 +1,175 @@
+//! Pass-through interposers that route around defects of native MPICH 5.0.2 stream communicators.
+//!
+//! MPICH waits on some operations with its global progress, which skips explicit (reserved) VCIs, so on a
+//! native stream communicator they hang (tests/native_defects reproduces it without mpixstream):
+//! `MPI_Sendrecv`, the blocking probes `MPI_Probe`/`MPI_Mprobe`, persistent point-to-point and
+//! nonblocking collectives. The first three we route here, on such communicators only, through calls
+//! whose completion does progress the stream (Irecv + Isend + Waitall; Iprobe/Improbe polled with the
+//! stream's own progress, by the thread that owns the stream). Everything else passes through at the cost
+//! of one relaxed load while no stream communicator exists. Persistent requests and nonblocking
+//! collectives would need interposers on `MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave
+//! them, documented (README, "Native MPICH 5.0.2 defects").
+use crate::backend::Backend;
+use crate::runtime;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::{self, Pmpi};
+use std::ffi::CStr;
+use std::os::raw::{c_int, c_void};
+use std::sync::OnceLock;
+
+/// The native stream behind `comm` if it is a native stream communicator of this process.
+#[inline]
+fn native_stream_of(comm: MPI_Comm) -> Option<MPIX_Stream> {
+    let rt = runtime::active()?;
+    if rt.backend != Backend::Native || !rt.comms.any_stream_comm() {
+        return None;
+    }
+    let entry = rt.comms.get(comm)?;
+    Some(rt.streams.slot(entry.stream).native())
+}
+
+/// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Isend + Waitall.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    // The next definitions in the preload chain (the tools library's counters when it is loaded,
+    // else MPICH's), so that nothing we route is invisible to the report.
+    let next = next_mpi(p);
+    if native_stream_of(comm).is_none() {
+        return (next.sendrecv)(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
+        );
+    }
+    let mut reqs = [MPI_REQUEST_NULL; 2];
+    let mut statuses = [MPI_Status::default(); 2];
+    let rc = (next.irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let rc = (next.isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
+    if rc != MPI_SUCCESS {
+        (p.PMPI_Cancel)(&mut reqs[0]);
+        (p.PMPI_Request_free)(&mut reqs[0]);
+        return rc;
+    }
+    let rc = (next.waitall)(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
+    if status_is_real(status) {
+        *status = statuses[0];
+    }
+    if rc == MPI_ERR_IN_STATUS {
+        // MPI_Sendrecv reports the failing operation's own code.
+        return if statuses[0].MPI_ERROR != MPI_SUCCESS { statuses[0].MPI_ERROR } else { statuses[1].MPI_ERROR };
+    }
+    rc
+}
+
+type SendrecvFn = unsafe extern "C" fn(
+    *const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm,
+    *mut MPI_Status,
+) -> c_int;
+type IrecvFn = unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
+type IsendFn =
+    unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
+type WaitallFn = unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int;
+type ProbeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int;
+type IprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int;
+type MprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int;
+type ImprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int;
+
+/// The `MPI_*` definitions that follow ours in the preload chain.
+struct NextMpi {
+    sendrecv: SendrecvFn,
+    irecv: IrecvFn,
+    isend: IsendFn,
+    waitall: WaitallFn,
+    probe: ProbeFn,
+    iprobe: IprobeFn,
+    mprobe: MprobeFn,
+    improbe: ImprobeFn,
+}
+
+fn next_mpi(p: &'static Pmpi) -> &'static NextMpi {
+    static NEXT: OnceLock<NextMpi> = OnceLock::new();
+    NEXT.get_or_init(|| unsafe {
+        let next = |name: &CStr| libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+        let pick = |name: &CStr, fallback: *mut c_void| {
+            let f = next(name);
+            if f.is_null() { fallback } else { f }
+        };
+        NextMpi {
+            sendrecv: std::mem::transmute::<*mut c_void, SendrecvFn>(pick(c"MPI_Sendrecv", p.PMPI_Sendrecv as *mut c_void)),
+            irecv: std::mem::transmute::<*mut c_void, IrecvFn>(pick(c"MPI_Irecv", p.PMPI_Irecv as *mut c_void)),
+            isend: std::mem::transmute::<*mut c_void, IsendFn>(pick(c"MPI_Isend", p.PMPI_Isend as *mut c_void)),
+            waitall: std::mem::transmute::<*mut c_void, WaitallFn>(pick(c"MPI_Waitall", p.PMPI_Waitall as *mut c_void)),
+            probe: std::mem::transmute::<*mut c_void, ProbeFn>(pick(c"MPI_Probe", p.PMPI_Probe as *mut c_void)),
+            iprobe: std::mem::transmute::<*mut c_void, IprobeFn>(pick(c"MPI_Iprobe", p.PMPI_Iprobe as *mut c_void)),
+            mprobe: std::mem::transmute::<*mut c_void, MprobeFn>(pick(c"MPI_Mprobe", p.PMPI_Mprobe as *mut c_void)),
+            improbe: std::mem::transmute::<*mut c_void, ImprobeFn>(pick(c"MPI_Improbe", p.PMPI_Improbe as *mut c_void)),
+        }
+    })
+}
+
+/// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
+/// thread that owns the stream: it is the one blocked in this call on the stream's communicator).
+unsafe fn poll_on_stream(native: MPIX_Stream, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
+    let progress = pmpi::pmpi().PMPIX_Stream_progress;
+    loop {
+        let (rc, matched) = test();
+        if rc != MPI_SUCCESS || matched {
+            return rc;
+        }
+        if let Some(f) = progress {
+            f(native);
+        }
+    }
+}
+
+/// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
+pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let next = next_mpi(p);
+    match native_stream_of(comm) {
+        None => (next.probe)(source, tag, comm, status),
+        Some(native) => poll_on_stream(native, || {
+            let mut flag = 0;
+            let rc = (next.iprobe)(source, tag, comm, &mut flag, status);
+            (rc, flag != 0)
+        }),
+    }
+}
+
+/// `MPI_Mprobe`: on a native stream communicator, `MPI_Improbe` polled with the stream's progress.
+pub unsafe fn mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let next = next_mpi(p);
+    match native_stream_of(comm) {
+        None => (next.mprobe)(source, tag, comm, message, status),
+        Some(native) => poll_on_stream(native, || {
+            let mut flag = 0;
+            let rc = (next.improbe)(source, tag, comm, &mut flag, message, status);
+            (rc, flag != 0)
+        }),
+    }
+}
