@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# Runs a selection of MPICH's own test suite (test/mpi of Debian's `mpich`
+# 4.0.2 source package) against an installed MPICH, with libmpixstream
+# preloaded into the ranks.  See README.md in this directory.
+#
+#   run.sh [--mpich deb|5] [--policy implicit|explicit]
+#          [--preload PATH | --no-preload] [--list FILE]
+#          [--known FILE] [--max-np N] [--timeout S] [--logs DIR]
+#          [--check-known] [-v|--verbose]
+#
+# Fetch, configure and build are cached and idempotent:
+#   .deps/mpich-src/mpich-4.0.2/      the unpacked source package (never modified)
+#   .deps/mpich-src/build-<mpich>/    VPATH build of test/mpi, one per MPICH
+# Output: one line per test (PASS/FAIL/KNOWN/SKIP), then
+#   "K known failures (fail identically without mpixstream)" and
+#   "N passed, M failed" as the last line.  Exit status 1 if M > 0.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source=/dev/null
+source "$root/scripts/env.sh"
+
+mpich=deb policy=implicit preload=default list="$here/selection.txt"
+known="$here/known-failures.txt" max_np=4 def_timeout=60 logs="" verbose=0
+check_known=0
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mpich) mpich=$2; shift ;;
+    --policy) policy=$2; shift ;;
+    --preload) preload=$2; shift ;;
+    --no-preload) preload=none ;;
+    --list) list=$2; shift ;;
+    --known) known=$2; shift ;;
+    --max-np) max_np=$2; shift ;;
+    --timeout) def_timeout=$2; shift ;;
+    --logs) logs=$2; shift ;;
+    --check-known) check_known=1 ;;
+    -v|--verbose) verbose=1 ;;
+    -h|--help) usage 0 ;;
+    *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+  shift
+done
+case "$policy" in implicit|explicit) ;; *) echo "run.sh: --policy must be implicit or explicit" >&2; exit 2 ;; esac
+mpich_select "$mpich" || exit 2
+[ -f "$list" ] || { echo "run.sh: no such list '$list'" >&2; exit 2; }
+list=$(cd "$(dirname "$list")" && pwd)/$(basename "$list")
+
+if [ "$preload" = default ]; then
+  preload=$MPIXSTREAM_LIB
+  if [ ! -f "$preload" ]; then
+    echo "run.sh: $preload does not exist; build it (cargo build --release)," \
+         "pass --preload PATH, or run the baseline with --no-preload" >&2
+    exit 2
+  fi
+fi
+if [ "$preload" != none ]; then
+  [ -f "$preload" ] || { echo "run.sh: preload library '$preload' not found" >&2; exit 2; }
+  preload=$(cd "$(dirname "$preload")" && pwd)/$(basename "$preload")
+fi
+
+src_parent=$root/.deps/mpich-src
+src_ver=4.0.2
+src=$src_parent/mpich-$src_ver/test/mpi
+build=$src_parent/build-$MPICH_NAME
+tag=$MPICH_NAME-$policy-$([ "$preload" = none ] && echo nopreload || echo preload)
+logs=${logs:-$root/results/conformance/$tag}
+mkdir -p "$src_parent" "$logs"
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+
+# ---------------------------------------------------------------- fetch ----
+# Debian's source package, via deb-src entries for the same suites as the
+# configured binary entries.
+fetch_source() {
+  [ -f "$src/runtests.in" ] && return 0
+  local log=$src_parent/fetch.log
+  : >"$log"
+  command -v dpkg-source >/dev/null 2>&1 || {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >>"$log" 2>&1 ||
+      die "cannot install dpkg-dev (see $log)"
+  }
+  if ! grep -rqsE '^[[:space:]]*(deb-src[[:space:]]|Types:.*deb-src)' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    [ -w /etc/apt/sources.list.d ] || die "no deb-src entries and /etc/apt not writable (run as root once)"
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed -E 's/^Types:[[:space:]]*deb([[:space:]]*)$/Types: deb-src/' \
+        /etc/apt/sources.list.d/debian.sources >/etc/apt/sources.list.d/mpixstream-deb-src.sources
+    elif [ -f /etc/apt/sources.list ]; then
+      sed -nE 's/^[[:space:]]*deb[[:space:]]/deb-src /p' /etc/apt/sources.list \
+        >/etc/apt/sources.list.d/mpixstream-deb-src.list
+    else
+      die "no /etc/apt/sources.list(.d/debian.sources) to derive deb-src entries from"
+    fi
+    echo "note: added deb-src entries in /etc/apt/sources.list.d/mpixstream-deb-src.*"
+  fi
+  if ! apt-cache showsrc mpich 2>/dev/null | grep -q "^Version: $src_ver-"; then
+    apt-get update -qq >>"$log" 2>&1 || die "apt-get update failed (see $log)"
+  fi
+  local ver
+  ver=$(apt-cache showsrc mpich 2>/dev/null | sed -n "s/^Version: \($src_ver-.*\)/\1/p" | head -1)
+  [ -n "$ver" ] || die "Debian source package mpich $src_ver-* not available (see $log)"
+  (cd "$src_parent" && apt-get source -qq "mpich=$ver") >>"$log" 2>&1 ||
+    die "apt-get source mpich=$ver failed (see $log)"
+  [ -f "$src/runtests.in" ] || die "unexpected source layout in $src_parent (see $log)"
+  echo "note: fetched Debian source mpich=$ver into .deps/mpich-src"
+}
+
+# ------------------------------------------------------------ configure ----
+# Only what the selected directories need: C only, MPI_THREAD_MULTIPLE for
+# threads/, and none of the optional directories (rma, spawn, part, io,
+# Fortran, C++, perf, ft, errors, checkpointing, dtpools tests).
+conf_args=(--enable-threads=multiple --enable-fortran=no --disable-cxx --disable-romio
+           --disable-spawn --disable-rma --disable-part --disable-dtpools --disable-perftest
+           --disable-ft-tests --disable-checkerrors --disable-checkfaults
+           --disable-checkpointing --disable-dependency-tracking --enable-silent-rules)
+configure_build() {
+  local stamp="$build/.mpixstream-configured" want
+  want="MPICC=$MPICC MPIEXEC=$MPIEXEC ${conf_args[*]}"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  rm -rf "$build"; mkdir -p "$build"
+  (cd "$build" && CC=$MPICC MPICC=$MPICC MPIEXEC=$MPIEXEC "$src/configure" -q "${conf_args[@]}") \
+    >"$src_parent/configure-$MPICH_NAME.log" 2>&1 ||
+    die "configure of test/mpi against $MPICC failed (see $src_parent/configure-$MPICH_NAME.log)"
+  echo "$want" >"$stamp"
+}
+
+# ------------------------------------------------------------- selection ----
+# Lines: dir/prog np [arg=..] [env=..] [mpiexecarg=..] [timeLimit=S]
+#        [resultTest=..] [minnp=N] [cap=N]
+# An np above --max-np is capped to cap=N (when given) or to --max-np; an
+# entry with minnp=N above --max-np is skipped instead.
+# (the testlist syntax of test/mpi, with the directory in front).
+declare -a T_NAME T_NP T_REQNP T_ARGS T_ENVS T_MPX T_TLIM T_RESULT T_SKIP
+read_selection() {
+  local line name np opt n=0
+  while IFS= read -r line || [ -n "$line" ]; do
+    line=${line%%#*}
+    read -r -a f <<<"$line"
+    [ ${#f[@]} -eq 0 ] && continue
+    name=${f[0]} np=${f[1]:-}
+    [[ "$np" =~ ^[0-9]+$ ]] || die "$list: bad line '$line'"
+    local args=() envs=() mpx=() tlim=$def_timeout result="" minnp=1 cap="" skip=""
+    for opt in "${f[@]:2}"; do
+      case "$opt" in
+        arg=*) args+=("${opt#arg=}") ;;
+        env=*) envs+=("${opt#env=}") ;;
+        timeLimit=*) tlim=${opt#timeLimit=} ;;
+        resultTest=*) result=${opt#resultTest=} ;;
+        minnp=*) minnp=${opt#minnp=} ;;
+        cap=*) cap=${opt#cap=} ;;
+        mpiexecarg=*) mpx+=("${opt#mpiexecarg=}") ;;
+        mem=*|strict=*|xfail=*|mpix=*|lock=*) ;;
+        *=*) die "$list: unknown option '$opt' in '$line'" ;;
+        *) ;;  # bare words are ignored, as runtests does
+      esac
+    done
+    case "$result" in ""|TestStatus|TestStatusNoErrors) ;; *) skip="resultTest=$result not supported" ;; esac
+    T_NAME[n]=$name T_REQNP[n]=$np
+    if [ "$np" -gt "$max_np" ]; then
+      if [ "$minnp" -gt "$max_np" ]; then skip="needs $minnp processes, max is $max_np"; fi
+      if [ -n "$cap" ] && [ "$cap" -le "$max_np" ]; then np=$cap; else np=$max_np; fi
+    fi
+    T_NP[n]=$np T_TLIM[n]=$tlim T_RESULT[n]=$result T_SKIP[n]=$skip
+    T_ARGS[n]="" T_ENVS[n]="" T_MPX[n]=""
+    [ ${#mpx[@]} -gt 0 ] && T_MPX[n]=$(printf '%q ' "${mpx[@]}")
+    [ ${#args[@]} -gt 0 ] && T_ARGS[n]=$(printf '%q ' "${args[@]}")
+    [ ${#envs[@]} -gt 0 ] && T_ENVS[n]=$(printf '%q ' "${envs[@]}")
+    n=$((n + 1))
+  done <"$list"
+}
+
+# Programs are built one by one with `make <prog>` in their directory.
+build_selected() {
+  local -A progs=()
+  local i d p blog=$build/build.log
+  for i in "${!T_NAME[@]}"; do
+    [ -n "${T_SKIP[i]}" ] && continue
+    d=${T_NAME[i]%/*} p=${T_NAME[i]##*/}
+    [[ " ${progs[$d]:-} " == *" $p "* ]] || progs[$d]="${progs[$d]:-} $p"
+  done
+  : >"$blog"
+  for d in "${!progs[@]}"; do
+    [ -f "$build/$d/Makefile" ] || { echo "no directory $d in test/mpi" >>"$blog"; continue; }
+    # shellcheck disable=SC2086
+    make -k -j2 -C "$build/$d" ${progs[$d]} >>"$blog" 2>&1 || true
+  done
+}
+
+# ------------------------------------------------------------------- known ----
+is_known() { # mpich name np -> prints the reason and returns 0 if listed
+  [ -f "$known" ] || return 1
+  awk -v m="$1" -v t="$2" -v n="$3" '
+    /^[[:space:]]*(#|$)/ { next }
+    ($1 == m || $1 == "*") && $2 == t && ($3 == n || $3 == "*") {
+      $1 = $2 = $3 = ""; sub(/^ +/, ""); print; found = 1; exit }
+    END { exit !found }' "$known"
+}
+
+# --------------------------------------------------------------------- run ----
+# run_one i preloadlib logfile -> sets R_REASON ("" = pass), R_SECS
+run_one() {
+  local i=$1 lib=$2 log=$3 d p np tl rc start
+  d=${T_NAME[i]%/*} p=${T_NAME[i]##*/} np=${T_NP[i]} tl=${T_TLIM[i]}
+  local -a genv=(-genv MPIXSTREAM_POLICY "$policy") args=() envs=() mpx=()
+  [ "$lib" != none ] && genv+=(-genv LD_PRELOAD "$lib")
+  eval "args=(${T_ARGS[i]})"; eval "envs=(${T_ENVS[i]})"; eval "mpx=(${T_MPX[i]})"
+  local e
+  for e in "${envs[@]}"; do genv+=(-genv "${e%%=*}" "${e#*=}"); done
+  R_SECS=0
+  if [ ! -x "$build/$d/$p" ]; then R_REASON="build failed, see $build/build.log"; return; fi
+  start=$(date +%s.%N)
+  (cd "$build/$d" && exec timeout -k 5 "$tl" "$MPIEXEC" -n "$np" "${mpx[@]}" "${genv[@]}" "./$p" "${args[@]}") \
+    </dev/null >"$log" 2>&1
+  rc=$?
+  R_SECS=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  local noerr=0
+  grep -qE '^[[:space:]]*No [Ee]rrors[[:space:]]*$' "$log" && noerr=1
+  R_REASON=""
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then R_REASON="timeout after ${tl}s"
+  else
+    case "${T_RESULT[i]}" in
+      TestStatus) [ $rc -ne 0 ] || R_REASON="exit 0, expected a non-zero exit status" ;;
+      TestStatusNoErrors)
+        if [ $rc -eq 0 ]; then R_REASON="exit 0, expected a non-zero exit status"
+        elif [ $noerr -eq 0 ]; then R_REASON="no 'No Errors' in output"; fi ;;
+      *)
+        if [ $rc -ne 0 ] && [ $noerr -eq 0 ]; then R_REASON="exit $rc, no 'No Errors' in output"
+        elif [ $rc -ne 0 ]; then R_REASON="exit $rc"
+        elif [ $noerr -eq 0 ]; then R_REASON="no 'No Errors' in output"; fi ;;
+    esac
+  fi
+}
+
+exec 9>"$src_parent/.lock"
+flock 9
+fetch_source
+configure_build
+read_selection
+build_selected
+flock -u 9
+
+echo "conformance: MPICH=$MPICH_NAME ($MPIEXEC) policy=$policy" \
+     "preload=$([ "$preload" = none ] && echo none || echo "$preload") tests=${#T_NAME[@]}"
+pass=0 fail=0 knownc=0 skipped=0 t0=$(date +%s)
+times=$logs/times.tsv
+printf 'test\tnp\tseconds\tresult\n' >"$times"
+# One mpiexec at a time (the machine has 2 cores); a lock shared with other
+# runs of this harness keeps concurrent invocations from overlapping.
+exec 8>"$src_parent/.run-lock"
+flock 8
+for i in "${!T_NAME[@]}"; do
+  name=${T_NAME[i]} np=${T_NP[i]}
+  if [ -n "${T_SKIP[i]}" ]; then
+    echo "SKIP $name np=${T_REQNP[i]} (${T_SKIP[i]})"
+    skipped=$((skipped + 1)); continue
+  fi
+  capnote=""
+  [ "$np" != "${T_REQNP[i]}" ] && capnote=" [testlist np=${T_REQNP[i]}, capped]"
+  log=$logs/${name//\//_}.np$np.$i.log
+  run_one "$i" "$preload" "$log"
+  if [ -z "$R_REASON" ]; then
+    status=PASS; pass=$((pass + 1))
+    if reason=$(is_known "$MPICH_NAME" "$name" "$np"); then
+      echo "note: $name np=$np is listed in $(basename "$known") but passed"
+    fi
+    echo "PASS $name np=$np"
+  elif reason=$(is_known "$MPICH_NAME" "$name" "$np"); then
+    status=KNOWN
+    if [ $check_known -eq 1 ] && [ "$preload" != none ]; then
+      saved=$R_REASON
+      run_one "$i" none "$log.nopreload"
+      if [ -z "$R_REASON" ]; then
+        status=FAIL R_REASON="$saved; listed as known but passes without mpixstream"
+      else
+        R_REASON=$saved
+      fi
+    fi
+    if [ $status = KNOWN ]; then
+      knownc=$((knownc + 1)); echo "KNOWN $name np=$np ($R_REASON; known: $reason)"
+    else
+      fail=$((fail + 1)); echo "FAIL $name np=$np ($R_REASON)"
+    fi
+  else
+    status=FAIL; fail=$((fail + 1))
+    echo "FAIL $name np=$np ($R_REASON)$capnote"
+  fi
+  if [ $verbose -eq 1 ] && [ $status != PASS ]; then head -n 20 "$log" | sed 's/^/    | /'; fi
+  printf '%s\t%s\t%s\t%s\n' "$name" "$np" "$R_SECS" "$status" >>"$times"
+done
+flock -u 8
+
+capped=$(for i in "${!T_NAME[@]}"; do
+  [ -z "${T_SKIP[i]}" ] && [ "${T_NP[i]}" != "${T_REQNP[i]}" ] && printf ' %s(%s->%s)' "${T_NAME[i]}" "${T_REQNP[i]}" "${T_NP[i]}"
+done)
+[ -n "$capped" ] && echo "capped to at most $max_np processes (testlist np->np run):$capped"
+echo "elapsed $(( $(date +%s) - t0 ))s; logs and times.tsv in $logs"
+[ $skipped -gt 0 ] && echo "$skipped skipped"
+echo "$knownc known failures (fail identically without mpixstream)"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
