@@ -115,6 +115,15 @@ pmpi_table! {
         PMPI_Allreduce(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm);
         PMPI_Allreduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm);
         PMPI_Reduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm);
+        // The enqueue engine (shim/src/enqueue): every enqueued operation runs as its nonblocking form.
+        PMPI_Ibarrier(MPI_Comm, *mut MPI_Request);
+        PMPI_Ibcast_c(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request);
+        PMPI_Ireduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request);
+        PMPI_Iallreduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
+        PMPI_Iallgather_c(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request);
+        PMPI_Ialltoall_c(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request);
+        PMPI_Type_get_extent_c(MPI_Datatype, *mut MPI_Count, *mut MPI_Count);
+        PMPI_Type_get_true_extent_c(MPI_Datatype, *mut MPI_Count, *mut MPI_Count);
     }
     optional {
         // Native MPIX streams: MPICH >= 4.1 only.
