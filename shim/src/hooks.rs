@@ -22,9 +22,14 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 return MPI_ERR_OTHER;
             }
         };
+        // MPIXSTREAM_THREAD_MULTIPLE=1: the enqueue engine's threads call MPI, so ask for MULTIPLE.
+        let multiple = crate::enqueue::wants_thread_multiple();
         let call = |p: &Pmpi| match thread {
+            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
             None => (p.PMPI_Init)(argc, argv),
-            Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
+            Some((required, provided)) => {
+                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
+            }
         };
         if runtime::is_initialized_by_us() {
             // A second MPI_Init: MPICH reports the error.
@@ -123,6 +128,8 @@ pub unsafe fn finalize() -> c_int {
             };
         };
         let p = pmpi();
+        // Enqueued work: drained, or reported and abandoned after MPIXSTREAM_FINALIZE_TIMEOUT.
+        let drained = crate::enqueue::finalize();
         crate::query::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();
@@ -135,7 +142,11 @@ pub unsafe fn finalize() -> c_int {
         let mut pc = rt.progress_comm;
         (p.PMPI_Comm_free)(&mut pc);
         runtime::mark_finalized();
-        (p.PMPI_Finalize)()
+        let rc = (p.PMPI_Finalize)();
+        if rc == MPI_SUCCESS && !drained {
+            return MPI_ERR_PENDING;
+        }
+        rc
     })
 }
 
@@ -185,6 +196,11 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
             Err(_) => return MPI_ERR_OTHER,
         };
         let handle = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+        if let Some(rt) = runtime::active() {
+            if let Err((class, msg)) = crate::enqueue::check_comm_free(rt, handle) {
+                return crate::errors::raise(handle, class, "MPI_Comm_free", &msg);
+            }
+        }
         let multiplex = runtime::active().and_then(|rt| rt.comms.multiplex(handle));
         let rc = (p.PMPI_Comm_free)(comm);
         if rc == MPI_SUCCESS {

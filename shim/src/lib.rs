@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod comms;
 pub mod config;
+pub mod enqueue;
 pub mod errors;
 pub mod hex;
 pub mod hooks;

@@ -47,7 +47,7 @@ unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
     info_get_string(info, c"type".as_ptr())
 }
 
-unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
+pub(crate) unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
     let p = pmpi();
     let (mut len, mut flag) = (0, 0);
     let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
@@ -73,19 +73,16 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
         if stream.is_null() {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
         }
-        match info_type(info) {
+        // A non-empty `type` asks for a queue-backed stream (crate::enqueue).
+        let queue = match info_type(info) {
             Err(code) => return code,
-            Ok(None) => {}
-            Ok(Some(t)) if t.is_empty() => {}
-            Ok(Some(t)) => {
-                return raise(
-                    MPI_COMM_WORLD,
-                    Class::InfoValue,
-                    F,
-                    &format!("info type=\"{t}\" is not a stream type this library supports"),
-                )
-            }
-        }
+            Ok(None) => None,
+            Ok(Some(t)) if t.is_empty() => None,
+            Ok(Some(t)) => match crate::enqueue::parse_info(rt, info, &t) {
+                Ok(spec) => Some(spec),
+                Err((class, msg)) => return raise(MPI_COMM_WORLD, class, F, &msg),
+            },
+        };
         let Some(index) = rt.streams.allocate() else {
             return raise(
                 MPI_COMM_WORLD,
@@ -101,6 +98,13 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
         match rt.backend.create_stream() {
             Ok(native) => rt.streams.slot(index).native.store(native, Ordering::Release),
             Err(e) => {
+                rt.streams.release(index);
+                return raise(MPI_COMM_WORLD, Class::Other, F, &e);
+            }
+        }
+        if let Some(spec) = queue {
+            if let Err(e) = crate::enqueue::attach(rt, index, spec) {
+                let _ = rt.backend.free_stream(rt.streams.slot(index).native());
                 rt.streams.release(index);
                 return raise(MPI_COMM_WORLD, Class::Other, F, &e);
             }
@@ -121,6 +125,19 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
             Ok(s) => s,
             Err(code) => return code,
         };
+        let pending = slot.pending.load(Ordering::Acquire);
+        if pending > 0 {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Pending,
+                F,
+                &format!(
+                    "stream 0x{:08x} has {pending} operation(s) pending (enqueued and not complete, or \
+                     requests not waited for with MPIX_Wait_enqueue)",
+                    *stream as u32
+                ),
+            );
+        }
         let comms = slot.comms.load(Ordering::Acquire);
         if comms > 0 {
             return raise(
@@ -133,15 +150,6 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
                 ),
             );
         }
-        let pending = slot.pending.load(Ordering::Acquire);
-        if pending > 0 {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Pending,
-                F,
-                &format!("stream 0x{:08x} has {pending} operation(s) pending", *stream as u32),
-            );
-        }
         if slot.progress.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
             return raise(
                 MPI_COMM_WORLD,
@@ -152,6 +160,9 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
                     *stream as u32
                 ),
             );
+        }
+        if let Err((class, e)) = crate::enqueue::detach(index) {
+            return raise(MPI_COMM_WORLD, class, F, &e);
         }
         if let Err(e) = rt.backend.free_stream(slot.native()) {
             return raise(MPI_COMM_WORLD, Class::Other, F, &e);
@@ -227,6 +238,8 @@ pub unsafe extern "C" fn MPIX_Stream_progress(stream: MPIX_Stream) -> c_int {
             return rt.backend.progress(rt, MPIX_STREAM_NULL);
         }
         match stream_or_raise(rt, stream, MPI_COMM_WORLD, "MPIX_Stream_progress") {
+            // A queue-backed stream is driven by its engine thread alone (explicit VCIs have no lock).
+            Ok((i, _)) if crate::enqueue::drives(i) => MPI_SUCCESS,
             Ok((_, slot)) => rt.backend.progress(rt, slot.native()),
             Err(code) => code,
         }
@@ -249,6 +262,14 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
             (None, &rt.global_progress)
         } else {
             match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
+                Ok((i, _)) if crate::enqueue::drives(i) => {
+                    return raise(
+                        MPI_COMM_WORLD,
+                        Class::Other,
+                        F,
+                        "the stream is queue-backed: its enqueue engine thread already drives its progress",
+                    )
+                }
                 Ok((i, slot)) => (Some(i), &slot.progress),
                 Err(code) => return code,
             }

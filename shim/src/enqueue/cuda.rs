@@ -1,0 +1,503 @@
+//! The CUDA queue (`type=cudaStream_t`): the application's CUDA stream, driven through the CUDA
+//! driver API (`cudarc`, with `libcuda` loaded at run time).
+//!
+//! The stream never runs MPI: for operation k it gets `cuStreamWriteValue32(ready, k)` where the
+//! operation may start, and `cuStreamWaitValue32(done[k] >= k)` where the stream must wait for it
+//! (both on pinned, device-mapped host memory). The engine thread makes the MPI calls. Where stream
+//! memory operations are unavailable, the same two steps run as host functions (`cuLaunchHostFunc`)
+//! that only touch the flag words (the wait blocks CUDA's callback thread, never inside MPI).
+//!
+//! MPICH underneath is not GPU-aware (Debian's) or has no CUDA (PyPI's), so device buffers are staged
+//! through pinned host memory: the stream copies inputs device-to-host before the ready signal and
+//! outputs host-to-device after the wait. `MPIXSTREAM_GPU_AWARE=1` passes device pointers through.
+//!
+//! `cudarc` panics when it cannot load `libcuda`: [`probe`] checks with `libloading` first, and
+//! nothing here calls into `cudarc` before a successful probe.
+use super::flags::{self, reached, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
+use super::ops::{Buf, Kind, MPI_IN_PLACE};
+use cudarc::driver::sys;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::ffi::CStr;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+const LIBCUDA: &str = "libcuda.so.1";
+
+/// Every driver entry point we use; checked present before `cudarc` resolves (and would panic on) any.
+const SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuGetErrorName",
+    "cuStreamGetCtx",
+    "cuCtxPushCurrent_v2",
+    "cuCtxPopCurrent_v2",
+    "cuMemHostAlloc",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemFreeHost",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuPointerGetAttribute",
+    "cuStreamWaitValue32_v2",
+    "cuStreamWriteValue32_v2",
+    "cuLaunchHostFunc",
+    "cuStreamSynchronize",
+    "cuStreamQuery",
+];
+
+/// Whether the CUDA driver is usable in this process (checked once). The error names the cause.
+pub fn probe() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| unsafe {
+            let lib = libloading::Library::new(LIBCUDA).map_err(|e| {
+                format!("CUDA streams need the CUDA driver, but {LIBCUDA} cannot be loaded ({e}): this node has no usable CUDA")
+            })?;
+            for s in SYMBOLS {
+                if lib.get::<unsafe extern "C" fn()>(s.as_bytes()).is_err() {
+                    return Err(format!("the CUDA driver ({LIBCUDA}) has no {s}: mpixstream needs a CUDA 12 driver or newer"));
+                }
+            }
+            // Keep it loaded for the life of the process (cudarc opens it again by its own search).
+            std::mem::forget(lib);
+            if !sys::is_culib_present() {
+                return Err(format!("{LIBCUDA} loads, but cudarc's search for the CUDA driver library fails"));
+            }
+            check(sys::cuInit(0), "cuInit")
+        })
+        .clone()
+}
+
+fn error_name(r: sys::CUresult) -> String {
+    let mut p: *const std::os::raw::c_char = std::ptr::null();
+    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
+    if ok {
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    } else {
+        format!("CUDA error {}", r as u32)
+    }
+}
+
+fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {}", error_name(r)))
+    }
+}
+
+/// Makes `ctx` current on this thread for the guard's life.
+struct CtxGuard;
+
+impl CtxGuard {
+    unsafe fn push(ctx: sys::CUcontext) -> Result<CtxGuard, String> {
+        check(sys::cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")?;
+        Ok(CtxGuard)
+    }
+}
+
+impl Drop for CtxGuard {
+    fn drop(&mut self) {
+        let mut old = std::ptr::null_mut();
+        unsafe { sys::cuCtxPopCurrent_v2(&mut old) };
+    }
+}
+
+/// The pinned block holding a CUDA queue's flag words.
+struct PinnedBlock {
+    ptr: *mut c_void,
+    ctx: sys::CUcontext,
+}
+
+unsafe impl Send for PinnedBlock {}
+unsafe impl Sync for PinnedBlock {}
+
+impl Drop for PinnedBlock {
+    fn drop(&mut self) {
+        unsafe {
+            if let Ok(_g) = CtxGuard::push(self.ctx) {
+                sys::cuMemFreeHost(self.ptr);
+            }
+        }
+    }
+}
+
+/// How the stream signals and waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// `MPIXSTREAM_CUDA_SYNC=auto` (default): stream memory operations where the device supports them.
+    Auto,
+    Memops,
+    HostFn,
+}
+
+/// What the host functions of the fallback mode need.
+struct Shared {
+    flags: Arc<Flags>,
+    give_up: AtomicBool,
+    spin: u32,
+}
+
+struct HostArg {
+    shared: Arc<Shared>,
+    word: usize,
+    value: u32,
+}
+
+unsafe extern "C" fn host_write(arg: *mut c_void) {
+    let a = Box::from_raw(arg as *mut HostArg);
+    if a.word == READY_WORD {
+        a.shared.flags.signal_ready(a.value);
+    } else {
+        a.shared.flags.word(a.word).store(a.value, Ordering::Release);
+    }
+}
+
+unsafe extern "C" fn host_wait(arg: *mut c_void) {
+    let a = Box::from_raw(arg as *mut HostArg);
+    let seq = a.value;
+    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin);
+}
+
+/// A pinned staging buffer.
+struct StageBuf {
+    host: *mut u8,
+    cap: usize,
+    busy: bool,
+    /// The operation using it: reusable once it is done...
+    seq: u32,
+    /// ...and, for an output, once the stream passed the position after its copy back (None: that
+    /// copy is not queued yet, an unwaited nonblocking receive).
+    output: bool,
+    pos: Option<u32>,
+}
+
+struct Staging {
+    pool: Vec<StageBuf>,
+    next_pos: u32,
+}
+
+/// A copy back to the device, queued after the operation's wait.
+#[derive(Debug)]
+pub struct CopyBack {
+    dev: u64,
+    host: *mut u8,
+    bytes: usize,
+    buf: usize,
+}
+
+/// The copies an operation still owes the device.
+#[derive(Debug, Default)]
+pub struct Staged {
+    pub back: Vec<CopyBack>,
+}
+
+unsafe impl Send for Staged {}
+
+pub struct CudaQueue {
+    stream: sys::CUstream,
+    ctx: sys::CUcontext,
+    memops: bool,
+    /// Device address of the flag block's word 0.
+    dev_flags: u64,
+    shared: Arc<Shared>,
+    gpu_aware: bool,
+    state: Mutex<Staging>,
+}
+
+// The driver API is thread-safe; the queue's own state is behind `state`.
+unsafe impl Send for CudaQueue {}
+unsafe impl Sync for CudaQueue {}
+
+impl CudaQueue {
+    /// Attaches the application's stream `handle` (a `cudaStream_t`/`CUstream`). Returns the queue and
+    /// its flag words (pinned).
+    pub fn create(handle: u64, mode: SyncMode, gpu_aware: bool, spin: u32) -> Result<(CudaQueue, Arc<Flags>), String> {
+        probe()?;
+        unsafe {
+            let stream = handle as usize as sys::CUstream;
+            let mut ctx: sys::CUcontext = std::ptr::null_mut();
+            check(sys::cuStreamGetCtx(stream, &mut ctx), "cuStreamGetCtx").map_err(|e| {
+                format!(
+                    "{e}: value 0x{handle:x} is not a CUDA stream of this process \
+                     (or, for the default stream, no CUDA context is current on this thread)"
+                )
+            })?;
+            let _g = CtxGuard::push(ctx)?;
+            let mut host: *mut c_void = std::ptr::null_mut();
+            check(
+                sys::cuMemHostAlloc(&mut host, WORDS * 4, sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP),
+                "cuMemHostAlloc (flag words)",
+            )?;
+            let block = PinnedBlock { ptr: host, ctx };
+            let words = host as *const AtomicU32;
+            for i in 0..WORDS {
+                (*words.add(i)).store(flags::initial_word(i), Ordering::Relaxed);
+            }
+            let mut dev: sys::CUdeviceptr = 0;
+            check(sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0), "cuMemHostGetDevicePointer")?;
+            let flags = Arc::new(Flags::new(words, FlagMem::Pinned(Box::new(block))));
+            let memops = match mode {
+                SyncMode::HostFn => false,
+                SyncMode::Auto | SyncMode::Memops => {
+                    // A harmless write of the position word's initial value tells whether the
+                    // device takes stream memory operations on host memory.
+                    let r = sys::cuStreamWriteValue32_v2(
+                        stream,
+                        dev + (POSITION_WORD * 4) as u64,
+                        0,
+                        sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+                    );
+                    if r != sys::CUresult::CUDA_SUCCESS && mode == SyncMode::Memops {
+                        return Err(format!(
+                            "MPIXSTREAM_CUDA_SYNC=memops, but cuStreamWriteValue32 fails on this device ({})",
+                            error_name(r)
+                        ));
+                    }
+                    r == sys::CUresult::CUDA_SUCCESS
+                }
+            };
+            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin });
+            let q = CudaQueue {
+                stream,
+                ctx,
+                memops,
+                dev_flags: dev,
+                shared,
+                gpu_aware,
+                state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
+            };
+            Ok((q, flags))
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "CUDA stream {:p} ({}, {})",
+            self.stream,
+            if self.memops { "stream memory operations" } else { "host functions" },
+            if self.gpu_aware { "device buffers passed to MPI" } else { "device buffers staged through pinned memory" }
+        )
+    }
+
+    fn flags(&self) -> &Flags {
+        &self.shared.flags
+    }
+
+    /// The stream writes `value` into flag word `word` when it gets there.
+    unsafe fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
+        if self.memops {
+            check(
+                sys::cuStreamWriteValue32_v2(
+                    self.stream,
+                    self.dev_flags + (word * 4) as u64,
+                    value,
+                    sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+                ),
+                "cuStreamWriteValue32",
+            )
+        } else {
+            let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word, value }));
+            let r = sys::cuLaunchHostFunc(self.stream, Some(host_write), arg as *mut c_void);
+            if r != sys::CUresult::CUDA_SUCCESS {
+                drop(Box::from_raw(arg));
+            }
+            check(r, "cuLaunchHostFunc")
+        }
+    }
+
+    pub fn signal_ready(&self, seq: u32) -> Result<(), String> {
+        unsafe {
+            let _g = CtxGuard::push(self.ctx)?;
+            self.write_word(READY_WORD, seq)
+        }
+    }
+
+    pub fn wait_done(&self, seq: u32) -> Result<(), String> {
+        unsafe {
+            let _g = CtxGuard::push(self.ctx)?;
+            if self.memops {
+                check(
+                    sys::cuStreamWaitValue32_v2(
+                        self.stream,
+                        self.dev_flags + (flags::done_word(seq) * 4) as u64,
+                        seq,
+                        sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                    ),
+                    "cuStreamWaitValue32",
+                )
+            } else {
+                let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word: 0, value: seq }));
+                let r = sys::cuLaunchHostFunc(self.stream, Some(host_wait), arg as *mut c_void);
+                if r != sys::CUresult::CUDA_SUCCESS {
+                    drop(Box::from_raw(arg));
+                }
+                check(r, "cuLaunchHostFunc")
+            }
+        }
+    }
+
+    /// Stages the device buffers of operation `seq` (`kind` is rewritten to point at pinned copies;
+    /// input copies are queued now, before the ready signal). Returns the copies back to the device,
+    /// to queue after the operation's wait.
+    pub unsafe fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
+        if self.gpu_aware {
+            return Ok(Staged::default());
+        }
+        let p = pmpi();
+        let (mut rank, mut size) = (0, 0);
+        (p.PMPI_Comm_rank)(comm, &mut rank);
+        (p.PMPI_Comm_size)(comm, &mut size);
+        let bufs = kind.buffers(rank, size);
+        if bufs.is_empty() {
+            return Ok(Staged::default());
+        }
+        let _g = CtxGuard::push(self.ctx)?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.recycle(&mut st);
+        let mut staged = Staged::default();
+        for b in bufs {
+            let Some((dev, bytes, lb)) = device_region(&b)? else { continue };
+            let idx = take(&mut st, bytes)?;
+            let host = st.pool[idx].host;
+            if b.input {
+                check(
+                    sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream),
+                    "cuMemcpyDtoHAsync (staging)",
+                )?;
+            }
+            let sb = &mut st.pool[idx];
+            sb.seq = seq;
+            sb.output = b.output;
+            sb.pos = None;
+            // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
+            kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
+            if b.output {
+                staged.back.push(CopyBack { dev, host, bytes, buf: idx });
+            }
+        }
+        Ok(staged)
+    }
+
+    /// Queues the copies back to the device (after the operation's wait) and marks when the stream is
+    /// past them.
+    pub fn copy_back(&self, staged: Staged) -> Result<(), String> {
+        if staged.back.is_empty() {
+            return Ok(());
+        }
+        unsafe {
+            let _g = CtxGuard::push(self.ctx)?;
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for c in &staged.back {
+                check(
+                    sys::cuMemcpyHtoDAsync_v2(c.dev, c.host as *const c_void, c.bytes, self.stream),
+                    "cuMemcpyHtoDAsync (staging)",
+                )?;
+            }
+            let pos = st.next_pos;
+            st.next_pos = st.next_pos.wrapping_add(1);
+            self.write_word(POSITION_WORD, pos)?;
+            for c in &staged.back {
+                st.pool[c.buf].pos = Some(pos);
+            }
+            Ok(())
+        }
+    }
+
+    fn recycle(&self, st: &mut Staging) {
+        let position = self.flags().word(POSITION_WORD).load(Ordering::Acquire);
+        for b in st.pool.iter_mut().filter(|b| b.busy) {
+            let done = self.flags().is_done(b.seq);
+            let copied = !b.output || b.pos.is_some_and(|p| reached(position, p));
+            if done && copied {
+                b.busy = false;
+            }
+        }
+    }
+
+    /// Whether the stream has run everything queued on it (the application's work too).
+    pub fn idle(&self) -> bool {
+        unsafe {
+            match CtxGuard::push(self.ctx) {
+                Ok(_g) => sys::cuStreamQuery(self.stream) == sys::CUresult::CUDA_SUCCESS,
+                Err(_) => true,
+            }
+        }
+    }
+
+    pub fn synchronize(&self) -> Result<(), String> {
+        unsafe {
+            let _g = CtxGuard::push(self.ctx)?;
+            check(sys::cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        }
+    }
+
+    /// Makes fallback host functions stop waiting (finalize after abandoning operations).
+    pub fn give_up(&self) {
+        self.shared.give_up.store(true, Ordering::Release);
+        self.shared.flags.wake_all();
+    }
+
+    /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`).
+    pub fn release(&self) {
+        unsafe {
+            let Ok(_g) = CtxGuard::push(self.ctx) else { return };
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for b in st.pool.drain(..) {
+                sys::cuMemFreeHost(b.host as *mut c_void);
+            }
+        }
+    }
+}
+
+/// A free pinned buffer of at least `bytes` (reused, or allocated).
+unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
+    if let Some(i) = st.pool.iter().position(|b| !b.busy && b.cap >= bytes) {
+        st.pool[i].busy = true;
+        return Ok(i);
+    }
+    let cap = bytes.max(4096).next_power_of_two();
+    let mut host: *mut c_void = std::ptr::null_mut();
+    check(sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (staging)")?;
+    st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
+    Ok(st.pool.len() - 1)
+}
+
+/// The device memory a buffer argument spans: (device address of its first byte, bytes, true lower
+/// bound), or None for host memory (pageable, pinned or managed: MPI reads it directly).
+unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
+    if b.ptr.is_null() || b.ptr == MPI_IN_PLACE || b.count <= 0 {
+        return Ok(None);
+    }
+    let addr = b.ptr as u64;
+    let mut mem_type: u32 = 0;
+    let r = sys::cuPointerGetAttribute(
+        &mut mem_type as *mut u32 as *mut c_void,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        addr,
+    );
+    if r != sys::CUresult::CUDA_SUCCESS || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+        return Ok(None);
+    }
+    let mut managed: c_int = 0;
+    let r = sys::cuPointerGetAttribute(
+        &mut managed as *mut c_int as *mut c_void,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        addr,
+    );
+    if r == sys::CUresult::CUDA_SUCCESS && managed != 0 {
+        return Ok(None);
+    }
+    let p = pmpi();
+    let (mut lb, mut extent, mut tlb, mut textent) = (0, 0, 0, 0);
+    if (p.PMPI_Type_get_extent_c)(b.dt, &mut lb, &mut extent) != MPI_SUCCESS
+        || (p.PMPI_Type_get_true_extent_c)(b.dt, &mut tlb, &mut textent) != MPI_SUCCESS
+    {
+        return Err(format!("datatype 0x{:08x} is not valid", b.dt as u32));
+    }
+    if extent < 0 || textent < 0 {
+        return Err("a device buffer with a negative-extent datatype cannot be staged".into());
+    }
+    let bytes = (b.count - 1) * extent + textent;
+    Ok(Some(((addr as i64 + tlb) as u64, bytes as usize, tlb)))
+}

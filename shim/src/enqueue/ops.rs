@@ -1,0 +1,194 @@
+//! The operations that can be enqueued, and how the engine thread starts each one: always as the
+//! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
+//! operation of the stream moving, and never blocks inside MPI).
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_int, c_void};
+
+/// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
+pub const MPI_IN_PLACE: *mut c_void = usize::MAX as *mut c_void;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Send { buf: *mut c_void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int },
+    Recv { buf: *mut c_void, count: MPI_Count, dt: MPI_Datatype, source: c_int, tag: c_int },
+    Barrier,
+    Bcast { buf: *mut c_void, count: MPI_Count, dt: MPI_Datatype, root: c_int },
+    Reduce { sbuf: *mut c_void, rbuf: *mut c_void, count: MPI_Count, dt: MPI_Datatype, op: MPI_Op, root: c_int },
+    Allreduce { sbuf: *mut c_void, rbuf: *mut c_void, count: MPI_Count, dt: MPI_Datatype, op: MPI_Op },
+    Allgather { sbuf: *mut c_void, scount: MPI_Count, stype: MPI_Datatype, rbuf: *mut c_void, rcount: MPI_Count, rtype: MPI_Datatype },
+    Alltoall { sbuf: *mut c_void, scount: MPI_Count, stype: MPI_Datatype, rbuf: *mut c_void, rcount: MPI_Count, rtype: MPI_Datatype },
+}
+
+// Buffers are the application's; it keeps them valid until the operation completes (documented).
+unsafe impl Send for Kind {}
+
+/// One buffer of an operation on this rank, as staging sees it: which argument, its extent in
+/// elements of `dt`, and whether the operation reads it (input) and/or writes it (output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buf {
+    pub which: Which,
+    pub ptr: *mut c_void,
+    pub count: MPI_Count,
+    pub dt: MPI_Datatype,
+    pub input: bool,
+    pub output: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    Send,
+    Recv,
+}
+
+impl Kind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Send { .. } => "send",
+            Kind::Recv { .. } => "receive",
+            Kind::Barrier => "barrier",
+            Kind::Bcast { .. } => "broadcast",
+            Kind::Reduce { .. } => "reduce",
+            Kind::Allreduce { .. } => "allreduce",
+            Kind::Allgather { .. } => "allgather",
+            Kind::Alltoall { .. } => "alltoall",
+        }
+    }
+
+    /// Starts the operation on `comm`.
+    pub unsafe fn start(&self, comm: MPI_Comm) -> Result<MPI_Request, c_int> {
+        let p = pmpi();
+        let mut req = MPI_REQUEST_NULL;
+        let rc = match *self {
+            Kind::Send { buf, count, dt, dest, tag } => (p.PMPI_Isend_c)(buf, count, dt, dest, tag, comm, &mut req),
+            Kind::Recv { buf, count, dt, source, tag } => (p.PMPI_Irecv_c)(buf, count, dt, source, tag, comm, &mut req),
+            Kind::Barrier => (p.PMPI_Ibarrier)(comm, &mut req),
+            Kind::Bcast { buf, count, dt, root } => (p.PMPI_Ibcast_c)(buf, count, dt, root, comm, &mut req),
+            Kind::Reduce { sbuf, rbuf, count, dt, op, root } => {
+                (p.PMPI_Ireduce_c)(sbuf, rbuf, count, dt, op, root, comm, &mut req)
+            }
+            Kind::Allreduce { sbuf, rbuf, count, dt, op } => {
+                (p.PMPI_Iallreduce_c)(sbuf, rbuf, count, dt, op, comm, &mut req)
+            }
+            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                (p.PMPI_Iallgather_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
+            }
+            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                (p.PMPI_Ialltoall_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
+            }
+        };
+        if rc == MPI_SUCCESS {
+            Ok(req)
+        } else {
+            Err(rc)
+        }
+    }
+
+    /// The buffers this rank's part of the operation reads and writes (`rank`, `size`: in `comm`).
+    pub fn buffers(&self, rank: c_int, size: c_int) -> Vec<Buf> {
+        let n = size.max(0) as MPI_Count;
+        let b = |which, ptr, count, dt, input, output| Buf { which, ptr, count, dt, input, output };
+        match *self {
+            Kind::Send { buf, count, dt, .. } => vec![b(Which::Send, buf, count, dt, true, false)],
+            Kind::Recv { buf, count, dt, .. } => vec![b(Which::Recv, buf, count, dt, false, true)],
+            Kind::Barrier => vec![],
+            Kind::Bcast { buf, count, dt, root } => vec![b(Which::Recv, buf, count, dt, rank == root, rank != root)],
+            Kind::Reduce { sbuf, rbuf, count, dt, root, .. } => {
+                if rank == root && sbuf == MPI_IN_PLACE {
+                    vec![b(Which::Recv, rbuf, count, dt, true, true)]
+                } else if rank == root {
+                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
+                } else {
+                    vec![b(Which::Send, sbuf, count, dt, true, false)]
+                }
+            }
+            Kind::Allreduce { sbuf, rbuf, count, dt, .. } => {
+                if sbuf == MPI_IN_PLACE {
+                    vec![b(Which::Recv, rbuf, count, dt, true, true)]
+                } else {
+                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
+                }
+            }
+            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                if sbuf == MPI_IN_PLACE {
+                    vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
+                } else {
+                    vec![b(Which::Send, sbuf, scount, stype, true, false), b(Which::Recv, rbuf, rcount * n, rtype, false, true)]
+                }
+            }
+            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                if sbuf == MPI_IN_PLACE {
+                    vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
+                } else {
+                    vec![
+                        b(Which::Send, sbuf, scount * n, stype, true, false),
+                        b(Which::Recv, rbuf, rcount * n, rtype, false, true),
+                    ]
+                }
+            }
+        }
+    }
+
+    /// Replaces one buffer argument (staging).
+    pub fn set_buffer(&mut self, which: Which, ptr: *mut c_void) {
+        match (self, which) {
+            (Kind::Send { buf, .. }, Which::Send) => *buf = ptr,
+            (Kind::Recv { buf, .. } | Kind::Bcast { buf, .. }, Which::Recv) => *buf = ptr,
+            (
+                Kind::Reduce { sbuf, .. }
+                | Kind::Allreduce { sbuf, .. }
+                | Kind::Allgather { sbuf, .. }
+                | Kind::Alltoall { sbuf, .. },
+                Which::Send,
+            ) => *sbuf = ptr,
+            (
+                Kind::Reduce { rbuf, .. }
+                | Kind::Allreduce { rbuf, .. }
+                | Kind::Allgather { rbuf, .. }
+                | Kind::Alltoall { rbuf, .. },
+                Which::Recv,
+            ) => *rbuf = ptr,
+            _ => {}
+        }
+    }
+
+    /// Whether the operation is a receive (the only kind whose cancellation is meaningful).
+    pub fn is_recv(&self) -> bool {
+        matches!(self, Kind::Recv { .. })
+    }
+}
+
+/// The status MPI gives a null or cancelled-before-start request.
+pub fn empty_status() -> MPI_Status {
+    MPI_Status {
+        count_lo: 0,
+        count_hi_and_cancelled: 0,
+        MPI_SOURCE: MPI_ANY_SOURCE,
+        MPI_TAG: MPI_ANY_TAG,
+        MPI_ERROR: MPI_SUCCESS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_follow_in_place_and_root() {
+        let s = 0x10 as *mut c_void;
+        let r = 0x20 as *mut c_void;
+        let k = Kind::Allreduce { sbuf: MPI_IN_PLACE, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM };
+        assert_eq!(k.buffers(0, 2), vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: MPI_INT, input: true, output: true }]);
+        let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM, root: 1 };
+        assert_eq!(k.buffers(0, 2).len(), 1);
+        assert_eq!(k.buffers(1, 2).len(), 2);
+        let k = Kind::Alltoall { sbuf: s, scount: 2, stype: MPI_INT, rbuf: r, rcount: 2, rtype: MPI_INT };
+        let b = k.buffers(0, 4);
+        assert_eq!((b[0].count, b[1].count), (8, 8));
+        let mut k = Kind::Bcast { buf: s, count: 1, dt: MPI_INT, root: 0 };
+        assert!(k.buffers(0, 2)[0].input && !k.buffers(0, 2)[0].output);
+        assert!(!k.buffers(1, 2)[0].input && k.buffers(1, 2)[0].output);
+        k.set_buffer(Which::Recv, r);
+        assert!(matches!(k, Kind::Bcast { buf, .. } if buf == r));
+    }
+}
