@@ -76,6 +76,64 @@ int MPIX_Info_set_hex(MPI_Info info, const char *key, const void *value, int val
  * key is absent. */
 int MPIX_Info_get_hex(MPI_Info info, const char *key, void *value, int value_size, int *flag);
 
+/* Enqueue (docs/enqueue.md): operations queued on the execution queue of a communicator's local
+ * stream, in order with the queue's other work. The stream must be queue-backed, created with info
+ *   type=cudaStream_t          value = the cudaStream_t, written by MPIX_Info_set_hex (8 bytes), or
+ *   type=mpixstream_host_queue a serial CPU work queue of ours (no value),
+ * and the program initialised with MPI_THREAD_MULTIPLE (or MPIXSTREAM_THREAD_MULTIPLE=1 set).
+ * The blocking forms make the queue wait for the operation; buffers, datatypes, ops and statuses must
+ * stay valid until the queue has passed the operation. Requests of MPIX_Isend/Irecv_enqueue are ours:
+ * valid only for MPIX_Wait_enqueue/MPIX_Waitall_enqueue (all requests of one call from one stream).
+ * Prototypes identical to native MPICH 5 where it has the function. */
+#define MPIX_HOST_QUEUE_TYPE "mpixstream_host_queue"
+int MPIX_Send_enqueue(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                      MPI_Comm comm);
+int MPIX_Recv_enqueue(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                      MPI_Comm comm, MPI_Status *status);
+int MPIX_Isend_enqueue(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                       MPI_Comm comm, MPI_Request *request);
+int MPIX_Irecv_enqueue(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                       MPI_Comm comm, MPI_Request *request);
+int MPIX_Wait_enqueue(MPI_Request *request, MPI_Status *status);
+int MPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses);
+int MPIX_Allreduce_enqueue(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                           MPI_Op op, MPI_Comm comm);
+int MPIX_Send_enqueue_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                        MPI_Comm comm);
+int MPIX_Recv_enqueue_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                        MPI_Comm comm, MPI_Status *status);
+int MPIX_Isend_enqueue_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                         MPI_Comm comm, MPI_Request *request);
+int MPIX_Irecv_enqueue_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                         MPI_Comm comm, MPI_Request *request);
+int MPIX_Allreduce_enqueue_c(const void *sendbuf, void *recvbuf, MPI_Count count,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+/* Ours (native MPICH has no enqueued form of these). */
+int MPIX_Barrier_enqueue(MPI_Comm comm);
+int MPIX_Bcast_enqueue(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPIX_Reduce_enqueue(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, int root, MPI_Comm comm);
+int MPIX_Allgather_enqueue(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPIX_Alltoall_enqueue(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPIX_Bcast_enqueue_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
+                         MPI_Comm comm);
+int MPIX_Reduce_enqueue_c(const void *sendbuf, void *recvbuf, MPI_Count count,
+                          MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm);
+int MPIX_Allgather_enqueue_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                             MPI_Comm comm);
+int MPIX_Alltoall_enqueue_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                            MPI_Comm comm);
+/* Ours: the host queue of a stream created with type=mpixstream_host_queue.
+ * MPIX_Host_queue_launch runs fn(arg) on the queue's thread after everything queued before it (fn
+ * must not call MPI on the stream's communicators); MPIX_Host_queue_synchronize returns once
+ * everything queued so far has run, and reports a failed enqueued operation (MPI_ERR_OTHER). */
+int MPIX_Host_queue_launch(MPIX_Stream stream, void (*fn)(void *), void *arg);
+int MPIX_Host_queue_synchronize(MPIX_Stream stream);
+
 #ifdef __cplusplus
 }
 #endif
