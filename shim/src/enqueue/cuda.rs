@@ -136,6 +136,7 @@ struct Shared {
     flags: Arc<Flags>,
     give_up: AtomicBool,
     spin: u32,
+    yield_for: std::time::Duration,
 }
 
 struct HostArg {
@@ -156,7 +157,7 @@ unsafe extern "C" fn host_write(arg: *mut c_void) {
 unsafe extern "C" fn host_wait(arg: *mut c_void) {
     let a = Box::from_raw(arg as *mut HostArg);
     let seq = a.value;
-    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin);
+    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
 }
 
 /// A pinned staging buffer.
@@ -212,7 +213,13 @@ unsafe impl Sync for CudaQueue {}
 impl CudaQueue {
     /// Attaches the application's stream `handle` (a `cudaStream_t`/`CUstream`). Returns the queue and
     /// its flag words (pinned).
-    pub fn create(handle: u64, mode: SyncMode, gpu_aware: bool, spin: u32) -> Result<(CudaQueue, Arc<Flags>), String> {
+    pub fn create(
+        handle: u64,
+        mode: SyncMode,
+        gpu_aware: bool,
+        spin: u32,
+        yield_for: std::time::Duration,
+    ) -> Result<(CudaQueue, Arc<Flags>), String> {
         probe()?;
         unsafe {
             let stream = handle as usize as sys::CUstream;
@@ -257,7 +264,7 @@ impl CudaQueue {
                     r == sys::CUresult::CUDA_SUCCESS
                 }
             };
-            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin });
+            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin, yield_for });
             let q = CudaQueue {
                 stream,
                 ctx,

@@ -139,13 +139,23 @@ impl Flags {
     }
 
     /// Blocks until `cond` holds (re-checked after every `mark_done`) or `give_up` is set. Spins for
-    /// `spin` turns first: a wake-up through the condition variable costs a context switch.
-    pub fn wait_until(&self, cond: impl Fn(&Flags) -> bool, give_up: &AtomicBool, spin: u32) -> bool {
+    /// `spin` turns, then yields the core for up to `yield_for`, before sleeping: a wake-up through
+    /// the condition variable costs a context switch, but spinning starves oversubscribed cores.
+    pub fn wait_until(&self, cond: impl Fn(&Flags) -> bool, give_up: &AtomicBool, spin: u32, yield_for: Duration) -> bool {
         for _ in 0..spin {
             if cond(self) {
                 return true;
             }
             std::hint::spin_loop();
+        }
+        if !yield_for.is_zero() {
+            let start = std::time::Instant::now();
+            while start.elapsed() < yield_for {
+                if cond(self) {
+                    return true;
+                }
+                std::thread::yield_now();
+            }
         }
         if cond(self) {
             return true;
@@ -219,9 +229,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             g.mark_done(7);
         });
-        assert!(f.wait_until(|f| f.is_done(7), &stop, 10));
+        assert!(f.wait_until(|f| f.is_done(7), &stop, 10, Duration::from_micros(10)));
         t.join().unwrap();
         stop.store(true, Ordering::Release);
-        assert!(!f.wait_until(|f| f.is_done(8), &stop, 10));
+        assert!(!f.wait_until(|f| f.is_done(8), &stop, 10, Duration::ZERO));
     }
 }

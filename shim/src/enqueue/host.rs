@@ -43,6 +43,7 @@ struct Inner {
     exited: AtomicBool,
     flags: Arc<Flags>,
     spin: u32,
+    yield_for: Duration,
 }
 
 pub struct HostQueue {
@@ -51,7 +52,7 @@ pub struct HostQueue {
 }
 
 impl HostQueue {
-    pub fn start(flags: Arc<Flags>, spin: u32, name: String) -> std::io::Result<HostQueue> {
+    pub fn start(flags: Arc<Flags>, spin: u32, yield_for: Duration, name: String) -> std::io::Result<HostQueue> {
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 items: VecDeque::new(),
@@ -68,6 +69,7 @@ impl HostQueue {
             exited: AtomicBool::new(false),
             flags,
             spin,
+            yield_for,
         });
         let w = inner.clone();
         let handle = std::thread::Builder::new().name(name).spawn(move || worker(w))?;
@@ -139,11 +141,15 @@ impl HostQueue {
 
 fn worker(q: Arc<Inner>) {
     loop {
-        // Spin briefly for work before sleeping: a wake-up costs a context switch per item.
+        // Spin, then yield, briefly for work before sleeping: a wake-up costs a context switch.
         let mut turns = 0;
         while q.backlog.load(Ordering::Acquire) == 0 && turns < q.spin {
             std::hint::spin_loop();
             turns += 1;
+        }
+        let start = Instant::now();
+        while q.backlog.load(Ordering::Acquire) == 0 && start.elapsed() < q.yield_for {
+            std::thread::yield_now();
         }
         let item = {
             let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,7 +169,7 @@ fn worker(q: Arc<Inner>) {
         match item {
             Item::Ready(seq) => q.flags.signal_ready(seq),
             Item::WaitDone(seq) => {
-                q.flags.wait_until(|f| f.is_done(seq), &q.give_up, q.spin);
+                q.flags.wait_until(|f| f.is_done(seq), &q.give_up, q.spin, q.yield_for);
             }
             Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
         }
@@ -189,7 +195,7 @@ mod tests {
     #[test]
     fn runs_in_order_and_waits_for_flags() {
         let flags = Arc::new(Flags::on_heap());
-        let q = HostQueue::start(flags.clone(), 100, "test-hostq".into()).unwrap();
+        let q = HostQueue::start(flags.clone(), 100, Duration::from_micros(20), "test-hostq".into()).unwrap();
         q.push(Item::User(record, 1));
         q.push(Item::Ready(1));
         q.push(Item::WaitDone(1));
@@ -211,7 +217,7 @@ mod tests {
             N.fetch_add(1, Ordering::SeqCst);
         }
         let flags = Arc::new(Flags::on_heap());
-        let q = HostQueue::start(flags, 10, "test-hostq2".into()).unwrap();
+        let q = HostQueue::start(flags, 10, Duration::ZERO, "test-hostq2".into()).unwrap();
         q.push(Item::WaitDone(3));
         q.push(Item::User(count, 0));
         assert!(!q.synchronize(Some(Instant::now() + Duration::from_millis(30))));

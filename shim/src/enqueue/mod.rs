@@ -43,8 +43,10 @@ pub struct EnqConfig {
     pub thread_multiple: bool,
     /// `MPIXSTREAM_FINALIZE_TIMEOUT` (seconds): how long `MPI_Finalize` waits for enqueued work.
     pub finalize_timeout: Duration,
-    /// `MPIXSTREAM_ENQUEUE_SPIN`: turns a waiting thread spins before it sleeps.
+    /// `MPIXSTREAM_ENQUEUE_SPIN`: turns a waiting thread spins (`spin_loop`) before it yields.
     pub spin: u32,
+    /// `MPIXSTREAM_ENQUEUE_YIELD_US`: how long a waiting thread then yields its core before it sleeps.
+    pub yield_for: Duration,
     /// `MPIXSTREAM_GPU_AWARE=1`: the MPI library takes device pointers (no staging).
     pub gpu_aware: bool,
     /// `MPIXSTREAM_CUDA_SYNC=auto|memops|hostfn`.
@@ -64,7 +66,12 @@ pub fn config() -> &'static EnqConfig {
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(Duration::from_secs_f64)
             .unwrap_or(Duration::from_secs(10));
-        let spin = std::env::var("MPIXSTREAM_ENQUEUE_SPIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(4000);
+        // Spinning pays where cores are spare; on a small or oversubscribed machine every spinning
+        // thread delays the one it waits for, so the defaults scale with the cores.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let num = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default);
+        let spin = num("MPIXSTREAM_ENQUEUE_SPIN", if cores >= 8 { 2000 } else { 0 }) as u32;
+        let yield_for = Duration::from_micros(num("MPIXSTREAM_ENQUEUE_YIELD_US", if cores >= 8 { 200 } else { 100 }));
         let cuda_sync = match std::env::var("MPIXSTREAM_CUDA_SYNC").as_deref().map(str::trim) {
             Ok("memops") => cuda::SyncMode::Memops,
             Ok("hostfn") => cuda::SyncMode::HostFn,
@@ -74,6 +81,7 @@ pub fn config() -> &'static EnqConfig {
             thread_multiple: env_flag("MPIXSTREAM_THREAD_MULTIPLE"),
             finalize_timeout,
             spin,
+            yield_for,
             gpu_aware: env_flag("MPIXSTREAM_GPU_AWARE"),
             cuda_sync,
         }
@@ -285,12 +293,12 @@ pub fn attach(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Result<(),
     let (queue, flags) = match spec {
         QueueSpec::Host => {
             let flags = Arc::new(Flags::on_heap());
-            let q = HostQueue::start(flags.clone(), cfg.spin, format!("mpixstream-hostq-{index}"))
+            let q = HostQueue::start(flags.clone(), cfg.spin, cfg.yield_for, format!("mpixstream-hostq-{index}"))
                 .map_err(|e| format!("cannot start the host queue's thread: {e}"))?;
             (Queue::Host(q), flags)
         }
         QueueSpec::Cuda(h) => {
-            let (q, flags) = cuda::CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin)?;
+            let (q, flags) = cuda::CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin, cfg.yield_for)?;
             (Queue::Cuda(q), flags)
         }
     };
@@ -484,7 +492,7 @@ impl Engine {
         if !self.flags.slot_free(seq) {
             // RING operations outstanding: wait for the oldest (the queue keeps running meanwhile).
             let never = AtomicBool::new(false);
-            self.flags.wait_until(|f| f.slot_free(seq), &never, self.spin);
+            self.flags.wait_until(|f| f.slot_free(seq), &never, self.spin, config().yield_for);
         }
         let staged = match &self.queue {
             Queue::Cuda(q) => Some(q.stage(&mut kind, comm, seq).map_err(|e| (Class::Other, e))?),
@@ -643,7 +651,10 @@ impl Engine {
         let p = pmpi();
         let mut waiting: VecDeque<Op> = VecDeque::new();
         let mut inflight: Vec<(Op, MPI_Request)> = Vec::new();
+        // Turns and time since the last thing done: spin, then yield, then sleep (see EnqConfig).
         let mut idle: u32 = 0;
+        let mut idle_since = Instant::now();
+        let yield_for = config().yield_for;
         let host_queue = matches!(self.queue, Queue::Host(_));
         loop {
             {
@@ -703,17 +714,18 @@ impl Engine {
                 }
                 continue;
             }
+            if idle == 0 {
+                idle_since = Instant::now();
+            }
             idle = idle.saturating_add(1);
-            if inflight.is_empty() && (waiting.is_empty() || host_queue) {
-                // Nothing to poll: sleep until a submission or a ready signal unparks us.
-                if idle > self.spin / 16 {
-                    std::thread::park_timeout(Duration::from_millis(20));
-                } else {
-                    std::hint::spin_loop();
-                }
-            } else if idle < 64 {
+            if idle <= self.spin / 16 {
                 std::hint::spin_loop();
-            } else if idle < 64 + 2000 {
+            } else if idle_since.elapsed() < yield_for {
+                std::thread::yield_now();
+            } else if inflight.is_empty() && (waiting.is_empty() || host_queue) {
+                // Nothing to poll: sleep until a submission or a host queue's ready signal unparks us.
+                std::thread::park_timeout(Duration::from_millis(20));
+            } else if idle_since.elapsed() < yield_for * 50 {
                 std::thread::yield_now();
             } else {
                 // A long wait (a peer late, or a GPU stream busy): poll every 50 us.
