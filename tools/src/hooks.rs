@@ -15,16 +15,24 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
     r.checked || (recv && report_on())
 }
 
+/// MPICH's builtin handles (kind bits 30-31 = 1): an operation that completed at once (an eager send)
+/// may get a shared, pre-completed builtin request, the same handle in every thread at the same time,
+/// so it cannot key anything. There is nothing left to attribute or to check on it.
+#[inline]
+fn is_builtin(h: MPI_Request) -> bool {
+    (h as u32) >> 30 == 1
+}
+
 #[inline]
 unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
-    if !request.is_null() && *request != MPI_REQUEST_NULL && wants_tracking(r, recv) {
+    if !request.is_null() && *request != MPI_REQUEST_NULL && !is_builtin(*request) && wants_tracking(r, recv) {
         state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
     }
 }
 
 #[inline]
 fn tracked(h: MPI_Request) -> Option<ReqInfo> {
-    if h == MPI_REQUEST_NULL {
+    if h == MPI_REQUEST_NULL || is_builtin(h) {
         return None;
     }
     state::requests().get(&h).map(|e| *e)
@@ -246,9 +254,12 @@ unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked
     into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
 }
 
+/// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
+type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
+
 /// Our status array where the application ignores statuses but we need receive sizes.
 fn statuses_for(n: c_int, statuses: *mut MPI_Status, infos: &[(usize, MPI_Request, ReqInfo)],
-                local: &mut Vec<MPI_Status>) -> *mut MPI_Status {
+                local: &mut Statuses) -> *mut MPI_Status {
     if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
         return statuses;
     }
@@ -282,7 +293,7 @@ pub unsafe fn waitall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
         return call(statuses);
     }
     let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
-    let mut local = Vec::new();
+    let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
@@ -302,7 +313,7 @@ pub unsafe fn testall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
         return call(statuses);
     }
     let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
-    let mut local = Vec::new();
+    let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !flag.is_null() && *flag != 0 {
@@ -359,7 +370,7 @@ unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, 
         return call(statuses);
     }
     let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
-    let mut local = Vec::new();
+    let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
