@@ -2,7 +2,8 @@
 # What the counters and the checking mode cost per MPI call (benches/callcost.c: one process, Irecv +
 # Isend to itself + Waitall on a policy-stream communicator, 3 calls per iteration; one process, so a
 # busy 2-core machine does not oversubscribe it). Variants interleaved, REPS times; medians.
-#   plain          MPICH 5.0.2 alone (no preload)
+#   plain          MPICH 5.0.2 alone (no preload; its dup is an ordinary communicator on the locked
+#                  implicit VCI, so this is a reference, not the baseline of the cost: lean is)
 #   lean           libmpixstream.so, MPIXSTREAM_POLICY=explicit
 #   tools-off      + libmpixstream_tools.so preloaded with nothing switched on
 #   check          + MPIXSTREAM_CHECK=1

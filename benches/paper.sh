@@ -14,20 +14,21 @@
 # (the table, also printed), results/paper-report.json (the explicit policy's traffic report at the
 # largest T) and results/paper.png (scripts/plot.py); then benches/check_cost.sh (per-call cost of the
 # counters and of the checking mode: results/check_cost.txt).
-#   benches/paper.sh [--reps N] [--threads "1 2 4"] [--iters N] [--window W] [--quick]
+# Each run measures for SECONDS per thread pair (time-bounded, so it lasts the same on a busy machine).
+#   benches/paper.sh [--reps N] [--threads "1 2 4"] [--seconds S] [--window W] [--quick]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-reps=3; threads="1 2 4"; iters=300; window=64; warmup=30
+reps=5; threads="1 2 4"; seconds=0.4; window=64; warmup=0.05; cc_reps=5
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
-    --quick) reps=1; threads="1 2"; iters=100; shift ;;
-    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--iters N] [--window W] [--quick]" >&2; exit 2 ;;
+    --quick) reps=1; threads="1 2"; seconds=0.2; cc_reps=2; shift ;;
+    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--seconds S] [--window W] [--quick]" >&2; exit 2 ;;
   esac
 done
 out=$root/results; bin=$root/build/bench
@@ -44,7 +45,7 @@ variants="deb-4.0.2 mpich5-implicit-1 mpich5-implicit-T mpich5-native mpich5-exp
 maxt=$(echo $threads | tr ' ' '\n' | sort -n | tail -1)
 
 run_variant() { # variant T -> prints the RESULT line (or nothing)
-  local v=$1 T=$2 args=("$2" "$window" "$iters" "$warmup")
+  local v=$1 T=$2 args=("$2" "$window" "$seconds" "$warmup")
   case "$v" in
     deb-4.0.2) mpich_select deb; timeout 120 "$MPIEXEC" -n 2 "$bin/paper-deb" "${args[@]}" ;;
     mpich5-implicit-1) mpich_select 5
@@ -70,7 +71,7 @@ csv=$out/paper.csv
 echo "variant,threads,rep,total_rate,min_thread_rate,max_thread_rate" >"$csv"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 start=$(date +%s)
-echo "paper benchmark: 2 ranks x T threads, 8-byte messages, window $window, $iters windows per thread (+$warmup warm-up), $reps repetitions, T in {$threads}"
+echo "paper benchmark: 2 ranks x T threads, 8-byte messages, window $window, ${seconds} s per run (+${warmup} s warm-up), $reps repetitions, T in {$threads}"
 echo "machine: $(nproc) cores; load average $load_before at start. Few cores: T threads per rank oversubscribe them, so compare ratios within this run, not absolute rates."
 for r in $(seq "$reps"); do
   for T in $threads; do
@@ -90,9 +91,9 @@ done
 rm -f "$out/.report-tmp.json"
 load_after=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$csv" "$out" "$(nproc)" "$load_before" "$load_after" "$window" "$iters" "$reps" <<'PY'
+python3 - "$csv" "$out" "$(nproc)" "$load_before" "$load_after" "$window" "$seconds" "$reps" <<'PY'
 import csv, json, statistics, sys
-path, out, cores, lb, la, window, iters, reps = sys.argv[1:]
+path, out, cores, lb, la, window, seconds, reps = sys.argv[1:]
 rows = [r for r in csv.DictReader(open(path))]
 variants = list(dict.fromkeys(r["variant"] for r in rows))
 threads = sorted({int(r["threads"]) for r in rows})
@@ -108,16 +109,17 @@ for v in variants:
             continue
         m = statistics.median(x)
         summary.setdefault(v, {})[t] = {
-            "median": m, "min": min(x), "max": max(x), "n": len(x),
+            "median": m, "best": max(x), "min": min(x), "n": len(x),
             "spread_pct": (max(x) - min(x)) / m * 100 if m else 0,
-            "per_thread_min_median": statistics.median(vals(v, t, "min_thread_rate")),
-            "per_thread_max_median": statistics.median(vals(v, t, "max_thread_rate")),
+            "per_thread_median": m / t,
+            "slowest_thread_median": statistics.median(vals(v, t, "min_thread_rate")),
         }
 RATIOS = [
     ("explicit / implicit-1", "mpich5-explicit", "mpich5-implicit-1"),
     ("explicit / implicit-T", "mpich5-explicit", "mpich5-implicit-T"),
     ("explicit-policy / native-stream", "mpich5-explicit", "mpich5-native"),
     ("mpix-under-lib / native-stream", "mpich5-mpix-lib", "mpich5-native"),
+    ("native-stream / implicit-1", "mpich5-native", "mpich5-implicit-1"),
     ("implicit-1 / deb-4.0.2", "mpich5-implicit-1", "deb-4.0.2"),
     ("checked / explicit (check cost)", "mpich5-explicit-check", "mpich5-explicit"),
     ("counted / explicit (report cost)", "mpich5-explicit-report", "mpich5-explicit"),
@@ -128,36 +130,42 @@ for name, a, b in RATIOS:
         pa, pb = per_rep(a, t), per_rep(b, t)
         paired = [pa[k] / pb[k] for k in pa if k in pb and pb[k] > 0]
         if paired:
-            ratios.setdefault(name, {})[t] = {"median": statistics.median(paired), "min": min(paired), "max": max(paired)}
+            ratios.setdefault(name, {})[t] = {
+                "median_paired": statistics.median(paired), "min": min(paired), "max": max(paired),
+                "of_medians": summary[a][t]["median"] / summary[b][t]["median"],
+                "of_bests": summary[a][t]["best"] / summary[b][t]["best"]}
+fmt = lambda x: f"{x / 1e3:,.0f}k" if x < 1e6 else f"{x / 1e6:,.2f}M"
 lines = []
-lines.append(f"Message rate, 8-byte messages, 2 ranks x T threads, window {window}, {iters} windows/thread, {reps} reps "
-             f"({cores} cores, load {lb} -> {la}; T threads per rank oversubscribe {cores} cores: compare ratios, not absolutes)")
-lines.append("total rate, median msg/s [min..max over reps]; per-thread = median of the slowest thread's rate")
-head = f"{'variant':<24}" + "".join(f"{'T=' + str(t):>34}" for t in threads)
-lines.append(head)
+lines.append(f"Message rate, 8-byte messages, 2 ranks x T threads (one communicator per thread pair), window {window}, "
+             f"{seconds} s per run, {reps} repetitions, variants interleaved")
+lines.append(f"machine: {cores} cores, load average {lb} -> {la} during the run (other jobs share it). 2 ranks x T busy-polling "
+             f"threads oversubscribe {cores} cores for T > 1, so absolute rates mean little; compare ratios within this run.")
+lines.append("")
+lines.append("total message rate (msg/s): median [min..max] over repetitions; pt = median per thread (total / T)")
+lines.append(f"{'variant':<24}" + "".join(f"{'T=' + str(t):>32}" for t in threads))
 for v in variants:
     cells = []
     for t in threads:
-        s = summary.get(v, {}).get(t)
-        cells.append(f"{s['median']:>10,.0f} [{s['min']:,.0f}..{s['max']:,.0f}] pt {s['per_thread_min_median']:,.0f}" if s else "n/a")
-    lines.append(f"{v:<24}" + "".join(f"{c:>34}" for c in cells))
+        q = summary.get(v, {}).get(t)
+        cells.append(f"{fmt(q['median'])} [{fmt(q['min'])}..{fmt(q['best'])}] pt {fmt(q['per_thread_median'])}" if q else "n/a")
+    lines.append(f"{v:<24}" + "".join(f"{c:>32}" for c in cells))
 lines.append("")
-lines.append("ratios (median of per-repetition ratios [min..max])")
-lines.append(f"{'':<34}" + "".join(f"{'T=' + str(t):>22}" for t in threads))
+lines.append("ratios: median of per-repetition ratios [min..max]; (best/best)")
+lines.append(f"{'':<34}" + "".join(f"{'T=' + str(t):>28}" for t in threads))
 for name, _, _ in RATIOS:
     cells = []
     for t in threads:
         q = ratios.get(name, {}).get(t)
-        cells.append(f"{q['median']:.2f} [{q['min']:.2f}..{q['max']:.2f}]" if q else "n/a")
-    lines.append(f"{name:<34}" + "".join(f"{c:>22}" for c in cells))
+        cells.append(f"{q['median_paired']:.2f} [{q['min']:.2f}..{q['max']:.2f}] ({q['of_bests']:.2f})" if q else "n/a")
+    lines.append(f"{name:<34}" + "".join(f"{c:>28}" for c in cells))
 text = "\n".join(lines)
 print(text)
 open(f"{out}/paper.txt", "w").write(text + "\n")
-json.dump({"benchmark": "benches/paper_msgrate.c", "window": int(window), "iters": int(iters), "reps": int(reps),
+json.dump({"benchmark": "benches/paper_msgrate.c", "window": int(window), "seconds": float(seconds), "reps": int(reps),
            "cores": int(cores), "load_before": float(lb), "load_after": float(la), "threads": threads,
            "summary": summary, "ratios": ratios}, open(f"{out}/paper.json", "w"), indent=1)
 PY
 echo
-bash benches/check_cost.sh 5 200000
+bash benches/check_cost.sh "$cc_reps" 200000
 PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH} python3 scripts/plot.py "$out/paper.csv" --report "$out/paper-report.json" -o "$out/paper.png" \
   && echo "wrote $out/paper.csv, paper.json, paper.txt, paper-report.json, paper.png, check_cost.txt ($(( $(date +%s) - start )) s)"
