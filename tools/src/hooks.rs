@@ -440,3 +440,20 @@ pub unsafe fn icollective(name: &'static str, comm: MPI_Comm, request: *mut MPI_
     }
     rc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_requests_are_never_tracked() {
+        // MPICH's shared pre-completed send request and the PROC_NULL receive (seen on 4.0.2 and 5.0.2).
+        assert!(is_builtin(0x6c00_0001));
+        assert!(is_builtin(0x6c00_0002));
+        assert!(tracked(0x6c00_0001).is_none());
+        // Direct and indirect request handles are real ones.
+        assert!(!is_builtin(0xac00_0003u32 as i32));
+        assert!(!is_builtin(0xec00_0010u32 as i32));
+        assert!(!is_builtin(MPI_REQUEST_NULL));
+    }
+}

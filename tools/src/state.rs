@@ -374,3 +374,30 @@ pub unsafe fn finalize() {
     }
     ON.store(false, Ordering::Release);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{BuildHasher, BuildHasherDefault};
+
+    #[test]
+    fn communicator_handles_by_shape() {
+        assert!(looks_like_comm(MPI_COMM_WORLD));
+        assert!(looks_like_comm(MPI_COMM_SELF));
+        assert!(looks_like_comm(0x8400_0006u32 as i32));
+        assert!(looks_like_comm(0xc400_0001u32 as i32));
+        assert!(!looks_like_comm(MPI_COMM_NULL));
+        assert!(!looks_like_comm(0x2c00_0000)); // a request
+        assert!(!looks_like_comm(12345));
+    }
+
+    #[test]
+    fn handle_hasher_spreads_consecutive_handles() {
+        let b = BuildHasherDefault::<HandleHasher>::default();
+        let hashes: std::collections::HashSet<u64> = (0..1000).map(|i| b.hash_one(0xac00_0000u32 as i32 + i)).collect();
+        assert_eq!(hashes.len(), 1000);
+        // The top bits (dashmap picks shards with them) differ too.
+        let shards: std::collections::HashSet<u64> = (0..64).map(|i| b.hash_one(0xac00_0000u32 as i32 + i) >> 60).collect();
+        assert!(shards.len() > 4);
+    }
+}
