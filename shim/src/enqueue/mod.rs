@@ -395,13 +395,20 @@ pub fn finalize() -> bool {
     }
     let deadline = Instant::now() + config().finalize_timeout;
     let mut clean = true;
+    let mut leave_memory = Vec::new();
     for eng in &engines {
+        let host = matches!(eng.queue, Queue::Host(_));
         while (eng.incomplete.load(Ordering::Acquire) > 0 || !eng.queue.idle()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
         let n = eng.incomplete.load(Ordering::Acquire);
+        // A CUDA stream still running the application's own work is not ours to report; but its
+        // staging buffers and flag words may still be used by it, so they are left allocated.
         let queue_busy = !eng.queue.idle();
-        if n > 0 || queue_busy {
+        if !host && queue_busy {
+            leave_memory.push(eng.index);
+        }
+        if n > 0 || (host && queue_busy) {
             clean = false;
             eprintln!(
                 "mpixstream: MPI_Finalize: stream 0x{:08x} ({}): {n} enqueued operation(s) did not complete{} \
@@ -420,7 +427,11 @@ pub fn finalize() -> bool {
     for eng in &engines {
         let abandoned = eng.abandon.load(Ordering::Acquire);
         eng.stop_thread();
-        if !eng.shutdown_queue(abandoned) {
+        if abandoned || leave_memory.contains(&eng.index) {
+            // The GPU may still write a flag word: never free them under it.
+            std::mem::forget(eng.flags.clone());
+        }
+        if !eng.shutdown_queue(abandoned || leave_memory.contains(&eng.index)) {
             eprintln!(
                 "mpixstream: MPI_Finalize: stream 0x{:08x}'s host queue is stuck in an application callback; leaving it",
                 eng.handle as u32
