@@ -28,8 +28,9 @@ use crate::streams::{LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::collections::VecDeque;
+use std::cell::UnsafeCell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Ours (native MPICH has none): the source index of a receive that accepts any source index.
@@ -72,7 +73,21 @@ struct Engine {
     hidden: MPI_Comm,
     /// Set by a cancel function: the next turn looks for cancelled receives.
     cancels: AtomicBool,
+    /// When a turn last found MPICH empty (`now_ns`; 0: not recently). `MPI_Testall` over many of our
+    /// requests calls the poll function of each: after an empty probe the others skip theirs for
+    /// `IDLE_PROBE_GAP_NS` instead of each paying an empty `MPI_Improbe` (a progress-engine call).
+    empty_at: AtomicU64,
     state: Mutex<EngineState>,
+}
+
+/// See `Engine::empty_at`: the longest a message can wait for a poll function to look (MPI_Wait* and
+/// MPI_Test* calls in a loop; blocking receives always look).
+const IDLE_PROBE_GAP_NS: u64 = 2_000;
+
+/// Monotonic nanoseconds (from the first call; never 0).
+fn now_ns() -> u64 {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    BASE.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64 + 1
 }
 
 #[derive(Default)]
@@ -113,7 +128,8 @@ pub struct RecvOp {
     greq: AtomicI32,
     cancel: AtomicBool,
     done: AtomicBool,
-    outcome: Mutex<Outcome>,
+    /// Written once, by `finish`, before `done` is set; read only once `done` is seen.
+    outcome: UnsafeCell<Outcome>,
 }
 
 // The buffer pointer belongs to the application, which keeps it valid until the receive completes.
@@ -145,9 +161,16 @@ impl RecvOp {
         self.done.load(Ordering::Acquire)
     }
 
+    /// The outcome of a finished receive.
+    #[inline]
+    fn outcome(&self) -> Outcome {
+        debug_assert!(self.is_done());
+        unsafe { *self.outcome.get() }
+    }
+
     /// Records the outcome and signals completion (a nonblocking receive's request completes).
     unsafe fn finish(&self, outcome: Outcome) {
-        *lock(&self.outcome) = outcome;
+        *self.outcome.get() = outcome;
         self.done.store(true, Ordering::Release);
         self.mx.pending.fetch_sub(1, Ordering::AcqRel);
         let greq = self.greq.load(Ordering::Acquire);
@@ -169,7 +192,12 @@ impl Multiplex {
         let width = counts.iter().copied().max().unwrap_or(0).max(0);
         let max_tag = if width > 0 { (tag_ub - (width - 1)) / width } else { tag_ub };
         let engines = (0..streams.len())
-            .map(|d| Engine { hidden: hidden[d], cancels: AtomicBool::new(false), state: Default::default() })
+            .map(|d| Engine {
+                hidden: hidden[d],
+                cancels: AtomicBool::new(false),
+                empty_at: AtomicU64::new(0),
+                state: Default::default(),
+            })
             .collect();
         Multiplex {
             comm,
@@ -306,8 +334,7 @@ impl Multiplex {
                 let mut st = lock(&e.state);
                 // Messages nobody received: take them out of MPICH so that nothing stays matched.
                 for mut u in st.unexpected.drain(..) {
-                    let mut bytes: MPI_Count = 0;
-                    (p.PMPI_Get_count_c)(&u.status, MPI_BYTE, &mut bytes);
+                    let bytes = status_bytes(&u.status);
                     let mut scratch = vec![0u8; bytes.max(1) as usize];
                     (p.PMPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
                 }
@@ -366,6 +393,7 @@ impl Engine {
                 i += 1;
             }
         }
+        let mut drained = false;
         for _ in 0..PROBE_BUDGET {
             if target.is_some_and(|t| t.is_done()) {
                 break;
@@ -375,6 +403,7 @@ impl Engine {
             let mut status = MPI_Status::default();
             let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, self.hidden, &mut flag, &mut msg, &mut status);
             if rc != MPI_SUCCESS || flag == 0 {
+                drained = true;
                 break;
             }
             let (tag, sidx) = mx.decode(status.MPI_TAG);
@@ -387,15 +416,28 @@ impl Engine {
                 None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
             }
         }
+        self.empty_at.store(if drained { now_ns() } else { 0 }, Ordering::Relaxed);
     }
+
+    /// Whether a turn found MPICH empty less than `IDLE_PROBE_GAP_NS` ago (poll functions skip theirs).
+    #[inline]
+    fn recently_empty(&self) -> bool {
+        let t = self.empty_at.load(Ordering::Relaxed);
+        t != 0 && now_ns().saturating_sub(t) < IDLE_PROBE_GAP_NS
+    }
+}
+
+/// The byte count in an MPICH status (`MPIR_STATUS_GET_COUNT`: the low 32 bits in `count_lo`, the
+/// high ones above the cancelled bit), without a call into MPICH.
+#[inline]
+fn status_bytes(status: &MPI_Status) -> MPI_Count {
+    (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
 }
 
 /// Receives matched message `msg` into `op`'s buffer (engine lock held).
 unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
     let p = pmpi();
-    let mut bytes: MPI_Count = 0;
-    (p.PMPI_Get_count_c)(status, MPI_BYTE, &mut bytes);
-    if bytes <= MRECV_MAX_BYTES {
+    if status_bytes(status) <= MRECV_MAX_BYTES {
         let mut got = MPI_Status::default();
         let rc = (p.PMPI_Mrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut got);
         got.MPI_SOURCE = status.MPI_SOURCE;
@@ -414,16 +456,19 @@ unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, sta
     }
 }
 
-// ---- generalized-request callbacks of nonblocking receives (extra_state: Box<Arc<RecvOp>>) ----
+// ---- generalized-request callbacks of nonblocking receives (extra_state: a counted reference to the RecvOp) ----
 
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
     ffi_guard("MPIX_Stream_irecv (poll)", || unsafe {
-        let op = &*(extra as *const Arc<RecvOp>);
+        let op = &*(extra as *const RecvOp);
         if op.is_done() {
             return MPI_SUCCESS;
         }
         let mx = &op.mx;
         let engine = &mx.engines[op.index];
+        if engine.recently_empty() && !engine.cancels.load(Ordering::Relaxed) {
+            return MPI_SUCCESS;
+        }
         // MPICH calls this from its wait and test loops, in any thread: never wait for the engine.
         if let Ok(mut st) = engine.state.try_lock() {
             engine.drive(mx, &mut st, Some(op));
@@ -440,7 +485,7 @@ unsafe extern "C" fn greq_wait(count: c_int, states: *mut *mut c_void, _timeout:
     ffi_guard("MPIX_Stream_irecv (wait)", || unsafe {
         let mut busy = false;
         for i in 0..count.max(0) as usize {
-            let op = &*(*states.add(i) as *const Arc<RecvOp>);
+            let op = &*(*states.add(i) as *const RecvOp);
             if op.is_done() {
                 continue;
             }
@@ -462,8 +507,8 @@ unsafe extern "C" fn greq_wait(count: c_int, states: *mut *mut c_void, _timeout:
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPIX_Stream_irecv (query)", || unsafe {
-        let op = &*(extra as *const Arc<RecvOp>);
-        let o = *lock(&op.outcome);
+        let op = &*(extra as *const RecvOp);
+        let o = op.outcome();
         let p = pmpi();
         if o.cancelled {
             (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
@@ -472,10 +517,10 @@ unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> 
             (*status).MPI_TAG = MPI_ANY_TAG;
             return MPI_SUCCESS;
         }
-        let mut bytes: MPI_Count = 0;
-        (p.PMPI_Get_count_c)(&o.status, MPI_BYTE, &mut bytes);
-        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, bytes.max(0));
-        (p.PMPI_Status_set_cancelled)(status, 0);
+        // The receive's own status (MPICH's layout: byte count, cancelled bit 0), with the user's tag:
+        // what MPI_Status_set_elements_x(MPI_BYTE) and MPI_Status_set_cancelled(0) would write.
+        (*status).count_lo = o.status.count_lo;
+        (*status).count_hi_and_cancelled = o.status.count_hi_and_cancelled & !1;
         (*status).MPI_SOURCE = o.status.MPI_SOURCE;
         (*status).MPI_TAG = o.status.MPI_TAG;
         o.error
@@ -485,7 +530,7 @@ unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> 
 /// Runs inside MPICH's critical section (4.0.2): no MPI calls here.
 unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
     ffi_guard("MPIX_Stream_irecv (free)", || unsafe {
-        drop(Box::from_raw(extra as *mut Arc<RecvOp>));
+        drop(Arc::from_raw(extra as *const RecvOp));
         MPI_SUCCESS
     })
 }
@@ -494,7 +539,7 @@ unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
 /// wait or test that follows) removes it if it is not matched yet, and completes it as cancelled.
 unsafe extern "C" fn greq_cancel(extra: *mut c_void, complete: c_int) -> c_int {
     ffi_guard("MPIX_Stream_irecv (cancel)", || unsafe {
-        let op = &*(extra as *const Arc<RecvOp>);
+        let op = &*(extra as *const RecvOp);
         if complete == 0 && !op.is_done() {
             op.cancel.store(true, Ordering::Release);
             op.mx.engines[op.index].cancels.store(true, Ordering::Release);
@@ -919,12 +964,12 @@ unsafe fn recv(
                     greq: AtomicI32::new(MPI_REQUEST_NULL),
                     cancel: AtomicBool::new(false),
                     done: AtomicBool::new(true),
-                    outcome: Mutex::new(Outcome { status: empty, error: MPI_SUCCESS, cancelled: false }),
+                    outcome: UnsafeCell::new(Outcome { status: empty, error: MPI_SUCCESS, cancelled: false }),
                 });
-                let extra = Box::into_raw(Box::new(op)) as *mut c_void;
+                let extra = Arc::into_raw(op) as *mut c_void;
                 let rc = (p.PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, r);
                 if rc != MPI_SUCCESS {
-                    drop(Box::from_raw(extra as *mut Arc<RecvOp>));
+                    drop(Arc::from_raw(extra as *const RecvOp));
                     return forward(comm, rc);
                 }
                 forward(comm, (p.PMPI_Grequest_complete)(*r))
@@ -957,15 +1002,15 @@ unsafe fn recv(
         greq: AtomicI32::new(MPI_REQUEST_NULL),
         cancel: AtomicBool::new(false),
         done: AtomicBool::new(false),
-        outcome: Mutex::new(Outcome::default()),
+        outcome: UnsafeCell::new(Outcome::default()),
     });
     let engine = &mx.engines[d];
     match out {
         RecvOut::Nonblocking(request) => {
-            let extra = Box::into_raw(Box::new(op.clone())) as *mut c_void;
+            let extra = Arc::into_raw(op.clone()) as *mut c_void;
             let rc = (p.PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, request);
             if rc != MPI_SUCCESS {
-                drop(Box::from_raw(extra as *mut Arc<RecvOp>));
+                drop(Arc::from_raw(extra as *const RecvOp));
                 return forward(comm, rc);
             }
             op.greq.store(*request, Ordering::Release);
@@ -993,7 +1038,7 @@ unsafe fn recv(
                     std::thread::yield_now();
                 }
             }
-            let o = *lock(&op.outcome);
+            let o = op.outcome();
             if status_is_real(status) {
                 let keep = (*status).MPI_ERROR;
                 *status = o.status;
@@ -1134,6 +1179,17 @@ mod tests {
             vec![None; local].into_boxed_slice(),
             vec![MPI_COMM_NULL; width as usize].into_boxed_slice(),
         )
+    }
+
+    #[test]
+    fn status_byte_count_as_mpich_stores_it() {
+        let mut st = MPI_Status::default();
+        st.count_lo = -1; // 0xffff_ffff
+        st.count_hi_and_cancelled = (3 << 1) | 1; // high part 3, cancelled
+        assert_eq!(status_bytes(&st), (3i64 << 32) | 0xffff_ffff);
+        st.count_lo = 24;
+        st.count_hi_and_cancelled = 0;
+        assert_eq!(status_bytes(&st), 24);
     }
 
     #[test]

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# N-to-1 message rate on multiplex stream communicators (benches/multiplex_n_to_1.c): T sender threads
+# on rank 1, one stream each, 8-byte messages to one polling receiver thread on rank 0, written two
+# ways, measured in the same run, variants interleaved within each repetition:
+#   multiplex   one multiplex communicator; the receiver polls T windows of MPI_ANY_SOURCE +
+#               MPIX_ANY_INDEX receives (MPIX_Stream_irecv, MPI_Testall in turn)
+#   percomm     one stream communicator per sender thread, the receiver polls a window on each in turn
+#   blocking    (extra) multiplex, received one at a time with blocking MPIX_Stream_recv
+# Reports median rates [min..max] and the ratio multiplex / percomm (median of per-repetition ratios).
+# Writes results/multiplex_n_to_1.{csv,txt,json}.
+#   benches/multiplex_n_to_1.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/env.sh
+mpich=5; reps=7; threads="1 2 4"; messages=100000; window=32
+variants="multiplex percomm blocking"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mpich) mpich=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --messages) messages=$2; shift 2 ;;
+    --window) window=$2; shift 2 ;;
+    *) echo "usage: benches/multiplex_n_to_1.sh [--mpich 5|deb] [--reps N] [--threads \"1 2 4\"] [--messages N] [--window W]" >&2; exit 2 ;;
+  esac
+done
+out=$root/results; bin=$root/build/bench; mkdir -p "$out" "$bin"
+cargo build --release --quiet || exit 1
+mpich_select "$mpich"
+"$MPICC" -O2 -Wall -Wno-stringop-overflow -Iinclude benches/multiplex_n_to_1.c -o "$bin/multiplex_n_to_1-$mpich" \
+  -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread || exit 1
+
+csv=$out/multiplex_n_to_1.csv
+echo "variant,threads,rep,rate,seconds" >"$csv"
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+start=$(date +%s)
+echo "N-to-1: T sender threads (rank 1) -> 1 polling thread (rank 0), 8-byte messages, $messages per sender, window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
+for r in $(seq "$reps"); do
+  for T in $threads; do
+    for v in $variants; do
+      line=$(MPIXSTREAM_STREAMS=$((T + 1)) timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_n_to_1-$mpich" "$v" "$T" "$messages" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+      if [ -z "$line" ]; then echo "  rep $r T=$T $v: no result"; echo "$v,$T,$r,," >>"$csv"; continue; fi
+      echo "$v,$T,$r,$(get rate),$(get seconds)" >>"$csv"
+    done
+  done
+  echo "  repetition $r/$reps done ($(( $(date +%s) - start )) s)"
+done
+load_after=$(cut -d' ' -f1 /proc/loadavg)
+
+python3 - "$csv" "$out" "$(nproc)" "$load_before" "$load_after" "$mpich" "$messages" "$window" "$reps" <<'PY'
+import csv, json, statistics, sys
+path, out, cores, lb, la, mpich, messages, window, reps = sys.argv[1:]
+rows = list(csv.DictReader(open(path)))
+variants = list(dict.fromkeys(r["variant"] for r in rows))
+threads = sorted({int(r["threads"]) for r in rows})
+def rates(v, t):
+    return {r["rep"]: float(r["rate"]) for r in rows if r["variant"] == v and int(r["threads"]) == t and r["rate"]}
+summary, ratios = {}, {}
+for v in variants:
+    for t in threads:
+        x = list(rates(v, t).values())
+        if x:
+            summary.setdefault(v, {})[t] = {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
+for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking / percomm", "blocking", "percomm")]:
+    for t in threads:
+        pa, pb = rates(a, t), rates(b, t)
+        paired = [pa[k] / pb[k] for k in pa if k in pb and pb[k] > 0]
+        if paired and t in summary.get(a, {}) and t in summary.get(b, {}):
+            ratios.setdefault(name, {})[t] = {"median_paired": statistics.median(paired), "min": min(paired),
+                                              "max": max(paired),
+                                              "of_medians": summary[a][t]["median"] / summary[b][t]["median"]}
+fmt = lambda x: f"{x / 1e3:,.0f}k"
+lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {messages} per sender thread, window {window}, "
+         f"{reps} repetitions, variants interleaved",
+         f"machine: {cores} cores, load average {lb} -> {la}; rank 1's T sender threads share the cores with rank 0's "
+         f"poller, so compare ratios within this run, not absolute rates",
+         "",
+         "median [min..max]",
+         f"{'variant':<12}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
+for v in variants:
+    cells = []
+    for t in threads:
+        q = summary.get(v, {}).get(t)
+        cells.append(f"{fmt(q['median'])} [{fmt(q['min'])}..{fmt(q['max'])}]" if q else "n/a")
+    lines.append(f"{v:<12}" + "".join(f"{c:>26}" for c in cells))
+lines += ["", "ratio: median of per-repetition ratios [min..max] (ratio of medians)",
+          f"{'':<22}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
+for name in ratios:
+    cells = []
+    for t in threads:
+        q = ratios[name].get(t)
+        cells.append(f"{q['median_paired']:.2f} [{q['min']:.2f}..{q['max']:.2f}] ({q['of_medians']:.2f})" if q else "n/a")
+    lines.append(f"{name:<22}" + "".join(f"{c:>26}" for c in cells))
+text = "\n".join(lines)
+print(text)
+open(f"{out}/multiplex_n_to_1.txt", "w").write(text + "\n")
+json.dump({"benchmark": "benches/multiplex_n_to_1.c", "mpich": mpich, "messages_per_sender": int(messages),
+           "window": int(window), "reps": int(reps), "cores": int(cores), "load_before": float(lb),
+           "load_after": float(la), "threads": threads, "summary": summary, "ratios": ratios},
+          open(f"{out}/multiplex_n_to_1.json", "w"), indent=1)
+PY
+echo "wrote $out/multiplex_n_to_1.csv, .txt, .json ($(( $(date +%s) - start )) s)"
