@@ -9,16 +9,19 @@
 #include <unistd.h>
 
 static MPI_Comm c;
+static volatile int a_started;
 
 static void *thread_a(void *arg) {
     (void)arg;
     int v = 0;
+    __atomic_store_n(&a_started, 1, __ATOMIC_RELEASE);
     MPI_Recv(&v, 1, MPI_INT, 1, 1, c, MPI_STATUS_IGNORE); /* rank 1 sends tag 1 only after tag 2 */
     return NULL;
 }
 
 static void *thread_b(void *arg) {
     (void)arg;
+    while (!__atomic_load_n(&a_started, __ATOMIC_ACQUIRE)) usleep(1000);
     usleep(300 * 1000); /* thread A is inside MPI_Recv by now */
     int v = 2;
     MPI_Send(&v, 1, MPI_INT, 1, 2, c);
