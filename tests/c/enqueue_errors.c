@@ -128,6 +128,14 @@ static void requests(void) {
     OK(MPIX_Host_queue_synchronize(s2));
     CHECK(b == rank && y == rank + 10, "self messages %d %d", b, y);
 
+    /* The same request twice in one Waitall_enqueue is waited for once. */
+    MPI_Request d1, r4;
+    OK(MPIX_Isend_enqueue(&a, 1, MPI_INT, rank, 4, c1, &d1));
+    OK(MPIX_Irecv_enqueue(&b, 1, MPI_INT, rank, 4, c1, &r4));
+    MPI_Request twice[3] = {d1, d1, r4};
+    OK(MPIX_Waitall_enqueue(3, twice, MPI_STATUSES_IGNORE));
+    OK(MPIX_Host_queue_synchronize(s1));
+
     /* Bad arguments. */
     EXPECT_ERR(MPIX_Send_enqueue(&a, -1, MPI_INT, rank, 0, c1), MPI_ERR_COUNT, "negative");
     EXPECT_ERR(MPIX_Isend_enqueue(&a, 1, MPI_INT, rank, 0, c1, NULL), MPI_ERR_ARG, "null pointer");

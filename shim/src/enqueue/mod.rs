@@ -567,7 +567,8 @@ impl Engine {
             let dst = statuses.get(i).copied().unwrap_or(std::ptr::null_mut());
             let (seq, staged) = {
                 let mut reqs = self.reqs.lock().unwrap_or_else(|e| e.into_inner());
-                let Some(r) = reqs.get_mut(&h) else { continue };
+                // Missing or already waited: a duplicate in the array, or a concurrent wait.
+                let Some(r) = reqs.get_mut(&h).filter(|r| !r.waited) else { continue };
                 let seq = r.seq;
                 let staged = r.staged.take();
                 if r.done {
