@@ -15,8 +15,9 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=${OUT:-$root/build/gpu}
-mkdir -p "$out"
+bin=$root/build/gpu
+out=${OUT:-$bin}   # logs only (the device tool brings back at most 8 files from $OUT)
+mkdir -p "$bin" "$out"
 log=$out/gpu_check.log
 : >"$log"
 say() { echo "$@" | tee -a "$log"; }
@@ -52,8 +53,8 @@ build() { # src out
   "$cc" -O2 -g -Iinclude -Itests/c -I"$mpich/include" "$1" -o "$2" -L"$root/target/release" -lmpixstream \
     -L"$mpich/lib" -lmpi -Wl,-rpath,"$root/target/release:$mpich/lib" -ldl -lpthread -lm >>"$log" 2>&1
 }
-build tests/gpu/enqueue_cuda.c "$out/enqueue_cuda" || { say "FAIL compile enqueue_cuda"; say "0 passed, 1 failed"; exit 1; }
-build tests/c/enqueue_host.c "$out/enqueue_host" || say "(enqueue_host does not compile here; skipped)"
+build tests/gpu/enqueue_cuda.c "$bin/enqueue_cuda" || { say "FAIL compile enqueue_cuda"; say "0 passed, 1 failed"; exit 1; }
+build tests/c/enqueue_host.c "$bin/enqueue_host" || say "(enqueue_host does not compile here; skipped)"
 
 export PATH=$mpich/bin:$PATH
 run() { # name timeout env... -- program args
@@ -61,7 +62,7 @@ run() { # name timeout env... -- program args
   local envs=()
   while [ "$1" != -- ]; do envs+=(-genv "${1%%=*}" "${1#*=}"); shift; done
   shift
-  local f=$out/$(echo "$name" | tr -c 'A-Za-z0-9_.=-' '_').out
+  local f=$out/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.=-' '_').out
   timeout "$t" "$mpich/bin/mpiexec" -n 2 -genv LD_PRELOAD "$lib" -genv MPIXSTREAM_STREAMS 4 "${envs[@]}" "$@" \
     >"$f" 2>&1 </dev/null
   local rc=$?
@@ -71,17 +72,17 @@ run() { # name timeout env... -- program args
 }
 
 say "== CUDA streams"
-run "cuda memops native" 90 MPIXSTREAM_CUDA_SYNC=memops -- "$out/enqueue_cuda"
-run "cuda hostfn native" 90 MPIXSTREAM_CUDA_SYNC=hostfn -- "$out/enqueue_cuda"
-run "cuda auto serial" 90 MPIXSTREAM_BACKEND=serial -- "$out/enqueue_cuda"
+run "cuda memops native" 90 MPIXSTREAM_CUDA_SYNC=memops -- "$bin/enqueue_cuda"
+run "cuda hostfn native" 90 MPIXSTREAM_CUDA_SYNC=hostfn -- "$bin/enqueue_cuda"
+run "cuda auto serial" 90 MPIXSTREAM_BACKEND=serial -- "$bin/enqueue_cuda"
 say "== latency"
-run "cuda latency" 120 MPIXTEST_LATENCY=1 -- "$out/enqueue_cuda"
+run "cuda latency" 120 MPIXTEST_LATENCY=1 -- "$bin/enqueue_cuda"
 grep -A4 '^latency:' "$out"/cuda_latency.out 2>/dev/null | tee -a "$log"
-run "cuda latency hostfn" 120 MPIXTEST_LATENCY=1 MPIXSTREAM_CUDA_SYNC=hostfn -- "$out/enqueue_cuda"
+run "cuda latency hostfn" 120 MPIXTEST_LATENCY=1 MPIXSTREAM_CUDA_SYNC=hostfn -- "$bin/enqueue_cuda"
 grep -A4 '^latency:' "$out"/cuda_latency_hostfn.out 2>/dev/null | tee -a "$log"
-if [ -x "$out/enqueue_host" ]; then
+if [ -x "$bin/enqueue_host" ]; then
   say "== host queues on this machine"
-  run "host queue" 60 -- "$out/enqueue_host"
+  run "host queue" 60 -- "$bin/enqueue_host"
 fi
 say "$passed passed, $failed failed"
 [ $failed -eq 0 ]
