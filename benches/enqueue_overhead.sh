@@ -18,6 +18,6 @@ for mpich in deb 5; do
   mpich_select $mpich
   "$MPICC" -O2 -Iinclude benches/enqueue_overhead.c -o "$out/enqueue_overhead-$mpich" \
     -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release"
-  echo "== MPICH $mpich"
+  echo "== MPICH $mpich ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run)"
   MPIXSTREAM_STREAMS=2 timeout 300 scripts/mpixrun -n 2 "$out/enqueue_overhead-$mpich" "$n" "$reps" </dev/null
 done

@@ -508,3 +508,31 @@ unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
     let bytes = (b.count - 1) * extent + textent;
     Ok(Some(((addr as i64 + tlb) as u64, bytes as usize, tlb)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a CUDA driver the probe fails with the cause, and nothing panics (cudarc is never
+    /// reached). With one, it succeeds or names what is missing.
+    #[test]
+    fn probe_never_panics_and_names_the_cause() {
+        let present = unsafe { libloading::Library::new(LIBCUDA) }.is_ok();
+        match probe() {
+            Ok(()) => assert!(present),
+            Err(e) if !present => assert!(e.contains("libcuda.so.1 cannot be loaded"), "{e}"),
+            Err(e) => assert!(e.contains("CUDA") || e.contains("cu"), "{e}"),
+        }
+        // Asking again gives the same answer (checked once).
+        assert_eq!(probe().is_ok(), probe().is_ok());
+    }
+
+    #[test]
+    fn create_without_cuda_is_an_error() {
+        if unsafe { libloading::Library::new(LIBCUDA) }.is_ok() {
+            return;
+        }
+        let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO).err().unwrap();
+        assert!(e.contains("cannot be loaded"), "{e}");
+    }
+}
