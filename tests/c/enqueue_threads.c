@@ -4,7 +4,7 @@
 #include "mpixtest.h"
 #include <pthread.h>
 
-enum { NT = 3, ITERS = 500 };
+enum { NT = 3, ITERS = 300 };
 static int rank, size;
 static MPIX_Stream streams[NT];
 static MPI_Comm comms[NT];
