@@ -2,10 +2,10 @@
 //!
 //! MPICH waits on some operations with its global progress, which skips explicit (reserved) VCIs, so on a
 //! native stream communicator they hang (tests/native_defects reproduces it without mpixstream):
-//! `MPI_Sendrecv`, the blocking probes `MPI_Probe`/`MPI_Mprobe`, persistent point-to-point and
-//! nonblocking collectives. The first three we route here, on such communicators only, through calls
-//! whose completion does progress the stream (Irecv + Isend + Waitall; Iprobe/Improbe polled with the
-//! stream's own progress, by the thread that owns the stream). Everything else passes through at the cost
+//! `MPI_Sendrecv`, the probes (`MPI_Probe`/`MPI_Mprobe`, and polling loops of `MPI_Iprobe`/`MPI_Improbe`),
+//! persistent point-to-point and nonblocking collectives. Sendrecv and the probes we route here, on such
+//! communicators only, through calls whose completion does progress the stream (Irecv + Isend + Waitall;
+//! probes preceded by a turn of the stream's own progress, made by the thread that owns the stream). Everything else passes through at the cost
 //! of one relaxed load while no stream communicator exists. Persistent requests and nonblocking
 //! collectives would need interposers on `MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave
 //! them, documented (README, "Native MPICH 5.0.2 defects").
@@ -172,4 +172,38 @@ pub unsafe fn mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MP
             (rc, flag != 0)
         }),
     }
+}
+
+/// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
+/// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
+pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let next = next_mpi(p);
+    if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
+        progress(native);
+    }
+    (next.iprobe)(source, tag, comm, flag, status)
+}
+
+/// `MPI_Improbe`: as `MPI_Iprobe`.
+pub unsafe fn improbe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let next = next_mpi(p);
+    if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
+        progress(native);
+    }
+    (next.improbe)(source, tag, comm, flag, message, status)
 }

@@ -5,8 +5,8 @@
 #include "mpixtest.h"
 
 /* Native MPICH 5.0.2 hangs on persistent point-to-point and nonblocking collectives over a native
- * stream communicator, with or without mpixstream (reproducer: tests/native_defects/; MPI_Sendrecv,
- * MPI_Probe and MPI_Mprobe hang there too, and mpixstream routes around those). The native row of
+ * stream communicator, with or without mpixstream (reproducer: tests/native_defects/; MPI_Sendrecv
+ * and the probes hang there too, and mpixstream routes around those). The native row of
  * TESTS sets MPIXTEST_NATIVE_DEFECTS=1 so those two steps are left out there (MPI_Barrier instead of
  * MPI_Ibarrier); every other row runs them. */
 static int native_defects;
@@ -34,6 +34,14 @@ static void traffic(MPI_Comm c, int tag_base) {
     OK(MPI_Mprobe(MPI_ANY_SOURCE, tag_base + 4, c, &msg, &st));
     OK(MPI_Mrecv(&got, 1, MPI_INT, &msg, MPI_STATUS_IGNORE));
     CHECK(got == left + 7, "mprobe/mrecv got %d", got);
+    /* a polling loop of nonblocking probes */
+    int flag = 0;
+    OK(MPI_Send(&pv, 1, MPI_INT, right, tag_base + 5, c));
+    while (!flag) OK(MPI_Iprobe(left, tag_base + 5, c, &flag, MPI_STATUS_IGNORE));
+    flag = 0;
+    while (!flag) OK(MPI_Improbe(left, tag_base + 5, c, &flag, &msg, MPI_STATUS_IGNORE));
+    OK(MPI_Mrecv(&got, 1, MPI_INT, &msg, MPI_STATUS_IGNORE));
+    CHECK(got == left + 7, "improbe/mrecv got %d", got);
 
     /* nonblocking, 64 messages each way, in order */
     enum { N = 64 };

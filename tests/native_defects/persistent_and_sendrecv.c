@@ -1,7 +1,8 @@
-/* Reproducer of two defects of native MPICH 5.0.2 stream communicators, WITHOUT mpixstream:
- * operation 0 (MPI_Start on persistent requests), 1 (MPI_Startall), 5 (MPI_Sendrecv) and the
- * nonblocking collectives 6 (MPI_Ibarrier) and 7 (MPI_Iallreduce) hang on a native stream communicator;
- * 2 (Sendrecv_replace), 3 (Irecv+Send) and 4 (Allreduce) complete.
+/* Reproducer of defects of native MPICH 5.0.2 stream communicators, WITHOUT mpixstream:
+ * operation 0 (MPI_Start on persistent requests), 1 (MPI_Startall), 5 (MPI_Sendrecv), the
+ * nonblocking collectives 6 (MPI_Ibarrier) and 7 (MPI_Iallreduce), and the probes 8 (MPI_Probe) and
+ * 9 (a loop of MPI_Iprobe) hang on a native stream communicator; 2 (Sendrecv_replace), 3 (Irecv+Send)
+ * and 4 (Allreduce) complete. Under mpixstream, 5, 8 and 9 complete (shim/src/native_fixes.rs).
  * Run: tests/native_defects/run.sh */
 #include <mpi.h>
 #include <stdio.h>
@@ -56,6 +57,19 @@ int main(int argc, char **argv) {
         MPI_Iallreduce(&out, &in, 1, MPI_INT, MPI_SUM, sc, &q[0]);
         MPI_Wait(&q[0], MPI_STATUS_IGNORE);
         break;
+    case 8: {
+        MPI_Send(&out, 1, MPI_INT, peer, 0, sc);
+        MPI_Probe(peer, 0, sc, MPI_STATUS_IGNORE);
+        MPI_Recv(&in, 1, MPI_INT, peer, 0, sc, MPI_STATUS_IGNORE);
+        break;
+    }
+    case 9: {
+        int flag = 0;
+        MPI_Send(&out, 1, MPI_INT, peer, 0, sc);
+        while (!flag) MPI_Iprobe(peer, 0, sc, &flag, MPI_STATUS_IGNORE);
+        MPI_Recv(&in, 1, MPI_INT, peer, 0, sc, MPI_STATUS_IGNORE);
+        break;
+    }
     }
     printf("operation %d rank %d completed (got %d)\n", op, rank, in);
     MPI_Finalize(); /* the communicator and stream are left to MPI_Finalize on purpose: short reproducer */

@@ -3,8 +3,7 @@
 //! The library interposes only what it must (DESIGN.md §3): the initialisation and finalisation calls,
 //! the communicator constructors and `MPI_Comm_free` (bookkeeping and the endpoint policy), and
 //! `MPI_Error_class` (so that our error codes report standard classes on every MPICH), and `MPI_Sendrecv`,
-//! `MPI_Probe`, `MPI_Mprobe` (around native MPICH defects; one relaxed load while no stream communicator
-//! exists). Everything else,
+//! the probes (around native MPICH defects; one relaxed load while no stream communicator exists). Everything else,
 //! `MPI_Send` on a stream communicator included, goes straight to MPICH.
 //!
 //! A table row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
@@ -74,7 +73,7 @@ macro_rules! comm_constructor_interposers {
 
 /// Instantiates every interposer of the lean library over the hooks module `$hooks`, which provides
 /// `init`, `finalize`, `comm_constructed`, `comm_free` and `error_class`, and the module `$fixes` with
-/// the routes around native MPICH defects (`sendrecv`, `probe`, `mprobe`).
+/// the routes around native MPICH defects (`sendrecv`, `probe`, `mprobe`, `iprobe`, `improbe`).
 #[macro_export]
 macro_rules! interposers {
     ($hooks:path, $fixes:path) => {
@@ -143,7 +142,7 @@ macro_rules! interposers {
             )
         }
 
-        /// `MPI_Probe`, `MPI_Mprobe`: the same native defect as `MPI_Sendrecv`.
+        /// `MPI_Probe`, `MPI_Mprobe`, `MPI_Iprobe`, `MPI_Improbe`: the same native defect as `MPI_Sendrecv`.
         #[no_mangle]
         pub unsafe extern "C" fn MPI_Probe(
             source: std::os::raw::c_int,
@@ -165,6 +164,31 @@ macro_rules! interposers {
         ) -> std::os::raw::c_int {
             use $fixes as fixes;
             fixes::mprobe(source, tag, comm, message, status)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Iprobe(
+            source: std::os::raw::c_int,
+            tag: std::os::raw::c_int,
+            comm: $crate::ffi::MPI_Comm,
+            flag: *mut std::os::raw::c_int,
+            status: *mut $crate::ffi::MPI_Status,
+        ) -> std::os::raw::c_int {
+            use $fixes as fixes;
+            fixes::iprobe(source, tag, comm, flag, status)
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Improbe(
+            source: std::os::raw::c_int,
+            tag: std::os::raw::c_int,
+            comm: $crate::ffi::MPI_Comm,
+            flag: *mut std::os::raw::c_int,
+            message: *mut $crate::ffi::MPI_Message,
+            status: *mut $crate::ffi::MPI_Status,
+        ) -> std::os::raw::c_int {
+            use $fixes as fixes;
+            fixes::improbe(source, tag, comm, flag, message, status)
         }
 
         $crate::comm_constructor_interposers! { $hooks;
