@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pass-through cost of the preloaded library on calls it does not own: the same msgrate binary with and
-# without libmpixstream.so, alternating in one run, REPS times each; medians and the ratio.
+# without libmpixstream.so, alternating in one run, REPS times each; medians, their ratio, and the median
+# of the back-to-back pair ratios (robust to drifts in machine load).
 #   benches/passthrough.sh [deb|5] [REPS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
