@@ -129,6 +129,7 @@ pub unsafe fn finalize() -> c_int {
         };
         let p = pmpi();
         // Enqueued work: drained, or reported and abandoned after MPIXSTREAM_FINALIZE_TIMEOUT.
+        crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
         crate::query::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {

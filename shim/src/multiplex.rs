@@ -77,6 +77,9 @@ struct Engine {
     /// requests calls the poll function of each: after an empty probe the others skip theirs for
     /// `IDLE_PROBE_GAP_NS` instead of each paying an empty `MPI_Improbe` (a progress-engine call).
     empty_at: AtomicU64,
+    /// Turns run so far (written under `state`'s lock), and the count the progress thread saw last.
+    turns: AtomicU64,
+    watched: AtomicU64,
     state: Mutex<EngineState>,
 }
 
@@ -196,6 +199,8 @@ impl Multiplex {
                 hidden: hidden[d],
                 cancels: AtomicBool::new(false),
                 empty_at: AtomicU64::new(0),
+                turns: AtomicU64::new(0),
+                watched: AtomicU64::new(0),
                 state: Default::default(),
             })
             .collect();
@@ -366,6 +371,7 @@ impl Engine {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let p = pmpi();
         if self.cancels.swap(false, Ordering::AcqRel) {
             let mut i = 0;
@@ -548,6 +554,81 @@ unsafe extern "C" fn greq_cancel(extra: *mut c_void, complete: c_int) -> c_int {
     })
 }
 
+// ---- the progress thread ----
+//
+// MPI's progress rule: a posted receive is matched while its process is in *any* MPI call. Our
+// receives are matched by turns of their engine, which only calls on their index run (blocking
+// receives, MPI_Wait*/MPI_Test* on their requests). A process that posts a receive and then waits in
+// something else (a barrier, its own send to itself, a large send that needs the peer to take a
+// rendezvous message) would wait forever. With MPI_THREAD_MULTIPLE a thread of ours runs a turn of
+// every engine that has receives pending and that no one has turned for one period (PROGRESS_PERIOD);
+// an engine in active use is never touched by it. Stopped at MPI_Finalize.
+
+const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Live multiplex communicators (for the progress thread).
+static REGISTRY: Mutex<Vec<std::sync::Weak<Multiplex>>> = Mutex::new(Vec::new());
+
+struct ProgressThread {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+static PROGRESS: Mutex<Option<ProgressThread>> = Mutex::new(None);
+
+fn register(rt: &Runtime, mx: &Arc<Multiplex>) {
+    {
+        let mut reg = lock(&REGISTRY);
+        reg.retain(|w| w.strong_count() > 0);
+        reg.push(Arc::downgrade(mx));
+    }
+    if !rt.thread_multiple() {
+        return;
+    }
+    let mut guard = lock(&PROGRESS);
+    if guard.is_some() {
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let spawned = std::thread::Builder::new().name("mpixstream-multiplex".into()).spawn(move || {
+        while !flag.load(Ordering::Acquire) {
+            std::thread::sleep(PROGRESS_PERIOD);
+            let live: Vec<Arc<Multiplex>> = lock(&REGISTRY).iter().filter_map(|w| w.upgrade()).collect();
+            for mx in live {
+                if mx.released.load(Ordering::Acquire) || mx.pending.load(Ordering::Acquire) == 0 {
+                    continue;
+                }
+                for e in mx.engines.iter() {
+                    let turns = e.turns.load(Ordering::Relaxed);
+                    if e.watched.swap(turns, Ordering::Relaxed) != turns {
+                        continue; // someone turned it since our last look
+                    }
+                    if let Ok(mut st) = e.state.try_lock() {
+                        if !st.posted.is_empty() || !st.inflight.is_empty() {
+                            unsafe { e.drive(&mx, &mut st, None) };
+                            e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
+                        }
+                    }
+                }
+                mx.maybe_release();
+            }
+        }
+    });
+    if let Ok(handle) = spawned {
+        *guard = Some(ProgressThread { stop, handle });
+    }
+}
+
+/// Stops the progress thread (before `PMPI_Finalize`).
+pub fn shutdown() {
+    if let Some(t) = lock(&PROGRESS).take() {
+        t.stop.store(true, Ordering::Release);
+        let _ = t.handle.join();
+    }
+    lock(&REGISTRY).clear();
+}
+
 // ---- creation, duplication, free ----
 
 /// `H_0` split from `base` (a split never inherits a stream, so the hidden communicators are on the
@@ -633,8 +714,9 @@ pub unsafe fn inherit(rt: &Runtime, parent: &Multiplex, newcomm: *mut MPI_Comm) 
             return rc;
         }
     };
-    let mx = Multiplex::new(*newcomm, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone(), hidden);
-    rt.comms.attach_multiplex(rt, *newcomm, Arc::new(mx));
+    let mx = Arc::new(Multiplex::new(*newcomm, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone(), hidden));
+    register(rt, &mx);
+    rt.comms.attach_multiplex(rt, *newcomm, mx);
     MPI_SUCCESS
 }
 
@@ -736,8 +818,9 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 return rc;
             }
         };
-        let mx = Multiplex::new(user, rank, counts, tag_ub, streams, hidden);
-        rt.comms.attach_multiplex(rt, user, Arc::new(mx));
+        let mx = Arc::new(Multiplex::new(user, rank, counts, tag_ub, streams, hidden));
+        register(rt, &mx);
+        rt.comms.attach_multiplex(rt, user, mx);
         *newcomm = user;
         MPI_SUCCESS
     })
