@@ -151,12 +151,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether a message (source, source index, tag) matches a receive's (source, tag, source index),
+/// wildcards included.
+#[inline]
+fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int, tag: c_int) -> bool {
+    (want.0 == MPI_ANY_SOURCE || want.0 == source)
+        && (want.1 == MPI_ANY_TAG || want.1 == tag)
+        && (want.2 == MPIX_ANY_INDEX || want.2 == sidx)
+}
+
 impl RecvOp {
     #[inline]
     fn matches(&self, source: c_int, sidx: c_int, tag: c_int) -> bool {
-        (self.source == MPI_ANY_SOURCE || self.source == source)
-            && (self.tag == MPI_ANY_TAG || self.tag == tag)
-            && (self.sidx == MPIX_ANY_INDEX || self.sidx == sidx)
+        envelope_matches((self.source, self.tag, self.sidx), source, sidx, tag)
     }
 
     #[inline]
@@ -363,6 +370,39 @@ impl Engine {
             }
             None => st.posted.push_back(op),
         }
+    }
+
+    /// For a blocking receive (`want`: source, tag, source index), when no receive is posted on this
+    /// engine: the first matching message, from the unexpected queue or pulled out of MPICH now
+    /// (messages pulled that do not match join the unexpected queue). The caller receives it outside
+    /// the engine's lock. None: post and wait.
+    unsafe fn take_first(&self, mx: &Multiplex, want: (c_int, c_int, c_int)) -> Option<(MPI_Message, MPI_Status, c_int)> {
+        let mut st = lock(&self.state);
+        if !st.posted.is_empty() || mx.released.load(Ordering::Acquire) {
+            return None;
+        }
+        if let Some(i) = st.unexpected.iter().position(|u| envelope_matches(want, u.source, u.sidx, u.tag)) {
+            let u = st.unexpected.remove(i)?;
+            return Some((u.msg, u.status, u.tag));
+        }
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let p = pmpi();
+        for _ in 0..PROBE_BUDGET {
+            let mut flag = 0;
+            let mut msg = MPI_MESSAGE_NULL;
+            let mut status = MPI_Status::default();
+            let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, self.hidden, &mut flag, &mut msg, &mut status);
+            if rc != MPI_SUCCESS || flag == 0 {
+                self.empty_at.store(now_ns(), Ordering::Relaxed);
+                return None;
+            }
+            let (tag, sidx) = mx.decode(status.MPI_TAG);
+            if envelope_matches(want, status.MPI_SOURCE, sidx, tag) {
+                return Some((msg, status, tag));
+            }
+            st.unexpected.push_back(Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag });
+        }
+        None
     }
 
     /// One turn: cancellations, in-flight receives, then new messages (until `target` is done or
@@ -1073,6 +1113,22 @@ unsafe fn recv(
     if let Err(rc) = checked {
         return rc;
     }
+    let engine = &mx.engines[d];
+    if let RecvOut::Blocking(status) = out {
+        // Fast path: no receive posted before ours on this engine, so the first matching message,
+        // already pulled or next out of MPICH, is ours: take it without queueing anything.
+        if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
+            let mut st = MPI_Status::default();
+            let rc = (p.PMPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+            st.MPI_SOURCE = got.MPI_SOURCE;
+            st.MPI_TAG = user_tag;
+            if status_is_real(status) {
+                st.MPI_ERROR = (*status).MPI_ERROR;
+                *status = st;
+            }
+            return forward(comm, rc);
+        }
+    }
     let op = Arc::new(RecvOp {
         mx: mx.clone(),
         index: d,
@@ -1087,7 +1143,6 @@ unsafe fn recv(
         done: AtomicBool::new(false),
         outcome: UnsafeCell::new(Outcome::default()),
     });
-    let engine = &mx.engines[d];
     match out {
         RecvOut::Nonblocking(request) => {
             let extra = Arc::into_raw(op.clone()) as *mut c_void;
