@@ -6,6 +6,8 @@
 #               MPIX_ANY_INDEX receives (MPIX_Stream_irecv, MPI_Testall in turn)
 #   percomm     one stream communicator per sender thread, the receiver polls a window on each in turn
 #   blocking    (extra) multiplex, received one at a time with blocking MPIX_Stream_recv
+#   percomm-locked  (extra, MPICH 5 only) percomm under MPIXSTREAM_BACKEND=serial: the same stream
+#               communicators as plain ones on MPICH's locked implicit VCI, where multiplex traffic runs
 # Reports median rates [min..max] and the ratio multiplex / percomm (median of per-repetition ratios).
 # Writes results/multiplex_n_to_1.{csv,txt,json}.
 #   benches/multiplex_n_to_1.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
@@ -14,7 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 mpich=5; reps=7; threads="1 2 4"; messages=100000; window=32
-variants="multiplex percomm blocking"
+variants="multiplex percomm blocking percomm-locked"
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpich) mpich=$2; shift 2 ;;
@@ -28,6 +30,7 @@ done
 out=$root/results; bin=$root/build/bench; mkdir -p "$out" "$bin"
 cargo build --release --quiet || exit 1
 mpich_select "$mpich"
+[ "$mpich" = deb ] && variants="multiplex percomm blocking"   # Debian's MPICH: everything is locked anyway
 "$MPICC" -O2 -Wall -Wno-stringop-overflow -Iinclude benches/multiplex_n_to_1.c -o "$bin/multiplex_n_to_1-$mpich" \
   -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread || exit 1
 
@@ -39,7 +42,9 @@ echo "N-to-1: T sender threads (rank 1) -> 1 polling thread (rank 0), 8-byte mes
 for r in $(seq "$reps"); do
   for T in $threads; do
     for v in $variants; do
-      line=$(MPIXSTREAM_STREAMS=$((T + 1)) timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_n_to_1-$mpich" "$v" "$T" "$messages" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      mode=$v; backend=${MPIXSTREAM_BACKEND:-auto}
+      [ "$v" = percomm-locked ] && { mode=percomm; backend=serial; }
+      line=$(MPIXSTREAM_BACKEND=$backend MPIXSTREAM_STREAMS=$((T + 1)) timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_n_to_1-$mpich" "$mode" "$T" "$messages" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
       get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
       if [ -z "$line" ]; then echo "  rep $r T=$T $v: no result"; echo "$v,$T,$r,," >>"$csv"; continue; fi
       echo "$v,$T,$r,$(get rate),$(get seconds)" >>"$csv"
@@ -63,7 +68,8 @@ for v in variants:
         x = list(rates(v, t).values())
         if x:
             summary.setdefault(v, {})[t] = {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
-for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking / percomm", "blocking", "percomm")]:
+for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking / percomm", "blocking", "percomm"),
+                   ("multiplex / percomm-locked", "multiplex", "percomm-locked")]:
     for t in threads:
         pa, pb = rates(a, t), rates(b, t)
         paired = [pa[k] / pb[k] for k in pa if k in pb and pb[k] > 0]
@@ -78,21 +84,21 @@ lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {message
          f"poller, so compare ratios within this run, not absolute rates",
          "",
          "median [min..max]",
-         f"{'variant':<12}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
+         f"{'variant':<16}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
 for v in variants:
     cells = []
     for t in threads:
         q = summary.get(v, {}).get(t)
         cells.append(f"{fmt(q['median'])} [{fmt(q['min'])}..{fmt(q['max'])}]" if q else "n/a")
-    lines.append(f"{v:<12}" + "".join(f"{c:>26}" for c in cells))
+    lines.append(f"{v:<16}" + "".join(f"{c:>26}" for c in cells))
 lines += ["", "ratio: median of per-repetition ratios [min..max] (ratio of medians)",
-          f"{'':<22}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
+          f"{'':<28}" + "".join(f"{'T=' + str(t):>26}" for t in threads)]
 for name in ratios:
     cells = []
     for t in threads:
         q = ratios[name].get(t)
         cells.append(f"{q['median_paired']:.2f} [{q['min']:.2f}..{q['max']:.2f}] ({q['of_medians']:.2f})" if q else "n/a")
-    lines.append(f"{name:<22}" + "".join(f"{c:>26}" for c in cells))
+    lines.append(f"{name:<28}" + "".join(f"{c:>26}" for c in cells))
 text = "\n".join(lines)
 print(text)
 open(f"{out}/multiplex_n_to_1.txt", "w").write(text + "\n")

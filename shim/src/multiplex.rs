@@ -30,7 +30,7 @@ use mpixstream_wrappers::pmpi::pmpi;
 use std::collections::VecDeque;
 use std::cell::UnsafeCell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Ours (native MPICH has none): the source index of a receive that accepts any source index.
@@ -73,25 +73,18 @@ struct Engine {
     hidden: MPI_Comm,
     /// Set by a cancel function: the next turn looks for cancelled receives.
     cancels: AtomicBool,
-    /// When a turn last found MPICH empty (`now_ns`; 0: not recently). `MPI_Testall` over many of our
-    /// requests calls the poll function of each: after an empty probe the others skip theirs for
-    /// `IDLE_PROBE_GAP_NS` instead of each paying an empty `MPI_Improbe` (a progress-engine call).
-    empty_at: AtomicU64,
+    /// Poll functions still to skip since a turn found MPICH empty. `MPI_Testall` over many of our
+    /// requests calls the poll function of each: after an empty probe the next `IDLE_POLL_SKIPS` skip
+    /// theirs instead of each paying an empty `MPI_Improbe` (a pass of MPICH's progress engine).
+    idle_skips: AtomicU32,
     /// Turns run so far (written under `state`'s lock), and the count the progress thread saw last.
     turns: AtomicU64,
     watched: AtomicU64,
     state: Mutex<EngineState>,
 }
 
-/// See `Engine::empty_at`: the longest a message can wait for a poll function to look (MPI_Wait* and
-/// MPI_Test* calls in a loop; blocking receives always look).
-const IDLE_PROBE_GAP_NS: u64 = 2_000;
-
-/// Monotonic nanoseconds (from the first call; never 0).
-fn now_ns() -> u64 {
-    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    BASE.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64 + 1
-}
+/// See `Engine::idle_skips` (blocking receives always probe).
+const IDLE_POLL_SKIPS: u32 = 8;
 
 #[derive(Default)]
 struct EngineState {
@@ -205,7 +198,7 @@ impl Multiplex {
             .map(|d| Engine {
                 hidden: hidden[d],
                 cancels: AtomicBool::new(false),
-                empty_at: AtomicU64::new(0),
+                idle_skips: AtomicU32::new(0),
                 turns: AtomicU64::new(0),
                 watched: AtomicU64::new(0),
                 state: Default::default(),
@@ -393,7 +386,7 @@ impl Engine {
             let mut status = MPI_Status::default();
             let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, self.hidden, &mut flag, &mut msg, &mut status);
             if rc != MPI_SUCCESS || flag == 0 {
-                self.empty_at.store(now_ns(), Ordering::Relaxed);
+                self.idle_skips.store(IDLE_POLL_SKIPS, Ordering::Relaxed);
                 return None;
             }
             let (tag, sidx) = mx.decode(status.MPI_TAG);
@@ -462,14 +455,18 @@ impl Engine {
                 None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
             }
         }
-        self.empty_at.store(if drained { now_ns() } else { 0 }, Ordering::Relaxed);
+        self.idle_skips.store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
     }
 
-    /// Whether a turn found MPICH empty less than `IDLE_PROBE_GAP_NS` ago (poll functions skip theirs).
+    /// Whether a poll function should skip its turn (see `idle_skips`); counts the skip.
     #[inline]
-    fn recently_empty(&self) -> bool {
-        let t = self.empty_at.load(Ordering::Relaxed);
-        t != 0 && now_ns().saturating_sub(t) < IDLE_PROBE_GAP_NS
+    fn skip_idle_poll(&self) -> bool {
+        let n = self.idle_skips.load(Ordering::Relaxed);
+        if n == 0 {
+            return false;
+        }
+        self.idle_skips.store(n - 1, Ordering::Relaxed);
+        true
     }
 }
 
@@ -512,7 +509,7 @@ unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> 
         }
         let mx = &op.mx;
         let engine = &mx.engines[op.index];
-        if engine.recently_empty() && !engine.cancels.load(Ordering::Relaxed) {
+        if !engine.cancels.load(Ordering::Relaxed) && engine.skip_idle_poll() {
             return MPI_SUCCESS;
         }
         // MPICH calls this from its wait and test loops, in any thread: never wait for the engine.
