@@ -924,11 +924,28 @@ enum Route {
     To(MPI_Comm, c_int, Arc<Multiplex>),
 }
 
+#[allow(clippy::too_many_arguments)]
 #[inline]
-fn send_route(rt: &Runtime, f: &str, comm: MPI_Comm, dest: c_int, tag: c_int, si: c_int, di: c_int) -> Result<Route, c_int> {
+fn send_route(
+    rt: &Runtime,
+    f: &str,
+    comm: MPI_Comm,
+    count: MPI_Count,
+    request: Option<*mut MPI_Request>,
+    dest: c_int,
+    tag: c_int,
+    si: c_int,
+    di: c_int,
+) -> Result<Route, c_int> {
     let Some(mx) = rt.comms.multiplex(comm) else {
         return Err(not_multiplex(rt, comm, f));
     };
+    if count < 0 {
+        return Err(raise(comm, Class::Count, f, &format!("count {count} is negative")));
+    }
+    if request.is_some_and(|r| r.is_null()) {
+        return Err(raise(comm, Class::Arg, f, "the request argument is a null pointer"));
+    }
     let si_ok = mx.local_index(si, "source_stream_index", f)?;
     if dest == MPI_PROC_NULL {
         return Ok(Route::ProcNull);
@@ -952,7 +969,7 @@ pub unsafe extern "C" fn MPIX_Stream_send(
     dest_stream_index: c_int,
 ) -> c_int {
     entry!("MPIX_Stream_send", |rt| {
-        match send_route(rt, "MPIX_Stream_send", comm, dest, tag, source_stream_index, dest_stream_index) {
+        match send_route(rt, "MPIX_Stream_send", comm, count as MPI_Count, None, dest, tag, source_stream_index, dest_stream_index) {
             Err(rc) => rc,
             Ok(Route::ProcNull) => MPI_SUCCESS,
             Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send)(buf, count, datatype, dest, t, h)),
@@ -972,7 +989,7 @@ pub unsafe extern "C" fn MPIX_Stream_send_c(
     dest_stream_index: c_int,
 ) -> c_int {
     entry!("MPIX_Stream_send_c", |rt| {
-        match send_route(rt, "MPIX_Stream_send_c", comm, dest, tag, source_stream_index, dest_stream_index) {
+        match send_route(rt, "MPIX_Stream_send_c", comm, count, None, dest, tag, source_stream_index, dest_stream_index) {
             Err(rc) => rc,
             Ok(Route::ProcNull) => MPI_SUCCESS,
             Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send_c)(buf, count, datatype, dest, t, h)),
@@ -993,7 +1010,7 @@ pub unsafe extern "C" fn MPIX_Stream_isend(
     request: *mut MPI_Request,
 ) -> c_int {
     entry!("MPIX_Stream_isend", |rt| {
-        match send_route(rt, "MPIX_Stream_isend", comm, dest, tag, source_stream_index, dest_stream_index) {
+        match send_route(rt, "MPIX_Stream_isend", comm, count as MPI_Count, Some(request), dest, tag, source_stream_index, dest_stream_index) {
             Err(rc) => rc,
             Ok(Route::ProcNull) => forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request)),
             Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, dest, t, h, request)),
@@ -1014,7 +1031,7 @@ pub unsafe extern "C" fn MPIX_Stream_isend_c(
     request: *mut MPI_Request,
 ) -> c_int {
     entry!("MPIX_Stream_isend_c", |rt| {
-        match send_route(rt, "MPIX_Stream_isend_c", comm, dest, tag, source_stream_index, dest_stream_index) {
+        match send_route(rt, "MPIX_Stream_isend_c", comm, count, Some(request), dest, tag, source_stream_index, dest_stream_index) {
             Err(rc) => rc,
             Ok(Route::ProcNull) => forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request)),
             Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, dest, t, h, request)),
