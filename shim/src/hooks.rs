@@ -10,6 +10,7 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::{self, pmpi, Pmpi};
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
@@ -184,6 +185,12 @@ pub unsafe fn comm_constructed(
                 rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
                 rc
             }
+            // A nonblocking dup of a policy communicator: MPICH gives the child the parent's stream (and
+            // the policy cannot attach a new one without blocking), so record that they share it.
+            Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
+                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::Policy });
+                rc
+            }
             _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),
             _ => rc,
         }
@@ -210,7 +217,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                     crate::multiplex::comm_freed(rt, handle, mx);
                 }
                 if let Some(entry) = rt.comms.detach(rt, handle) {
-                    if entry.origin == Origin::Policy {
+                    if entry.origin == Origin::Policy && rt.streams.slot(entry.stream).comms.load(Ordering::Acquire) == 0 {
                         policy::release_stream(rt, entry.stream);
                     }
                 }

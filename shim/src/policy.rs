@@ -21,6 +21,8 @@ pub struct PolicyStats {
     pub nonblocking: AtomicU64,
     /// Left implicit: intercommunicators have no stream communicators.
     pub intercomm: AtomicU64,
+    /// Native streams whose communicators were freed, kept until `MPI_Finalize` (see `release_stream`).
+    pub retired: AtomicU64,
 }
 
 pub static STATS: PolicyStats = PolicyStats {
@@ -28,6 +30,7 @@ pub static STATS: PolicyStats = PolicyStats {
     exhausted: AtomicU64::new(0),
     nonblocking: AtomicU64::new(0),
     intercomm: AtomicU64::new(0),
+    retired: AtomicU64::new(0),
 };
 
 /// Gives the new communicator `*newcomm` a stream of its own. On the native backend this replaces it
@@ -64,7 +67,9 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         let rc = rt.backend.stream_comm_create(*newcomm, native, &mut streamed);
         if rc != MPI_SUCCESS {
             if let Some(i) = index {
-                release_stream(rt, i);
+                // No communicator ever used it: MPICH holds no reference, so it can go at once.
+                let _ = rt.backend.free_stream(native);
+                rt.streams.release(i);
             }
             return rc;
         }
@@ -87,9 +92,17 @@ fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
     MPI_SUCCESS
 }
 
-/// Frees a stream the policy created, once its communicator is gone.
+/// Gives back a stream the policy created, once the last communicator using it is freed.
+///
+/// On the native backend the stream is retired, not freed: `MPI_Comm_free` only marks a communicator
+/// for deallocation, and MPICH keeps its reference to the native stream while operations on it are
+/// pending (a buffered send, a request not yet waited for), so freeing the native stream now could fail
+/// inside MPICH, whose error handler aborts. A retired stream keeps its slot until `MPI_Finalize`; once
+/// the pool is used up, later communicators stay implicit, which the report counts.
 pub fn release_stream(rt: &Runtime, index: usize) {
-    let slot = rt.streams.slot(index);
-    let _ = rt.backend.free_stream(slot.native());
+    if rt.backend == Backend::Native {
+        STATS.retired.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     rt.streams.release(index);
 }

@@ -1,7 +1,7 @@
 /* Reproducer of defects of native MPICH 5.0.2 stream communicators, WITHOUT mpixstream:
  * operation 0 (MPI_Start on persistent requests), 1 (MPI_Startall), 5 (MPI_Sendrecv), the
  * nonblocking collectives 6 (MPI_Ibarrier) and 7 (MPI_Iallreduce), and the probes 8 (MPI_Probe) and
- * 9 (a loop of MPI_Iprobe) hang on a native stream communicator; 2 (Sendrecv_replace), 3 (Irecv+Send)
+ * 9 (a loop of MPI_Iprobe), and buffered sends 10 (MPI_Bsend waiting for buffer space) hang on a native stream communicator; 2 (Sendrecv_replace), 3 (Irecv+Send)
  * and 4 (Allreduce) complete. Under mpixstream, 5, 8 and 9 complete (shim/src/native_fixes.rs).
  * Run: tests/native_defects/run.sh */
 #include <mpi.h>
@@ -61,6 +61,18 @@ int main(int argc, char **argv) {
         MPI_Send(&out, 1, MPI_INT, peer, 0, sc);
         MPI_Probe(peer, 0, sc, MPI_STATUS_IGNORE);
         MPI_Recv(&in, 1, MPI_INT, peer, 0, sc, MPI_STATUS_IGNORE);
+        break;
+    }
+    case 10: { /* many buffered sends through a small buffer: MPI_Bsend waits for buffer space */
+        static char bsend_buf[16 * (sizeof(int) + MPI_BSEND_OVERHEAD)];
+        MPI_Buffer_attach(bsend_buf, sizeof bsend_buf);
+        for (int k = 0; k < 2000; k++) {
+            if (rank == 0) MPI_Bsend(&out, 1, MPI_INT, 1, 0, sc);
+            else MPI_Recv(&in, 1, MPI_INT, 0, 0, sc, MPI_STATUS_IGNORE);
+        }
+        void *b;
+        int bs;
+        MPI_Buffer_detach(&b, &bs);
         break;
     }
     case 9: {
