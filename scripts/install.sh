@@ -21,20 +21,20 @@ fi
 
 if [ ! -x "$deps/mpich5/bin/mpicc" ]; then
   echo "install: PyPI mpich==5.0.2 into .deps/mpich5"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
     --prefix "$deps/mpich5" mpich==5.0.2
 fi
 
 if [ ! -f "$deps/py/.done" ]; then
   echo "install: python tools (matplotlib, jsonschema) into .deps/py"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
     --target "$deps/py" matplotlib jsonschema
   touch "$deps/py/.done"
 fi
 
 if [ ! -f "$deps/mpi4py/.done" ]; then
   echo "install: mpi4py (binary wheel for MPICH's ABI; loads the installed libmpi.so.12 at run time) into .deps/mpi4py"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
     --only-binary :all: --target "$deps/mpi4py" mpi4py==4.1.2
   touch "$deps/mpi4py/.done"
 fi
