@@ -13,8 +13,8 @@ pub mod errors;
 pub mod hex;
 pub mod hooks;
 pub mod mpix;
-pub mod native_fixes;
 pub mod multiplex;
+pub mod native_fixes;
 pub mod policy;
 pub mod progress;
 pub mod query;
@@ -25,6 +25,18 @@ use mpixstream_wrappers::ffi::MPI_ERR_INTERN;
 use std::os::raw::c_int;
 
 mpixstream_wrappers::interposers!(crate::hooks, crate::native_fixes);
+
+/// Runs an MPIX entry point: `ffi_guard`, and the runtime for the body, or, for a call outside
+/// `MPI_Init`..`MPI_Finalize`, the error it must return.
+pub(crate) fn mpix_entry(
+    name: &'static str,
+    body: impl FnOnce(&'static runtime::Runtime) -> c_int,
+) -> c_int {
+    ffi_guard(name, || match runtime::require(name) {
+        Ok(rt) => body(rt),
+        Err(code) => code,
+    })
+}
 
 /// Runs the body of a C entry point; a Rust panic never crosses the C boundary: it is reported and
 /// turned into `MPI_ERR_INTERN`.

@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// is not initialised through us or `out` is too small.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
-    let Some(rt) = runtime::active() else { return -1 };
+    let Some(rt) = runtime::active() else {
+        return -1;
+    };
     if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
         return -1;
     }
@@ -58,14 +60,19 @@ fn copy_str(dst: &mut [c_char], src: &str) {
 /// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(-1, |e| e.stream as c_int)
+    runtime::active()
+        .and_then(|rt| rt.comms.get(comm))
+        .map_or(-1, |e| e.stream as c_int)
 }
 
 /// Who attached `comm`'s stream: 0 none, 1 the application (`MPIX_Stream_comm_create` or a dup of
 /// one), 2 the explicit policy.
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    match runtime::active().and_then(|rt| rt.comms.get(comm)).map(|e| e.origin) {
+    match runtime::active()
+        .and_then(|rt| rt.comms.get(comm))
+        .map(|e| e.origin)
+    {
         None => 0,
         Some(Origin::User) => 1,
         Some(Origin::Policy) => 2,
@@ -75,11 +82,15 @@ pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
 /// The VCI stream `index`'s traffic runs on, where we know it, else -1.
 #[no_mangle]
 pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
-    let Some(rt) = runtime::active() else { return -1 };
+    let Some(rt) = runtime::active() else {
+        return -1;
+    };
     if index < 0 || index as usize >= rt.streams.capacity() {
         return -1;
     }
-    rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
+    rt.backend
+        .stream_vci(rt.streams.slot(index as usize).native())
+        .map_or(-1, |v| v as c_int)
 }
 
 static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);

@@ -25,8 +25,19 @@ fn is_builtin(h: MPI_Request) -> bool {
 
 #[inline]
 unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
-    if !request.is_null() && *request != MPI_REQUEST_NULL && !is_builtin(*request) && wants_tracking(r, recv) {
-        state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
+    if !request.is_null()
+        && *request != MPI_REQUEST_NULL
+        && !is_builtin(*request)
+        && wants_tracking(r, recv)
+    {
+        state::requests().insert(
+            *request,
+            ReqInfo {
+                rec: r,
+                recv,
+                seq: next_seq(),
+            },
+        );
     }
 }
 
@@ -42,13 +53,23 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
 #[inline]
 unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
     state::requests().remove_if(&h, |_, v| v.seq == info.seq);
-    if info.recv && report_on() && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS)) {
+    if info.recv
+        && report_on()
+        && (rc == MPI_SUCCESS
+            || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
+    {
         info.rec.count_recv(status);
     }
 }
 
-pub unsafe fn send(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
-                   call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn send(
+    name: &'static str,
+    comm: MPI_Comm,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -61,8 +82,15 @@ pub unsafe fn send(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatyp
     rc
 }
 
-pub unsafe fn isend(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
-                    request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn isend(
+    name: &'static str,
+    comm: MPI_Comm,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -78,15 +106,23 @@ pub unsafe fn isend(name: &'static str, comm: MPI_Comm, count: MPI_Count, dataty
     rc
 }
 
-pub unsafe fn recv(name: &'static str, comm: MPI_Comm, status: *mut MPI_Status,
-                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn recv(
+    name: &'static str,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(status);
     }
     let r = rec(comm);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let st = if status_is_real(status) || !report_on() {
+        status
+    } else {
+        &mut local
+    };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.count_recv(st);
@@ -94,8 +130,12 @@ pub unsafe fn recv(name: &'static str, comm: MPI_Comm, status: *mut MPI_Status,
     rc
 }
 
-pub unsafe fn irecv(name: &'static str, comm: MPI_Comm, request: *mut MPI_Request,
-                    call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn irecv(
+    name: &'static str,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -108,15 +148,26 @@ pub unsafe fn irecv(name: &'static str, comm: MPI_Comm, request: *mut MPI_Reques
     rc
 }
 
-pub unsafe fn sendrecv(name: &'static str, comm: MPI_Comm, count: MPI_Count, datatype: MPI_Datatype, dest: c_int,
-                       status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn sendrecv(
+    name: &'static str,
+    comm: MPI_Comm,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(status);
     }
     let r = rec(comm);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let st = if status_is_real(status) || !report_on() {
+        status
+    } else {
+        &mut local
+    };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
@@ -143,8 +194,12 @@ unsafe fn remember_message(r: Option<&'static CommRec>, message: *mut MPI_Messag
     }
 }
 
-pub unsafe fn mprobe(name: &'static str, comm: MPI_Comm, message: *mut MPI_Message,
-                     call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn mprobe(
+    name: &'static str,
+    comm: MPI_Comm,
+    message: *mut MPI_Message,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -157,8 +212,13 @@ pub unsafe fn mprobe(name: &'static str, comm: MPI_Comm, message: *mut MPI_Messa
     rc
 }
 
-pub unsafe fn improbe(name: &'static str, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message,
-                      call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn improbe(
+    name: &'static str,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    message: *mut MPI_Message,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -178,15 +238,23 @@ unsafe fn take_message(message: *mut MPI_Message) -> Option<&'static CommRec> {
     state::messages().remove(&*message).map(|(_, r)| r)
 }
 
-pub unsafe fn mrecv(name: &'static str, message: *mut MPI_Message, status: *mut MPI_Status,
-                    call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn mrecv(
+    name: &'static str,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(status);
     }
     let r = take_message(message);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
+    let st = if status_is_real(status) || !report_on() {
+        status
+    } else {
+        &mut local
+    };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.count_recv(st);
@@ -194,8 +262,12 @@ pub unsafe fn mrecv(name: &'static str, message: *mut MPI_Message, status: *mut 
     rc
 }
 
-pub unsafe fn imrecv(name: &'static str, message: *mut MPI_Message, request: *mut MPI_Request,
-                     call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn imrecv(
+    name: &'static str,
+    message: *mut MPI_Message,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -208,16 +280,26 @@ pub unsafe fn imrecv(name: &'static str, message: *mut MPI_Message, request: *mu
     rc
 }
 
-pub unsafe fn wait(name: &'static str, request: *mut MPI_Request, status: *mut MPI_Status,
-                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn wait(
+    name: &'static str,
+    request: *mut MPI_Request,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() || request.is_null() {
         return call(status);
     }
     let h = *request;
-    let Some(info) = tracked(h) else { return call(status) };
+    let Some(info) = tracked(h) else {
+        return call(status);
+    };
     let _g = check::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
+    let st = if status_is_real(status) || !info.recv {
+        status
+    } else {
+        &mut local
+    };
     let rc = call(st);
     if rc == MPI_SUCCESS && *request == MPI_REQUEST_NULL {
         finish(h, info, st, rc);
@@ -225,16 +307,27 @@ pub unsafe fn wait(name: &'static str, request: *mut MPI_Request, status: *mut M
     rc
 }
 
-pub unsafe fn test(name: &'static str, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status,
-                   call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn test(
+    name: &'static str,
+    request: *mut MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() || request.is_null() {
         return call(status);
     }
     let h = *request;
-    let Some(info) = tracked(h) else { return call(status) };
+    let Some(info) = tracked(h) else {
+        return call(status);
+    };
     let _g = check::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
+    let st = if status_is_real(status) || !info.recv {
+        status
+    } else {
+        &mut local
+    };
     let rc = call(st);
     if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && *request == MPI_REQUEST_NULL {
         finish(h, info, st, rc);
@@ -251,15 +344,24 @@ unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked
         return;
     }
     let handles = std::slice::from_raw_parts(requests, n as usize);
-    into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
+    into.extend(
+        handles
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))),
+    );
 }
 
 /// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
 type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
 
 /// Our status array where the application ignores statuses but we need receive sizes.
-fn statuses_for(n: c_int, statuses: *mut MPI_Status, infos: &[(usize, MPI_Request, ReqInfo)],
-                local: &mut Statuses) -> *mut MPI_Status {
+fn statuses_for(
+    n: c_int,
+    statuses: *mut MPI_Status,
+    infos: &[(usize, MPI_Request, ReqInfo)],
+    local: &mut Statuses,
+) -> *mut MPI_Status {
     if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
         return statuses;
     }
@@ -269,8 +371,12 @@ fn statuses_for(n: c_int, statuses: *mut MPI_Status, infos: &[(usize, MPI_Reques
 
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done; their
 /// status is at `status_of(position)`.
-unsafe fn finish_completed(requests: *mut MPI_Request, infos: &[(usize, MPI_Request, ReqInfo)], rc: c_int,
-                           status_of: impl Fn(usize) -> *const MPI_Status) {
+unsafe fn finish_completed(
+    requests: *mut MPI_Request,
+    infos: &[(usize, MPI_Request, ReqInfo)],
+    rc: c_int,
+    status_of: impl Fn(usize) -> *const MPI_Status,
+) {
     for &(i, h, info) in infos {
         if *requests.add(i) == MPI_REQUEST_NULL {
             finish(h, info, status_of(i), rc);
@@ -279,11 +385,20 @@ unsafe fn finish_completed(requests: *mut MPI_Request, infos: &[(usize, MPI_Requ
 }
 
 unsafe fn status_at(base: *mut MPI_Status, i: usize) -> *const MPI_Status {
-    if status_is_real(base) { base.add(i) } else { MPI_STATUS_IGNORE }
+    if status_is_real(base) {
+        base.add(i)
+    } else {
+        MPI_STATUS_IGNORE
+    }
 }
 
-pub unsafe fn waitall(name: &'static str, n: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status,
-                      call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn waitall(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(statuses);
     }
@@ -302,8 +417,14 @@ pub unsafe fn waitall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     rc
 }
 
-pub unsafe fn testall(name: &'static str, n: c_int, requests: *mut MPI_Request, flag: *mut c_int,
-                      statuses: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn testall(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(statuses);
     }
@@ -322,9 +443,15 @@ pub unsafe fn testall(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     rc
 }
 
-unsafe fn any_common(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int,
-                     flag: Option<*mut c_int>, status: *mut MPI_Status,
-                     call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+unsafe fn any_common(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    flag: Option<*mut c_int>,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(status);
     }
@@ -336,7 +463,11 @@ unsafe fn any_common(name: &'static str, n: c_int, requests: *mut MPI_Request, i
     let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = MPI_Status::default();
     let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
-    let st = if need { &mut local as *mut MPI_Status } else { status };
+    let st = if need {
+        &mut local as *mut MPI_Status
+    } else {
+        status
+    };
     let rc = call(st);
     let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
     if rc == MPI_SUCCESS && done && !index.is_null() && *index != MPI_UNDEFINED {
@@ -348,19 +479,38 @@ unsafe fn any_common(name: &'static str, n: c_int, requests: *mut MPI_Request, i
     rc
 }
 
-pub unsafe fn waitany(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int,
-                      status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn waitany(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     any_common(name, n, requests, index, None, status, call)
 }
 
-pub unsafe fn testany(name: &'static str, n: c_int, requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int,
-                      status: *mut MPI_Status, call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn testany(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     any_common(name, n, requests, index, Some(flag), status, call)
 }
 
-unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
-                      indices: *mut c_int, statuses: *mut MPI_Status,
-                      call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+unsafe fn some_common(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     if !on() {
         return call(statuses);
     }
@@ -373,7 +523,10 @@ unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
+        && !outcount.is_null()
+        && *outcount != MPI_UNDEFINED
+    {
         // The j-th completed request is indices[j]; its status is the j-th status.
         for j in 0..(*outcount).max(0) as usize {
             let k = *indices.add(j) as usize;
@@ -385,19 +538,35 @@ unsafe fn some_common(name: &'static str, n: c_int, requests: *mut MPI_Request, 
     rc
 }
 
-pub unsafe fn waitsome(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
-                       indices: *mut c_int, statuses: *mut MPI_Status,
-                       call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn waitsome(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)
 }
 
-pub unsafe fn testsome(name: &'static str, n: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
-                       indices: *mut c_int, statuses: *mut MPI_Status,
-                       call: impl FnOnce(*mut MPI_Status) -> c_int) -> c_int {
+pub unsafe fn testsome(
+    name: &'static str,
+    n: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)
 }
 
-pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn request_free(
+    _name: &'static str,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() || request.is_null() {
         return call();
     }
@@ -411,7 +580,11 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     rc
 }
 
-pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn collective(
+    name: &'static str,
+    comm: MPI_Comm,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -419,13 +592,19 @@ pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce()
     let _g = check::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        r.counters
+            .collectives
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     rc
 }
 
-pub unsafe fn icollective(name: &'static str, comm: MPI_Comm, request: *mut MPI_Request,
-                          call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn icollective(
+    name: &'static str,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }
@@ -434,7 +613,9 @@ pub unsafe fn icollective(name: &'static str, comm: MPI_Comm, request: *mut MPI_
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if report_on() {
-            r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            r.counters
+                .collectives
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         track(request, r, false);
     }

@@ -185,7 +185,9 @@ fn find_symbol_source() -> Result<Finder, String> {
     let probe = crate::cstr!("PMPI_Init");
     // Common case: MPICH is a dependency of the executable, behind us in the global scope.
     if !unsafe { libc::dlsym(libc::RTLD_NEXT, probe) }.is_null() {
-        return Ok(Box::new(|name: &CStr| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }));
+        return Ok(Box::new(|name: &CStr| unsafe {
+            libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
+        }));
     }
     // MPICH loaded with RTLD_LOCAL (for example by Python): find it among the loaded objects.
     for soname in ["libmpi.so.12", "libmpich.so.12", "libmpi.so", "libmpich.so"] {

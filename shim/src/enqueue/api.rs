@@ -4,24 +4,22 @@
 use super::ops::Kind;
 use super::{engine, request_stream, Engine, Queue};
 use crate::errors::{raise, Class};
-use crate::ffi_guard;
-use crate::runtime::{self, Runtime};
+use crate::mpix_entry;
+use crate::runtime::Runtime;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
-fn entry(name: &'static str, body: impl FnOnce(&'static Runtime) -> c_int) -> c_int {
-    ffi_guard(name, || match runtime::require(name) {
-        Ok(rt) => body(rt),
-        Err(code) => code,
-    })
-}
-
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
 fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c_int> {
     if comm == MPI_COMM_NULL {
-        return Err(raise(MPI_COMM_WORLD, Class::Comm, func, "the communicator is MPI_COMM_NULL"));
+        return Err(raise(
+            MPI_COMM_WORLD,
+            Class::Comm,
+            func,
+            "the communicator is MPI_COMM_NULL",
+        ));
     }
     let Some(entry) = rt.comms.get(comm) else {
         return Err(raise(
@@ -57,7 +55,12 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c
 
 fn count_ok(count: MPI_Count, comm: MPI_Comm, func: &str) -> Result<(), c_int> {
     if count < 0 {
-        return Err(raise(comm, Class::Count, func, &format!("count {count} is negative")));
+        return Err(raise(
+            comm,
+            Class::Count,
+            func,
+            &format!("count {count} is negative"),
+        ));
     }
     Ok(())
 }
@@ -92,12 +95,25 @@ macro_rules! p2p {
             tag: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($send), |rt| unsafe {
+            mpix_entry(stringify!($send), |rt| unsafe {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($send)) {
                     return c;
                 }
-                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
-                enqueue(rt, stringify!($send), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                let kind = Kind::Send {
+                    buf: buf as *mut c_void,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    dest,
+                    tag,
+                };
+                enqueue(
+                    rt,
+                    stringify!($send),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -111,12 +127,25 @@ macro_rules! p2p {
             comm: MPI_Comm,
             status: *mut MPI_Status,
         ) -> c_int {
-            entry(stringify!($recv), |rt| unsafe {
+            mpix_entry(stringify!($recv), |rt| unsafe {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($recv)) {
                     return c;
                 }
-                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
-                enqueue(rt, stringify!($recv), comm, kind, status, std::ptr::null_mut())
+                let kind = Kind::Recv {
+                    buf,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    source,
+                    tag,
+                };
+                enqueue(
+                    rt,
+                    stringify!($recv),
+                    comm,
+                    kind,
+                    status,
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -130,15 +159,33 @@ macro_rules! p2p {
             comm: MPI_Comm,
             request: *mut MPI_Request,
         ) -> c_int {
-            entry(stringify!($isend), |rt| unsafe {
+            mpix_entry(stringify!($isend), |rt| unsafe {
                 if request.is_null() {
-                    return raise(comm, Class::Arg, stringify!($isend), "the request argument is a null pointer");
+                    return raise(
+                        comm,
+                        Class::Arg,
+                        stringify!($isend),
+                        "the request argument is a null pointer",
+                    );
                 }
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($isend)) {
                     return c;
                 }
-                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
-                enqueue(rt, stringify!($isend), comm, kind, std::ptr::null_mut(), request)
+                let kind = Kind::Send {
+                    buf: buf as *mut c_void,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    dest,
+                    tag,
+                };
+                enqueue(
+                    rt,
+                    stringify!($isend),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    request,
+                )
             })
         }
 
@@ -152,22 +199,52 @@ macro_rules! p2p {
             comm: MPI_Comm,
             request: *mut MPI_Request,
         ) -> c_int {
-            entry(stringify!($irecv), |rt| unsafe {
+            mpix_entry(stringify!($irecv), |rt| unsafe {
                 if request.is_null() {
-                    return raise(comm, Class::Arg, stringify!($irecv), "the request argument is a null pointer");
+                    return raise(
+                        comm,
+                        Class::Arg,
+                        stringify!($irecv),
+                        "the request argument is a null pointer",
+                    );
                 }
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($irecv)) {
                     return c;
                 }
-                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
-                enqueue(rt, stringify!($irecv), comm, kind, std::ptr::null_mut(), request)
+                let kind = Kind::Recv {
+                    buf,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    source,
+                    tag,
+                };
+                enqueue(
+                    rt,
+                    stringify!($irecv),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    request,
+                )
             })
         }
     };
 }
 
-p2p!(MPIX_Send_enqueue, MPIX_Recv_enqueue, MPIX_Isend_enqueue, MPIX_Irecv_enqueue, c_int);
-p2p!(MPIX_Send_enqueue_c, MPIX_Recv_enqueue_c, MPIX_Isend_enqueue_c, MPIX_Irecv_enqueue_c, MPI_Count);
+p2p!(
+    MPIX_Send_enqueue,
+    MPIX_Recv_enqueue,
+    MPIX_Isend_enqueue,
+    MPIX_Irecv_enqueue,
+    c_int
+);
+p2p!(
+    MPIX_Send_enqueue_c,
+    MPIX_Recv_enqueue_c,
+    MPIX_Isend_enqueue_c,
+    MPIX_Irecv_enqueue_c,
+    MPI_Count
+);
 
 macro_rules! collectives {
     ($allreduce:ident, $bcast:ident, $reduce:ident, $allgather:ident, $alltoall:ident, $cnt:ty) => {
@@ -180,12 +257,25 @@ macro_rules! collectives {
             op: MPI_Op,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($allreduce), |rt| unsafe {
+            mpix_entry(stringify!($allreduce), |rt| unsafe {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($allreduce)) {
                     return c;
                 }
-                let kind = Kind::Allreduce { sbuf: sendbuf as *mut c_void, rbuf: recvbuf, count: count as MPI_Count, dt: datatype, op };
-                enqueue(rt, stringify!($allreduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                let kind = Kind::Allreduce {
+                    sbuf: sendbuf as *mut c_void,
+                    rbuf: recvbuf,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    op,
+                };
+                enqueue(
+                    rt,
+                    stringify!($allreduce),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -197,12 +287,24 @@ macro_rules! collectives {
             root: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($bcast), |rt| unsafe {
+            mpix_entry(stringify!($bcast), |rt| unsafe {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($bcast)) {
                     return c;
                 }
-                let kind = Kind::Bcast { buf: buffer, count: count as MPI_Count, dt: datatype, root };
-                enqueue(rt, stringify!($bcast), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                let kind = Kind::Bcast {
+                    buf: buffer,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    root,
+                };
+                enqueue(
+                    rt,
+                    stringify!($bcast),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -216,12 +318,26 @@ macro_rules! collectives {
             root: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($reduce), |rt| unsafe {
+            mpix_entry(stringify!($reduce), |rt| unsafe {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($reduce)) {
                     return c;
                 }
-                let kind = Kind::Reduce { sbuf: sendbuf as *mut c_void, rbuf: recvbuf, count: count as MPI_Count, dt: datatype, op, root };
-                enqueue(rt, stringify!($reduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                let kind = Kind::Reduce {
+                    sbuf: sendbuf as *mut c_void,
+                    rbuf: recvbuf,
+                    count: count as MPI_Count,
+                    dt: datatype,
+                    op,
+                    root,
+                };
+                enqueue(
+                    rt,
+                    stringify!($reduce),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -235,7 +351,7 @@ macro_rules! collectives {
             recvtype: MPI_Datatype,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($allgather), |rt| unsafe {
+            mpix_entry(stringify!($allgather), |rt| unsafe {
                 for c in [sendcount as MPI_Count, recvcount as MPI_Count] {
                     if let Err(code) = count_ok(c, comm, stringify!($allgather)) {
                         return code;
@@ -249,7 +365,14 @@ macro_rules! collectives {
                     rcount: recvcount as MPI_Count,
                     rtype: recvtype,
                 };
-                enqueue(rt, stringify!($allgather), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                enqueue(
+                    rt,
+                    stringify!($allgather),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
 
@@ -263,7 +386,7 @@ macro_rules! collectives {
             recvtype: MPI_Datatype,
             comm: MPI_Comm,
         ) -> c_int {
-            entry(stringify!($alltoall), |rt| unsafe {
+            mpix_entry(stringify!($alltoall), |rt| unsafe {
                 for c in [sendcount as MPI_Count, recvcount as MPI_Count] {
                     if let Err(code) = count_ok(c, comm, stringify!($alltoall)) {
                         return code;
@@ -277,13 +400,27 @@ macro_rules! collectives {
                     rcount: recvcount as MPI_Count,
                     rtype: recvtype,
                 };
-                enqueue(rt, stringify!($alltoall), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
+                enqueue(
+                    rt,
+                    stringify!($alltoall),
+                    comm,
+                    kind,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             })
         }
     };
 }
 
-collectives!(MPIX_Allreduce_enqueue, MPIX_Bcast_enqueue, MPIX_Reduce_enqueue, MPIX_Allgather_enqueue, MPIX_Alltoall_enqueue, c_int);
+collectives!(
+    MPIX_Allreduce_enqueue,
+    MPIX_Bcast_enqueue,
+    MPIX_Reduce_enqueue,
+    MPIX_Allgather_enqueue,
+    MPIX_Alltoall_enqueue,
+    c_int
+);
 collectives!(
     MPIX_Allreduce_enqueue_c,
     MPIX_Bcast_enqueue_c,
@@ -295,14 +432,26 @@ collectives!(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
-    entry("MPIX_Barrier_enqueue", |rt| unsafe {
-        enqueue(rt, "MPIX_Barrier_enqueue", comm, Kind::Barrier, std::ptr::null_mut(), std::ptr::null_mut())
+    mpix_entry("MPIX_Barrier_enqueue", |rt| unsafe {
+        enqueue(
+            rt,
+            "MPIX_Barrier_enqueue",
+            comm,
+            Kind::Barrier,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
     })
 }
 
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are
 /// skipped (their statuses set empty); requests are set to `MPI_REQUEST_NULL`.
-unsafe fn wait_enqueue(rt: &Runtime, func: &'static str, requests: &mut [MPI_Request], statuses: &[*mut MPI_Status]) -> c_int {
+unsafe fn wait_enqueue(
+    rt: &Runtime,
+    func: &'static str,
+    requests: &mut [MPI_Request],
+    statuses: &[*mut MPI_Status],
+) -> c_int {
     let mut eng: Option<Arc<Engine>> = None;
     let mut live = Vec::new();
     let mut dsts = Vec::new();
@@ -326,7 +475,9 @@ unsafe fn wait_enqueue(rt: &Runtime, func: &'static str, requests: &mut [MPI_Req
                 ),
             )
         };
-        let Some(e) = request_stream(h).and_then(engine) else { return not_ours() };
+        let Some(e) = request_stream(h).and_then(engine) else {
+            return not_ours();
+        };
         if !e.owns_request(h) {
             return not_ours();
         }
@@ -361,12 +512,25 @@ unsafe fn wait_enqueue(rt: &Runtime, func: &'static str, requests: &mut [MPI_Req
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Wait_enqueue(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    entry("MPIX_Wait_enqueue", |rt| unsafe {
+pub unsafe extern "C" fn MPIX_Wait_enqueue(
+    request: *mut MPI_Request,
+    status: *mut MPI_Status,
+) -> c_int {
+    mpix_entry("MPIX_Wait_enqueue", |rt| unsafe {
         if request.is_null() {
-            return raise(MPI_COMM_WORLD, Class::Arg, "MPIX_Wait_enqueue", "the request argument is a null pointer");
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Arg,
+                "MPIX_Wait_enqueue",
+                "the request argument is a null pointer",
+            );
         }
-        wait_enqueue(rt, "MPIX_Wait_enqueue", std::slice::from_raw_parts_mut(request, 1), &[status])
+        wait_enqueue(
+            rt,
+            "MPIX_Wait_enqueue",
+            std::slice::from_raw_parts_mut(request, 1),
+            &[status],
+        )
     })
 }
 
@@ -376,20 +540,32 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
     array_of_requests: *mut MPI_Request,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    entry("MPIX_Waitall_enqueue", |rt| unsafe {
+    mpix_entry("MPIX_Waitall_enqueue", |rt| unsafe {
         const F: &str = "MPIX_Waitall_enqueue";
         if count < 0 {
-            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("count {count} is negative"));
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Count,
+                F,
+                &format!("count {count} is negative"),
+            );
         }
         if count == 0 {
             return MPI_SUCCESS;
         }
         if array_of_requests.is_null() {
-            return raise(MPI_COMM_WORLD, Class::Arg, F, "array_of_requests is a null pointer");
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Arg,
+                F,
+                "array_of_requests is a null pointer",
+            );
         }
         let reqs = std::slice::from_raw_parts_mut(array_of_requests, count as usize);
         let dsts: Vec<*mut MPI_Status> = if status_is_real(array_of_statuses) {
-            (0..count as usize).map(|i| array_of_statuses.add(i)).collect()
+            (0..count as usize)
+                .map(|i| array_of_statuses.add(i))
+                .collect()
         } else {
             vec![std::ptr::null_mut(); count as usize]
         };
@@ -418,10 +594,15 @@ pub unsafe extern "C" fn MPIX_Host_queue_launch(
     func: Option<unsafe extern "C" fn(*mut c_void)>,
     arg: *mut c_void,
 ) -> c_int {
-    entry("MPIX_Host_queue_launch", |rt| {
+    mpix_entry("MPIX_Host_queue_launch", |rt| {
         const F: &str = "MPIX_Host_queue_launch";
         let Some(f) = func else {
-            return raise(MPI_COMM_WORLD, Class::Arg, F, "the function is a null pointer");
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Arg,
+                F,
+                "the function is a null pointer",
+            );
         };
         let eng = match host_engine(rt, stream, F) {
             Ok(e) => e,
@@ -436,7 +617,7 @@ pub unsafe extern "C" fn MPIX_Host_queue_launch(
 /// of an enqueued operation since the last report.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Host_queue_synchronize(stream: MPIX_Stream) -> c_int {
-    entry("MPIX_Host_queue_synchronize", |rt| {
+    mpix_entry("MPIX_Host_queue_synchronize", |rt| {
         const F: &str = "MPIX_Host_queue_synchronize";
         let eng = match host_engine(rt, stream, F) {
             Ok(e) => e,

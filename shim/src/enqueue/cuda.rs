@@ -70,7 +70,8 @@ pub fn probe() -> Result<(), String> {
 
 fn error_name(r: sys::CUresult) -> String {
     let mut p: *const std::os::raw::c_char = std::ptr::null();
-    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
+    let ok =
+        unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
     if ok {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     } else {
@@ -150,14 +151,22 @@ unsafe extern "C" fn host_write(arg: *mut c_void) {
     if a.word == READY_WORD {
         a.shared.flags.signal_ready(a.value);
     } else {
-        a.shared.flags.word(a.word).store(a.value, Ordering::Release);
+        a.shared
+            .flags
+            .word(a.word)
+            .store(a.value, Ordering::Release);
     }
 }
 
 unsafe extern "C" fn host_wait(arg: *mut c_void) {
     let a = Box::from_raw(arg as *mut HostArg);
     let seq = a.value;
-    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
+    a.shared.flags.wait_until(
+        |f| f.is_done(seq),
+        &a.shared.give_up,
+        a.shared.spin,
+        a.shared.yield_for,
+    );
 }
 
 /// A pinned staging buffer.
@@ -233,7 +242,11 @@ impl CudaQueue {
             let _g = CtxGuard::push(ctx)?;
             let mut host: *mut c_void = std::ptr::null_mut();
             check(
-                sys::cuMemHostAlloc(&mut host, WORDS * 4, sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP),
+                sys::cuMemHostAlloc(
+                    &mut host,
+                    WORDS * 4,
+                    sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+                ),
                 "cuMemHostAlloc (flag words)",
             )?;
             let block = PinnedBlock { ptr: host, ctx };
@@ -242,7 +255,10 @@ impl CudaQueue {
                 (*words.add(i)).store(flags::initial_word(i), Ordering::Relaxed);
             }
             let mut dev: sys::CUdeviceptr = 0;
-            check(sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0), "cuMemHostGetDevicePointer")?;
+            check(
+                sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0),
+                "cuMemHostGetDevicePointer",
+            )?;
             let flags = Arc::new(Flags::new(words, FlagMem::Pinned(Box::new(block))));
             let memops = match mode {
                 SyncMode::HostFn => false,
@@ -264,7 +280,12 @@ impl CudaQueue {
                     r == sys::CUresult::CUDA_SUCCESS
                 }
             };
-            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin, yield_for });
+            let shared = Arc::new(Shared {
+                flags: flags.clone(),
+                give_up: AtomicBool::new(false),
+                spin,
+                yield_for,
+            });
             let q = CudaQueue {
                 stream,
                 ctx,
@@ -272,7 +293,10 @@ impl CudaQueue {
                 dev_flags: dev,
                 shared,
                 gpu_aware,
-                state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
+                state: Mutex::new(Staging {
+                    pool: Vec::new(),
+                    next_pos: 1,
+                }),
             };
             Ok((q, flags))
         }
@@ -282,8 +306,16 @@ impl CudaQueue {
         format!(
             "CUDA stream {:p} ({}, {})",
             self.stream,
-            if self.memops { "stream memory operations" } else { "host functions" },
-            if self.gpu_aware { "device buffers passed to MPI" } else { "device buffers staged through pinned memory" }
+            if self.memops {
+                "stream memory operations"
+            } else {
+                "host functions"
+            },
+            if self.gpu_aware {
+                "device buffers passed to MPI"
+            } else {
+                "device buffers staged through pinned memory"
+            }
         )
     }
 
@@ -304,7 +336,11 @@ impl CudaQueue {
                 "cuStreamWriteValue32",
             )
         } else {
-            let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word, value }));
+            let arg = Box::into_raw(Box::new(HostArg {
+                shared: self.shared.clone(),
+                word,
+                value,
+            }));
             let r = sys::cuLaunchHostFunc(self.stream, Some(host_write), arg as *mut c_void);
             if r != sys::CUresult::CUDA_SUCCESS {
                 drop(Box::from_raw(arg));
@@ -334,7 +370,11 @@ impl CudaQueue {
                     "cuStreamWaitValue32",
                 )
             } else {
-                let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word: 0, value: seq }));
+                let arg = Box::into_raw(Box::new(HostArg {
+                    shared: self.shared.clone(),
+                    word: 0,
+                    value: seq,
+                }));
                 let r = sys::cuLaunchHostFunc(self.stream, Some(host_wait), arg as *mut c_void);
                 if r != sys::CUresult::CUDA_SUCCESS {
                     drop(Box::from_raw(arg));
@@ -347,7 +387,12 @@ impl CudaQueue {
     /// Stages the device buffers of operation `seq` (`kind` is rewritten to point at pinned copies;
     /// input copies are queued now, before the ready signal). Returns the copies back to the device,
     /// to queue after the operation's wait.
-    pub unsafe fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
+    pub unsafe fn stage(
+        &self,
+        kind: &mut Kind,
+        comm: MPI_Comm,
+        seq: u32,
+    ) -> Result<Staged, String> {
         if self.gpu_aware {
             return Ok(Staged::default());
         }
@@ -364,7 +409,9 @@ impl CudaQueue {
         self.recycle(&mut st);
         let mut staged = Staged::default();
         for b in bufs {
-            let Some((dev, bytes, lb)) = device_region(&b)? else { continue };
+            let Some((dev, bytes, lb)) = device_region(&b)? else {
+                continue;
+            };
             let idx = take(&mut st, bytes)?;
             let host = st.pool[idx].host;
             if b.input {
@@ -380,7 +427,12 @@ impl CudaQueue {
             // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
             kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
             if b.output {
-                staged.back.push(CopyBack { dev, host, bytes, buf: idx });
+                staged.back.push(CopyBack {
+                    dev,
+                    host,
+                    bytes,
+                    buf: idx,
+                });
             }
         }
         Ok(staged)
@@ -448,7 +500,9 @@ impl CudaQueue {
     /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`).
     pub fn release(&self) {
         unsafe {
-            let Ok(_g) = CtxGuard::push(self.ctx) else { return };
+            let Ok(_g) = CtxGuard::push(self.ctx) else {
+                return;
+            };
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             for b in st.pool.drain(..) {
                 sys::cuMemFreeHost(b.host as *mut c_void);
@@ -465,8 +519,18 @@ unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
     }
     let cap = bytes.max(4096).next_power_of_two();
     let mut host: *mut c_void = std::ptr::null_mut();
-    check(sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (staging)")?;
-    st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
+    check(
+        sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc (staging)",
+    )?;
+    st.pool.push(StageBuf {
+        host: host as *mut u8,
+        cap,
+        busy: true,
+        seq: 0,
+        output: false,
+        pos: None,
+    });
     Ok(st.pool.len() - 1)
 }
 
@@ -483,7 +547,9 @@ unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
         sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         addr,
     );
-    if r != sys::CUresult::CUDA_SUCCESS || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+    if r != sys::CUresult::CUDA_SUCCESS
+        || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+    {
         return Ok(None);
     }
     let mut managed: c_int = 0;
@@ -532,7 +598,9 @@ mod tests {
         if unsafe { libloading::Library::new(LIBCUDA) }.is_ok() {
             return;
         }
-        let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO).err().unwrap();
+        let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO)
+            .err()
+            .unwrap();
         assert!(e.contains("cannot be loaded"), "{e}");
     }
 }

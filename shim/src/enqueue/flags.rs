@@ -73,7 +73,9 @@ unsafe impl Sync for Flags {}
 
 impl Flags {
     pub fn on_heap() -> Flags {
-        let words: Box<[AtomicU32]> = (0..WORDS).map(|i| AtomicU32::new(initial_word(i))).collect();
+        let words: Box<[AtomicU32]> = (0..WORDS)
+            .map(|i| AtomicU32::new(initial_word(i)))
+            .collect();
         let base = words.as_ptr();
         Flags::new(base, FlagMem::Heap(words))
     }
@@ -120,7 +122,10 @@ impl Flags {
     /// Whether operation `seq` may take its done word (its predecessor in the word completed).
     #[inline]
     pub fn slot_free(&self, seq: u32) -> bool {
-        reached(self.word(done_word(seq)).load(Ordering::Acquire), seq.wrapping_sub(RING))
+        reached(
+            self.word(done_word(seq)).load(Ordering::Acquire),
+            seq.wrapping_sub(RING),
+        )
     }
 
     /// The host queue's "operation `seq` is ready" (the CUDA queue writes the word from the GPU).
@@ -141,7 +146,13 @@ impl Flags {
     /// Blocks until `cond` holds (re-checked after every `mark_done`) or `give_up` is set. Spins for
     /// `spin` turns, then yields the core for up to `yield_for`, before sleeping: a wake-up through
     /// the condition variable costs a context switch, but spinning starves oversubscribed cores.
-    pub fn wait_until(&self, cond: impl Fn(&Flags) -> bool, give_up: &AtomicBool, spin: u32, yield_for: Duration) -> bool {
+    pub fn wait_until(
+        &self,
+        cond: impl Fn(&Flags) -> bool,
+        give_up: &AtomicBool,
+        spin: u32,
+        yield_for: Duration,
+    ) -> bool {
         for _ in 0..spin {
             if cond(self) {
                 return true;
@@ -169,7 +180,11 @@ impl Flags {
             if give_up.load(Ordering::Acquire) {
                 break false;
             }
-            g = self.cv.wait_timeout(g, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         };
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
@@ -213,7 +228,8 @@ mod tests {
         assert!(!reached(u32::MAX - 2, 3));
         let f = Flags::on_heap();
         let seq = u32::MAX - 1;
-        f.word(done_word(seq)).store(seq.wrapping_sub(RING), Ordering::SeqCst);
+        f.word(done_word(seq))
+            .store(seq.wrapping_sub(RING), Ordering::SeqCst);
         assert!(f.slot_free(seq) && !f.is_done(seq));
         f.mark_done(seq);
         assert!(f.is_done(seq));
