@@ -40,17 +40,11 @@ impl CommTable {
 
     /// Records that `comm` carries stream `index` (and counts the attachment on the stream).
     pub fn attach(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, entry: CommEntry) {
-        rt.streams
-            .slot(entry.stream)
-            .comms
-            .fetch_add(1, Ordering::AcqRel);
+        rt.streams.slot(entry.stream).comms.fetch_add(1, Ordering::AcqRel);
         if let Some(old) = self.map.insert(comm, entry) {
             // A handle MPICH reused without our seeing the free (freed behind our back, e.g. by
             // MPI_Comm_disconnect): drop the stale attachment.
-            rt.streams
-                .slot(old.stream)
-                .comms
-                .fetch_sub(1, Ordering::AcqRel);
+            rt.streams.slot(old.stream).comms.fetch_sub(1, Ordering::AcqRel);
         } else {
             self.stream_comms.fetch_add(1, Ordering::Release);
         }
@@ -66,10 +60,7 @@ impl CommTable {
     pub fn detach(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm) -> Option<CommEntry> {
         let (_, entry) = self.map.remove(&comm)?;
         self.stream_comms.fetch_sub(1, Ordering::Release);
-        rt.streams
-            .slot(entry.stream)
-            .comms
-            .fetch_sub(1, Ordering::AcqRel);
+        rt.streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
         Some(entry)
     }
 
@@ -81,12 +72,7 @@ impl CommTable {
     }
 
     /// Records the multiplex communicator `comm`; counts an attachment on each of its local streams.
-    pub fn attach_multiplex(
-        &self,
-        rt: &crate::runtime::Runtime,
-        comm: MPI_Comm,
-        m: Arc<Multiplex>,
-    ) {
+    pub fn attach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: Arc<Multiplex>) {
         for &s in m.streams.iter().flatten() {
             rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
         }
@@ -100,12 +86,7 @@ impl CommTable {
 
     /// Forgets the multiplex communicator `comm` if it is still `m` (the handle may have been reused);
     /// releases the attachments of its streams.
-    pub fn detach_multiplex(
-        &self,
-        rt: &crate::runtime::Runtime,
-        comm: MPI_Comm,
-        m: &Arc<Multiplex>,
-    ) -> bool {
+    pub fn detach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: &Arc<Multiplex>) -> bool {
         let Some((_, old)) = self.multiplex.remove_if(&comm, |_, v| Arc::ptr_eq(v, m)) else {
             return false;
         };
@@ -120,9 +101,6 @@ impl CommTable {
     }
 
     pub fn entries(&self) -> Vec<(MPI_Comm, CommEntry)> {
-        self.map
-            .iter()
-            .map(|e| (*e.key(), e.value().clone()))
-            .collect()
+        self.map.iter().map(|e| (*e.key(), e.value().clone())).collect()
     }
 }

@@ -54,20 +54,12 @@ impl Config {
             None | Some("") | Some("auto") => BackendChoice::Auto,
             Some("native") => BackendChoice::Native,
             Some("serial") => BackendChoice::Serial,
-            Some(v) => {
-                return Err(format!(
-                    "MPIXSTREAM_BACKEND={v}: expected auto, native or serial"
-                ))
-            }
+            Some(v) => return Err(format!("MPIXSTREAM_BACKEND={v}: expected auto, native or serial")),
         };
         let policy = match get("MPIXSTREAM_POLICY").as_deref().map(str::trim) {
             None | Some("") | Some("implicit") => Policy::Implicit,
             Some("explicit") => Policy::Explicit,
-            Some(v) => {
-                return Err(format!(
-                    "MPIXSTREAM_POLICY={v}: expected implicit or explicit"
-                ))
-            }
+            Some(v) => return Err(format!("MPIXSTREAM_POLICY={v}: expected implicit or explicit")),
         };
         let streams = match get("MPIXSTREAM_STREAMS") {
             None => DEFAULT_STREAMS,
@@ -75,12 +67,7 @@ impl Config {
         };
         let implicit_vcis = match get("MPIXSTREAM_IMPLICIT_VCIS") {
             None => None,
-            Some(v) => Some(parse_count(
-                "MPIXSTREAM_IMPLICIT_VCIS",
-                &v,
-                1,
-                MAX_VCIS - 1,
-            )?),
+            Some(v) => Some(parse_count("MPIXSTREAM_IMPLICIT_VCIS", &v, 1, MAX_VCIS - 1)?),
         };
         if streams + implicit_vcis.unwrap_or(1) > MAX_VCIS {
             return Err(format!(
@@ -89,22 +76,14 @@ impl Config {
             ));
         }
         let verbose = parse_flag(get("MPIXSTREAM_VERBOSE"), "MPIXSTREAM_VERBOSE")?;
-        Ok(Config {
-            backend,
-            streams,
-            implicit_vcis,
-            policy,
-            verbose,
-        })
+        Ok(Config { backend, streams, implicit_vcis, policy, verbose })
     }
 }
 
 fn parse_count(name: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
     match v.trim().parse::<u32>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{name}={v}: expected a whole number from {lo} to {hi}"
-        )),
+        _ => Err(format!("{name}={v}: expected a whole number from {lo} to {hi}")),
     }
 }
 
@@ -122,10 +101,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn cfg(pairs: &[(&str, &str)]) -> Result<Config, String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_lookup(|k| m.get(k).cloned())
     }
 
@@ -141,19 +117,12 @@ mod tests {
 
     #[test]
     fn rejects_bad_values_with_the_accepted_ones() {
-        assert!(cfg(&[("MPIXSTREAM_BACKEND", "fast")])
-            .unwrap_err()
-            .contains("auto, native or serial"));
-        assert!(cfg(&[("MPIXSTREAM_STREAMS", "0")])
-            .unwrap_err()
-            .contains("1 to 63"));
+        assert!(cfg(&[("MPIXSTREAM_BACKEND", "fast")]).unwrap_err().contains("auto, native or serial"));
+        assert!(cfg(&[("MPIXSTREAM_STREAMS", "0")]).unwrap_err().contains("1 to 63"));
         assert!(cfg(&[("MPIXSTREAM_STREAMS", "x")]).is_err());
-        assert!(cfg(&[
-            ("MPIXSTREAM_STREAMS", "40"),
-            ("MPIXSTREAM_IMPLICIT_VCIS", "30")
-        ])
-        .unwrap_err()
-        .contains("limit of 64"));
+        assert!(cfg(&[("MPIXSTREAM_STREAMS", "40"), ("MPIXSTREAM_IMPLICIT_VCIS", "30")])
+            .unwrap_err()
+            .contains("limit of 64"));
         assert!(cfg(&[("MPIXSTREAM_VERBOSE", "maybe")]).is_err());
         assert!(cfg(&[("MPIXSTREAM_POLICY", "hash")]).is_err());
     }

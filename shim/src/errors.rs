@@ -89,11 +89,7 @@ impl Errors {
             let msg = format!("mpixstream: {:?} error (see earlier messages)", class);
             generic[i] = add_code(dynamic[i], &msg)?;
         }
-        Ok(Errors {
-            dynamic,
-            codes: Mutex::new(HashMap::new()),
-            generic,
-        })
+        Ok(Errors { dynamic, codes: Mutex::new(HashMap::new()), generic })
     }
 
     fn index(class: Class) -> usize {
@@ -121,10 +117,7 @@ impl Errors {
 
     /// Maps one of our dynamic classes to the standard class it stands for.
     pub fn standard_class(&self, dynamic_class: c_int) -> Option<c_int> {
-        self.dynamic
-            .iter()
-            .position(|&d| d == dynamic_class)
-            .map(|i| ALL[i].standard())
+        self.dynamic.iter().position(|&d| d == dynamic_class).map(|i| ALL[i].standard())
     }
 }
 
@@ -164,11 +157,7 @@ pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
         return class.standard();
     };
     let code = rt.errors.code(class, &text);
-    let target = if comm == MPI_COMM_NULL || !crate::runtime::comm_is_valid(comm) {
-        MPI_COMM_WORLD
-    } else {
-        comm
-    };
+    let target = if comm == MPI_COMM_NULL || !crate::runtime::comm_is_valid(comm) { MPI_COMM_WORLD } else { comm };
     unsafe { (pmpi().PMPI_Comm_call_errhandler)(target, code) };
     code
 }

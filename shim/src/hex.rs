@@ -41,10 +41,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::BadChar(p) => write!(f, "invalid character at position {p}"),
             DecodeError::Malformed(p) => write!(f, "malformed encoding at position {p}"),
             DecodeError::WrongLength { decoded, expected } => {
-                write!(
-                    f,
-                    "the value holds {decoded} bytes, {expected} were asked for"
-                )
+                write!(f, "the value holds {decoded} bytes, {expected} were asked for")
             }
         }
     }
@@ -66,14 +63,9 @@ pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'[' {
-            let close = s[i..]
-                .iter()
-                .position(|&c| c == b']')
-                .ok_or(DecodeError::Malformed(i))?
-                + i;
+            let close = s[i..].iter().position(|&c| c == b']').ok_or(DecodeError::Malformed(i))? + i;
             let digits = &text[i + 1..close];
-            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) || digits.len() > 9
-            {
+            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) || digits.len() > 9 {
                 return Err(DecodeError::Malformed(i));
             }
             let n: usize = digits.parse().map_err(|_| DecodeError::Malformed(i))?;
@@ -81,10 +73,7 @@ pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
                 return Err(if n == 0 {
                     DecodeError::Malformed(i)
                 } else {
-                    DecodeError::WrongLength {
-                        decoded: out.len() + n,
-                        expected,
-                    }
+                    DecodeError::WrongLength { decoded: out.len() + n, expected }
                 });
             }
             out.resize(out.len() + n, 0);
@@ -98,10 +87,7 @@ pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
         }
     }
     if out.len() != expected {
-        return Err(DecodeError::WrongLength {
-            decoded: out.len(),
-            expected,
-        });
+        return Err(DecodeError::WrongLength { decoded: out.len(), expected });
     }
     Ok(out)
 }
@@ -112,10 +98,7 @@ mod tests {
 
     /// Outputs of native MPICH 5.0.2's `MPIX_Info_set_hex`, read back with `MPI_Info_get`.
     const NATIVE: &[(&[u8], &str)] = &[
-        (
-            &[0xef, 0xbe, 0xad, 0xde, 0x55, 0x55, 0, 0],
-            "EFBEADDE5555[2]",
-        ),
+        (&[0xef, 0xbe, 0xad, 0xde, 0x55, 0x55, 0, 0], "EFBEADDE5555[2]"),
         (&[0, 0, 0, 0, 0, 0, 0, 0], "[8]"),
         (&[0, 1, 0, 0, 2, 0, 0, 0, 3, 0], "0001[2]02[3]0300"),
         (&[0x0a, 0], "0A00"),
@@ -140,20 +123,8 @@ mod tests {
         assert_eq!(decode("[0]", 0), Err(DecodeError::Malformed(0)));
         assert_eq!(decode("[x]", 1), Err(DecodeError::Malformed(0)));
         assert_eq!(decode("[3", 3), Err(DecodeError::Malformed(0)));
-        assert_eq!(
-            decode("00", 2),
-            Err(DecodeError::WrongLength {
-                decoded: 1,
-                expected: 2
-            })
-        );
-        assert_eq!(
-            decode("[4]", 2),
-            Err(DecodeError::WrongLength {
-                decoded: 4,
-                expected: 2
-            })
-        );
+        assert_eq!(decode("00", 2), Err(DecodeError::WrongLength { decoded: 1, expected: 2 }));
+        assert_eq!(decode("[4]", 2), Err(DecodeError::WrongLength { decoded: 4, expected: 2 }));
         assert_eq!(decode("efbe", 2).unwrap(), vec![0xef, 0xbe]);
     }
 
@@ -169,9 +140,7 @@ mod tests {
         };
         for _ in 0..20_000 {
             let len = (next() % 64) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| if next() % 3 == 0 { 0 } else { next() as u8 })
-                .collect();
+            let bytes: Vec<u8> = (0..len).map(|_| if next() % 3 == 0 { 0 } else { next() as u8 }).collect();
             let text = encode(&bytes);
             assert!(!text.contains("[1]") && !text.contains("[0]"), "{text}");
             assert_eq!(decode(&text, len).unwrap(), bytes, "{text}");

@@ -14,11 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
-pub unsafe fn init(
-    argc: *mut c_int,
-    argv: *mut *mut *mut c_char,
-    thread: Option<(c_int, *mut c_int)>,
-) -> c_int {
+pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
     ffi_guard("MPI_Init", || unsafe {
         let p = match pmpi::load() {
             Ok(p) => p,
@@ -32,16 +28,9 @@ pub unsafe fn init(
         let call = |p: &Pmpi| match thread {
             None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
             None => (p.PMPI_Init)(argc, argv),
-            Some((required, provided)) => (p.PMPI_Init_thread)(
-                argc,
-                argv,
-                if multiple {
-                    MPI_THREAD_MULTIPLE
-                } else {
-                    required
-                },
-                provided,
-            ),
+            Some((required, provided)) => {
+                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
+            }
         };
         if runtime::is_initialized_by_us() {
             // A second MPI_Init: MPICH reports the error.
@@ -76,11 +65,7 @@ pub unsafe fn init(
     })
 }
 
-unsafe fn start_runtime(
-    p: &Pmpi,
-    config: Config,
-    detected: backend::Detected,
-) -> Result<&'static Runtime, String> {
+unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -> Result<&'static Runtime, String> {
     let mut rank = 0;
     let mut size = 1;
     let mut level = MPI_THREAD_SINGLE;
@@ -109,23 +94,18 @@ unsafe fn start_runtime(
 }
 
 pub fn banner(rt: &Runtime) -> String {
-    let level = [
-        "MPI_THREAD_SINGLE",
-        "MPI_THREAD_FUNNELED",
-        "MPI_THREAD_SERIALIZED",
-        "MPI_THREAD_MULTIPLE",
-    ]
-    .get(rt.thread_level as usize)
-    .copied()
-    .unwrap_or("unknown");
+    let level = ["MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"]
+        .get(rt.thread_level as usize)
+        .copied()
+        .unwrap_or("unknown");
     let pool = rt.streams.capacity();
     let mapping = match rt.backend {
-        Backend::Native => format!(
-            "{pool} streams, each a native stream on its own reserved VCI (MPIR_CVAR_CH4_RESERVE_VCIS={pool})"
-        ),
-        Backend::Serial => format!(
-            "{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised"
-        ),
+        Backend::Native => {
+            format!("{pool} streams, each a native stream on its own reserved VCI (MPIR_CVAR_CH4_RESERVE_VCIS={pool})")
+        }
+        Backend::Serial => {
+            format!("{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised")
+        }
     };
     format!(
         "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {} | {} | {} ranks",
@@ -153,21 +133,11 @@ pub unsafe fn finalize() -> c_int {
         crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
         crate::query::tools_finalize();
-        if let Some(t) = rt
-            .global_progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();
         }
         for (_, slot) in rt.streams.live() {
-            if let Some(t) = slot
-                .progress
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-            {
+            if let Some(t) = slot.progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 t.stop();
             }
         }
@@ -212,29 +182,13 @@ pub unsafe fn comm_constructed(
             // The application's stream communicator: dup-like children share its stream (native MPICH
             // does the same for the endpoint; this is our bookkeeping of it).
             Some(e) if e.origin == Origin::User && kind.inherits_stream() => {
-                rt.comms.attach(
-                    rt,
-                    *newcomm,
-                    CommEntry {
-                        stream: e.stream,
-                        origin: Origin::User,
-                    },
-                );
+                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
                 rc
             }
             // A nonblocking dup of a policy communicator: MPICH gives the child the parent's stream (and
             // the policy cannot attach a new one without blocking), so record that they share it.
-            Some(e)
-                if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() =>
-            {
-                rt.comms.attach(
-                    rt,
-                    *newcomm,
-                    CommEntry {
-                        stream: e.stream,
-                        origin: Origin::Policy,
-                    },
-                );
+            Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
+                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::Policy });
                 rc
             }
             _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),

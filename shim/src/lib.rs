@@ -28,10 +28,7 @@ mpixstream_wrappers::interposers!(crate::hooks, crate::native_fixes);
 
 /// Runs an MPIX entry point: `ffi_guard`, and the runtime for the body, or, for a call outside
 /// `MPI_Init`..`MPI_Finalize`, the error it must return.
-pub(crate) fn mpix_entry(
-    name: &'static str,
-    body: impl FnOnce(&'static runtime::Runtime) -> c_int,
-) -> c_int {
+pub(crate) fn mpix_entry(name: &'static str, body: impl FnOnce(&'static runtime::Runtime) -> c_int) -> c_int {
     ffi_guard(name, || match runtime::require(name) {
         Ok(rt) => body(rt),
         Err(code) => code,

@@ -19,9 +19,7 @@ pub(crate) fn stream_or_raise<'a>(
     comm: MPI_Comm,
     func: &str,
 ) -> Result<(usize, &'a crate::streams::StreamSlot), c_int> {
-    rt.streams
-        .lookup(handle)
-        .map_err(|e: LookupError| raise(comm, Class::Stream, func, &e.describe(handle)))
+    rt.streams.lookup(handle).map_err(|e: LookupError| raise(comm, Class::Stream, func, &e.describe(handle)))
 }
 
 /// The stream's `type` info value, if any.
@@ -32,10 +30,7 @@ unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
     info_get_string(info, c"type".as_ptr())
 }
 
-pub(crate) unsafe fn info_get_string(
-    info: MPI_Info,
-    key: *const c_char,
-) -> Result<Option<String>, c_int> {
+pub(crate) unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
     let p = pmpi();
     let (mut len, mut flag) = (0, 0);
     let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
@@ -46,13 +41,7 @@ pub(crate) unsafe fn info_get_string(
         return Ok(None);
     }
     let mut buf = vec![0u8; len as usize + 1];
-    let rc = (p.PMPI_Info_get)(
-        info,
-        key,
-        len + 1,
-        buf.as_mut_ptr() as *mut c_char,
-        &mut flag,
-    );
+    let rc = (p.PMPI_Info_get)(info, key, len + 1, buf.as_mut_ptr() as *mut c_char, &mut flag);
     if rc != MPI_SUCCESS {
         return Err(rc);
     }
@@ -65,12 +54,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
     mpix_entry("MPIX_Stream_create", |rt| unsafe {
         const F: &str = "MPIX_Stream_create";
         if stream.is_null() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                F,
-                "the stream argument is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
         }
         // A non-empty `type` asks for a queue-backed stream (crate::enqueue).
         let queue = match info_type(info) {
@@ -95,11 +79,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
             );
         };
         match rt.backend.create_stream() {
-            Ok(native) => rt
-                .streams
-                .slot(index)
-                .native
-                .store(native, Ordering::Release),
+            Ok(native) => rt.streams.slot(index).native.store(native, Ordering::Release),
             Err(e) => {
                 rt.streams.release(index);
                 return raise(MPI_COMM_WORLD, Class::Other, F, &e);
@@ -122,12 +102,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Stream_free", |rt| unsafe {
         const F: &str = "MPIX_Stream_free";
         if stream.is_null() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                F,
-                "the stream argument is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
         }
         let (index, slot) = match stream_or_raise(rt, *stream, MPI_COMM_WORLD, F) {
             Ok(s) => s,
@@ -158,12 +133,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
                 ),
             );
         }
-        if slot
-            .progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-        {
+        if slot.progress.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
             return raise(
                 MPI_COMM_WORLD,
                 Class::Other,
@@ -187,28 +157,14 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_comm_create(
-    comm: MPI_Comm,
-    stream: MPIX_Stream,
-    newcomm: *mut MPI_Comm,
-) -> c_int {
+pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
     mpix_entry("MPIX_Stream_comm_create", |rt| unsafe {
         const F: &str = "MPIX_Stream_comm_create";
         if newcomm.is_null() {
-            return raise(
-                comm,
-                Class::Arg,
-                F,
-                "the newcomm argument is a null pointer",
-            );
+            return raise(comm, Class::Arg, F, "the newcomm argument is a null pointer");
         }
         if comm == MPI_COMM_NULL {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Comm,
-                F,
-                "the parent communicator is MPI_COMM_NULL",
-            );
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
         }
         let index = if stream == MPIX_STREAM_NULL {
             None
@@ -224,37 +180,21 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
             return rc;
         }
         if let Some(i) = index {
-            rt.comms.attach(
-                rt,
-                *newcomm,
-                CommEntry {
-                    stream: i,
-                    origin: Origin::User,
-                },
-            );
+            rt.comms.attach(rt, *newcomm, CommEntry { stream: i, origin: Origin::User });
         }
         MPI_SUCCESS
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Comm_get_stream(
-    comm: MPI_Comm,
-    idx: c_int,
-    stream: *mut MPIX_Stream,
-) -> c_int {
+pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Comm_get_stream", |rt| unsafe {
         const F: &str = "MPIX_Comm_get_stream";
         if stream.is_null() {
             return raise(comm, Class::Arg, F, "the stream argument is a null pointer");
         }
         if comm == MPI_COMM_NULL {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Comm,
-                F,
-                "the communicator is MPI_COMM_NULL",
-            );
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
         }
         if let Some(mx) = rt.comms.multiplex(comm) {
             return crate::multiplex::get_stream(&mx, idx, stream);
@@ -266,9 +206,7 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(
                 comm,
                 Class::Arg,
                 F,
-                &format!(
-                    "index {idx} is out of range: the communicator has 1 local stream (index 0)"
-                ),
+                &format!("index {idx} is out of range: the communicator has 1 local stream (index 0)"),
             );
         }
         *stream = entry.map_or(MPIX_STREAM_NULL, |e| StreamTable::handle(e.stream));
@@ -321,24 +259,14 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
         };
         let mut guard = holder.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_some() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Other,
-                F,
-                "a progress thread is already running on this stream",
-            );
+            return raise(MPI_COMM_WORLD, Class::Other, F, "a progress thread is already running on this stream");
         }
         match ProgressThread::start(index) {
             Ok(t) => {
                 *guard = Some(t);
                 MPI_SUCCESS
             }
-            Err(e) => raise(
-                MPI_COMM_WORLD,
-                Class::Other,
-                F,
-                &format!("cannot start a thread: {e}"),
-            ),
+            Err(e) => raise(MPI_COMM_WORLD, Class::Other, F, &format!("cannot start a thread: {e}")),
         }
     })
 }
@@ -361,12 +289,7 @@ pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int
                 t.stop();
                 MPI_SUCCESS
             }
-            None => raise(
-                MPI_COMM_WORLD,
-                Class::Other,
-                F,
-                "no progress thread is running on this stream",
-            ),
+            None => raise(MPI_COMM_WORLD, Class::Other, F, "no progress thread is running on this stream"),
         }
     })
 }
@@ -385,21 +308,13 @@ pub unsafe extern "C" fn MPIX_Info_set_hex(
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the key is a null pointer");
         }
         if value_size < 0 {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Count,
-                F,
-                &format!("value_size {value_size} is negative"),
-            );
+            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("value_size {value_size} is negative"));
         }
         if value.is_null() && value_size > 0 {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
         }
-        let bytes = if value_size == 0 {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(value as *const u8, value_size as usize)
-        };
+        let bytes =
+            if value_size == 0 { &[][..] } else { std::slice::from_raw_parts(value as *const u8, value_size as usize) };
         let text = hex::encode(bytes);
         if text.len() > MPI_MAX_INFO_VAL {
             return raise(
@@ -431,20 +346,10 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
         const F: &str = "MPIX_Info_get_hex";
         let _ = rt;
         if key.is_null() || flag.is_null() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                F,
-                "the key or flag argument is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the key or flag argument is a null pointer");
         }
         if value_size < 0 {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Count,
-                F,
-                &format!("value_size {value_size} is negative"),
-            );
+            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("value_size {value_size} is negative"));
         }
         if value.is_null() && value_size > 0 {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
@@ -465,12 +370,7 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
             }
             Err(e) => {
                 let key = CStr::from_ptr(key).to_string_lossy();
-                raise(
-                    MPI_COMM_WORLD,
-                    Class::InfoValue,
-                    F,
-                    &format!("info key \"{key}\" = \"{text}\": {e}"),
-                )
+                raise(MPI_COMM_WORLD, Class::InfoValue, F, &format!("info key \"{key}\" = \"{text}\": {e}"))
             }
         }
     })

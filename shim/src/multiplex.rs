@@ -193,11 +193,7 @@ impl Multiplex {
         hidden: Box<[MPI_Comm]>,
     ) -> Multiplex {
         let width = counts.iter().copied().max().unwrap_or(0).max(0);
-        let max_tag = if width > 0 {
-            (tag_ub - (width - 1)) / width
-        } else {
-            tag_ub
-        };
+        let max_tag = if width > 0 { (tag_ub - (width - 1)) / width } else { tag_ub };
         let engines = (0..streams.len())
             .map(|d| Engine {
                 hidden: hidden[d],
@@ -256,11 +252,7 @@ impl Multiplex {
     #[cold]
     fn bad_index(&self, rank: c_int, idx: c_int, which: &str, f: &str) -> c_int {
         let n = self.counts[rank as usize];
-        let who = if rank == self.rank {
-            "this process".to_string()
-        } else {
-            format!("rank {rank}")
-        };
+        let who = if rank == self.rank { "this process".to_string() } else { format!("rank {rank}") };
         if idx == MPIX_ANY_INDEX && which == "dest_stream_index" {
             return raise(
                 self.comm,
@@ -270,11 +262,7 @@ impl Multiplex {
             );
         }
         if rank == self.rank {
-            let valid = if n > 0 {
-                format!("valid indices: 0 to {}", n - 1)
-            } else {
-                "it has no indices".into()
-            };
+            let valid = if n > 0 { format!("valid indices: 0 to {}", n - 1) } else { "it has no indices".into() };
             raise(
                 self.comm,
                 Class::Arg,
@@ -311,10 +299,7 @@ impl Multiplex {
                 self.comm,
                 Class::Rank,
                 f,
-                &format!(
-                    "{which} {rank} is not a rank of the communicator (size {})",
-                    self.size()
-                ),
+                &format!("{which} {rank} is not a rank of the communicator (size {})", self.size()),
             ))
         }
     }
@@ -382,11 +367,7 @@ impl Engine {
     /// Adds a receive: takes the first matching unexpected message, else joins the posted queue.
     unsafe fn post(&self, mx: &Multiplex, st: &mut EngineState, op: Arc<RecvOp>) {
         mx.pending.fetch_add(1, Ordering::AcqRel);
-        match st
-            .unexpected
-            .iter()
-            .position(|u| op.matches(u.source, u.sidx, u.tag))
-        {
+        match st.unexpected.iter().position(|u| op.matches(u.source, u.sidx, u.tag)) {
             Some(i) => {
                 let u = st.unexpected.remove(i).unwrap_or_else(|| unreachable!());
                 start(st, op, u.msg, &u.status, u.tag);
@@ -408,29 +389,17 @@ impl Engine {
         if !st.posted.is_empty() || mx.released.load(Ordering::Acquire) {
             return None;
         }
-        if let Some(i) = st
-            .unexpected
-            .iter()
-            .position(|u| envelope_matches(want, u.source, u.sidx, u.tag))
-        {
+        if let Some(i) = st.unexpected.iter().position(|u| envelope_matches(want, u.source, u.sidx, u.tag)) {
             let u = st.unexpected.remove(i)?;
             return Some((u.msg, u.status, u.tag));
         }
-        self.turns
-            .store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let p = pmpi();
         for _ in 0..PROBE_BUDGET {
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
             let mut status = MPI_Status::default();
-            let rc = (p.PMPI_Improbe)(
-                MPI_ANY_SOURCE,
-                MPI_ANY_TAG,
-                self.hidden,
-                &mut flag,
-                &mut msg,
-                &mut status,
-            );
+            let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, self.hidden, &mut flag, &mut msg, &mut status);
             if rc != MPI_SUCCESS || flag == 0 {
                 self.idle_skips.store(IDLE_POLL_SKIPS, Ordering::Relaxed);
                 return None;
@@ -439,13 +408,7 @@ impl Engine {
             if envelope_matches(want, status.MPI_SOURCE, sidx, tag) {
                 return Some((msg, status, tag));
             }
-            st.unexpected.push_back(Unexpected {
-                msg,
-                status,
-                source: status.MPI_SOURCE,
-                sidx,
-                tag,
-            });
+            st.unexpected.push_back(Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag });
         }
         None
     }
@@ -456,18 +419,14 @@ impl Engine {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
-        self.turns
-            .store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let p = pmpi();
         if self.cancels.swap(false, Ordering::AcqRel) {
             let mut i = 0;
             while i < st.posted.len() {
                 if st.posted[i].cancel.load(Ordering::Acquire) {
                     if let Some(op) = st.posted.remove(i) {
-                        op.finish(Outcome {
-                            cancelled: true,
-                            ..Default::default()
-                        });
+                        op.finish(Outcome { cancelled: true, ..Default::default() });
                     }
                 } else {
                     i += 1;
@@ -483,11 +442,7 @@ impl Engine {
                 let f = st.inflight.swap_remove(i);
                 status.MPI_SOURCE = f.source;
                 status.MPI_TAG = f.tag;
-                f.op.finish(Outcome {
-                    status,
-                    error: rc,
-                    cancelled: false,
-                });
+                f.op.finish(Outcome { status, error: rc, cancelled: false });
             } else {
                 i += 1;
             }
@@ -500,40 +455,22 @@ impl Engine {
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
             let mut status = MPI_Status::default();
-            let rc = (p.PMPI_Improbe)(
-                MPI_ANY_SOURCE,
-                MPI_ANY_TAG,
-                self.hidden,
-                &mut flag,
-                &mut msg,
-                &mut status,
-            );
+            let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, self.hidden, &mut flag, &mut msg, &mut status);
             if rc != MPI_SUCCESS || flag == 0 {
                 drained = true;
                 break;
             }
             let (tag, sidx) = mx.decode(status.MPI_TAG);
             let source = status.MPI_SOURCE;
-            match st
-                .posted
-                .iter()
-                .position(|op| op.matches(source, sidx, tag))
-            {
+            match st.posted.iter().position(|op| op.matches(source, sidx, tag)) {
                 Some(i) => {
                     let op = st.posted.remove(i).unwrap_or_else(|| unreachable!());
                     start(st, op, msg, &status, tag);
                 }
-                None => st.unexpected.push_back(Unexpected {
-                    msg,
-                    status,
-                    source,
-                    sidx,
-                    tag,
-                }),
+                None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
             }
         }
-        self.idle_skips
-            .store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
+        self.idle_skips.store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
     }
 
     /// Whether a poll function should skip its turn (see `idle_skips`); counts the skip.
@@ -552,47 +489,27 @@ impl Engine {
 /// high ones above the cancelled bit), without a call into MPICH.
 #[inline]
 fn status_bytes(status: &MPI_Status) -> MPI_Count {
-    (status.count_lo as u32 as MPI_Count)
-        | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
+    (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
 }
 
 /// Receives matched message `msg` into `op`'s buffer (engine lock held).
-unsafe fn start(
-    st: &mut EngineState,
-    op: Arc<RecvOp>,
-    mut msg: MPI_Message,
-    status: &MPI_Status,
-    tag: c_int,
-) {
+unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
     let p = pmpi();
     if status_bytes(status) <= MRECV_MAX_BYTES {
         let mut got = MPI_Status::default();
         let rc = (p.PMPI_Mrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut got);
         got.MPI_SOURCE = status.MPI_SOURCE;
         got.MPI_TAG = tag;
-        op.finish(Outcome {
-            status: got,
-            error: rc,
-            cancelled: false,
-        });
+        op.finish(Outcome { status: got, error: rc, cancelled: false });
     } else {
         let mut req = MPI_REQUEST_NULL;
         let rc = (p.PMPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req);
         if rc != MPI_SUCCESS {
             let mut got = *status;
             got.MPI_TAG = tag;
-            op.finish(Outcome {
-                status: got,
-                error: rc,
-                cancelled: false,
-            });
+            op.finish(Outcome { status: got, error: rc, cancelled: false });
         } else {
-            st.inflight.push(Inflight {
-                op,
-                req,
-                source: status.MPI_SOURCE,
-                tag,
-            });
+            st.inflight.push(Inflight { op, req, source: status.MPI_SOURCE, tag });
         }
     }
 }
@@ -688,9 +605,7 @@ unsafe extern "C" fn greq_cancel(extra: *mut c_void, complete: c_int) -> c_int {
         let op = &*(extra as *const RecvOp);
         if complete == 0 && !op.is_done() {
             op.cancel.store(true, Ordering::Release);
-            op.mx.engines[op.index]
-                .cancels
-                .store(true, Ordering::Release);
+            op.mx.engines[op.index].cancels.store(true, Ordering::Release);
         }
         MPI_SUCCESS
     })
@@ -733,36 +648,30 @@ fn register(rt: &Runtime, mx: &Arc<Multiplex>) {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    let spawned = std::thread::Builder::new()
-        .name("mpixstream-multiplex".into())
-        .spawn(move || {
-            while !flag.load(Ordering::Acquire) {
-                std::thread::sleep(PROGRESS_PERIOD);
-                let live: Vec<Arc<Multiplex>> =
-                    lock(&REGISTRY).iter().filter_map(|w| w.upgrade()).collect();
-                for mx in live {
-                    if mx.released.load(Ordering::Acquire)
-                        || mx.pending.load(Ordering::Acquire) == 0
-                    {
-                        continue;
-                    }
-                    for e in mx.engines.iter() {
-                        let turns = e.turns.load(Ordering::Relaxed);
-                        if e.watched.swap(turns, Ordering::Relaxed) != turns {
-                            continue; // someone turned it since our last look
-                        }
-                        if let Ok(mut st) = e.state.try_lock() {
-                            if !st.posted.is_empty() || !st.inflight.is_empty() {
-                                unsafe { e.drive(&mx, &mut st, None) };
-                                e.watched
-                                    .store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    mx.maybe_release();
+    let spawned = std::thread::Builder::new().name("mpixstream-multiplex".into()).spawn(move || {
+        while !flag.load(Ordering::Acquire) {
+            std::thread::sleep(PROGRESS_PERIOD);
+            let live: Vec<Arc<Multiplex>> = lock(&REGISTRY).iter().filter_map(|w| w.upgrade()).collect();
+            for mx in live {
+                if mx.released.load(Ordering::Acquire) || mx.pending.load(Ordering::Acquire) == 0 {
+                    continue;
                 }
+                for e in mx.engines.iter() {
+                    let turns = e.turns.load(Ordering::Relaxed);
+                    if e.watched.swap(turns, Ordering::Relaxed) != turns {
+                        continue; // someone turned it since our last look
+                    }
+                    if let Ok(mut st) = e.state.try_lock() {
+                        if !st.posted.is_empty() || !st.inflight.is_empty() {
+                            unsafe { e.drive(&mx, &mut st, None) };
+                            e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
+                        }
+                    }
+                }
+                mx.maybe_release();
             }
-        });
+        }
+    });
     if let Ok(handle) = spawned {
         *guard = Some(ProgressThread { stop, handle });
     }
@@ -838,10 +747,7 @@ unsafe fn local_streams(
         return Err((Class::Count, format!("count {count} is negative")));
     }
     if count > 0 && array.is_null() {
-        return Err((
-            Class::Arg,
-            format!("array_of_streams is a null pointer and count is {count}"),
-        ));
+        return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
     }
     let mut out = Vec::with_capacity(count as usize);
     for i in 0..count as usize {
@@ -849,12 +755,7 @@ unsafe fn local_streams(
         match rt.streams.lookup(h) {
             Ok((slot, _)) => out.push(Some(slot)),
             Err(LookupError::Null) => out.push(None),
-            Err(e) => {
-                return Err((
-                    Class::Stream,
-                    format!("array_of_streams[{i}]: {}", e.describe(h)),
-                ))
-            }
+            Err(e) => return Err((Class::Stream, format!("array_of_streams[{i}]: {}", e.describe(h)))),
         }
     }
     Ok(out.into_boxed_slice())
@@ -903,12 +804,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         const F: &str = "MPIX_Stream_comm_create_multiplex";
         let p = pmpi();
         if comm == MPI_COMM_NULL {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Comm,
-                F,
-                "the parent communicator is MPI_COMM_NULL",
-            );
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
         }
         let mut inter = 0;
         let rc = (p.PMPI_Comm_test_inter)(comm, &mut inter);
@@ -916,7 +812,12 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
             return rc;
         }
         if inter != 0 {
-            return raise(comm, Class::Comm, F, "the parent is an intercommunicator; multiplex communicators need an intracommunicator");
+            return raise(
+                comm,
+                Class::Comm,
+                F,
+                "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
+            );
         }
         let local = local_streams(rt, count, array_of_streams, newcomm);
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
@@ -955,17 +856,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         }
         let mut ub: *mut c_int = std::ptr::null_mut();
         let mut flag = 0;
-        (p.PMPI_Comm_get_attr)(
-            comm,
-            MPI_TAG_UB,
-            &mut ub as *mut *mut c_int as *mut c_void,
-            &mut flag,
-        );
-        let tag_ub = if flag != 0 && !ub.is_null() {
-            *ub
-        } else {
-            32767
-        };
+        (p.PMPI_Comm_get_attr)(comm, MPI_TAG_UB, &mut ub as *mut *mut c_int as *mut c_void, &mut flag);
+        let tag_ub = if flag != 0 && !ub.is_null() { *ub } else { 32767 };
         let mut user = MPI_COMM_NULL;
         let rc = (p.PMPI_Comm_dup)(comm, &mut user);
         if rc != MPI_SUCCESS {
@@ -1008,12 +900,7 @@ pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -
 #[cold]
 fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
     if comm == MPI_COMM_NULL {
-        return raise(
-            MPI_COMM_WORLD,
-            Class::Comm,
-            f,
-            "the communicator is MPI_COMM_NULL",
-        );
+        return raise(MPI_COMM_WORLD, Class::Comm, f, "the communicator is MPI_COMM_NULL");
     }
     let what = if rt.comms.get(comm).is_some() {
         "a single-stream communicator (MPIX_Stream_comm_create)"
@@ -1070,20 +957,10 @@ fn send_route(
         return Err(not_multiplex(rt, comm, f));
     };
     if count < 0 {
-        return Err(raise(
-            comm,
-            Class::Count,
-            f,
-            &format!("count {count} is negative"),
-        ));
+        return Err(raise(comm, Class::Count, f, &format!("count {count} is negative")));
     }
     if request.is_some_and(|r| r.is_null()) {
-        return Err(raise(
-            comm,
-            Class::Arg,
-            f,
-            "the request argument is a null pointer",
-        ));
+        return Err(raise(comm, Class::Arg, f, "the request argument is a null pointer"));
     }
     let si_ok = mx.local_index(si, "source_stream_index", f)?;
     if dest == MPI_PROC_NULL {
@@ -1121,9 +998,7 @@ pub unsafe extern "C" fn MPIX_Stream_send(
         ) {
             Err(rc) => rc,
             Ok(Route::ProcNull) => MPI_SUCCESS,
-            Ok(Route::To(h, t, _mx)) => {
-                forward(comm, (pmpi().PMPI_Send)(buf, count, datatype, dest, t, h))
-            }
+            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send)(buf, count, datatype, dest, t, h)),
         }
     })
 }
@@ -1140,22 +1015,11 @@ pub unsafe extern "C" fn MPIX_Stream_send_c(
     dest_stream_index: c_int,
 ) -> c_int {
     mpix_entry("MPIX_Stream_send_c", |rt| unsafe {
-        match send_route(
-            rt,
-            "MPIX_Stream_send_c",
-            comm,
-            count,
-            None,
-            dest,
-            tag,
-            source_stream_index,
-            dest_stream_index,
-        ) {
+        match send_route(rt, "MPIX_Stream_send_c", comm, count, None, dest, tag, source_stream_index, dest_stream_index)
+        {
             Err(rc) => rc,
             Ok(Route::ProcNull) => MPI_SUCCESS,
-            Ok(Route::To(h, t, _mx)) => {
-                forward(comm, (pmpi().PMPI_Send_c)(buf, count, datatype, dest, t, h))
-            }
+            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send_c)(buf, count, datatype, dest, t, h)),
         }
     })
 }
@@ -1185,14 +1049,10 @@ pub unsafe extern "C" fn MPIX_Stream_isend(
             dest_stream_index,
         ) {
             Err(rc) => rc,
-            Ok(Route::ProcNull) => forward(
-                comm,
-                (pmpi().PMPI_Isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request),
-            ),
-            Ok(Route::To(h, t, _mx)) => forward(
-                comm,
-                (pmpi().PMPI_Isend)(buf, count, datatype, dest, t, h, request),
-            ),
+            Ok(Route::ProcNull) => {
+                forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+            }
+            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, dest, t, h, request)),
         }
     })
 }
@@ -1222,14 +1082,10 @@ pub unsafe extern "C" fn MPIX_Stream_isend_c(
             dest_stream_index,
         ) {
             Err(rc) => rc,
-            Ok(Route::ProcNull) => forward(
-                comm,
-                (pmpi().PMPI_Isend_c)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request),
-            ),
-            Ok(Route::To(h, t, _mx)) => forward(
-                comm,
-                (pmpi().PMPI_Isend_c)(buf, count, datatype, dest, t, h, request),
-            ),
+            Ok(Route::ProcNull) => {
+                forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+            }
+            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, dest, t, h, request)),
         }
     })
 }
@@ -1259,12 +1115,7 @@ unsafe fn recv(
     };
     if let RecvOut::Nonblocking(r) = out {
         if r.is_null() {
-            return raise(
-                comm,
-                Class::Arg,
-                f,
-                "the request argument is a null pointer",
-            );
+            return raise(comm, Class::Arg, f, "the request argument is a null pointer");
         }
     }
     let d = match mx.local_index(di, "dest_stream_index", f) {
@@ -1277,11 +1128,7 @@ unsafe fn recv(
     if source == MPI_PROC_NULL {
         // As MPI: at once, source MPI_PROC_NULL, tag MPI_ANY_TAG, count 0 (set here: MPICH 4.0.2's own
         // MPI_Irecv from MPI_PROC_NULL reports source 0).
-        let mut empty = MPI_Status {
-            MPI_SOURCE: MPI_PROC_NULL,
-            MPI_TAG: MPI_ANY_TAG,
-            ..Default::default()
-        };
+        let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
         (p.PMPI_Status_set_elements_x)(&mut empty, MPI_BYTE, 0);
         (p.PMPI_Status_set_cancelled)(&mut empty, 0);
         return match out {
@@ -1305,22 +1152,11 @@ unsafe fn recv(
                     greq: AtomicI32::new(MPI_REQUEST_NULL),
                     cancel: AtomicBool::new(false),
                     done: AtomicBool::new(true),
-                    outcome: UnsafeCell::new(Outcome {
-                        status: empty,
-                        error: MPI_SUCCESS,
-                        cancelled: false,
-                    }),
+                    outcome: UnsafeCell::new(Outcome { status: empty, error: MPI_SUCCESS, cancelled: false }),
                 });
                 let extra = Arc::into_raw(op) as *mut c_void;
-                let rc = (p.PMPIX_Grequest_start)(
-                    greq_query,
-                    greq_free,
-                    greq_cancel,
-                    greq_poll,
-                    Some(greq_wait),
-                    extra,
-                    r,
-                );
+                let rc =
+                    (p.PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, r);
                 if rc != MPI_SUCCESS {
                     drop(Arc::from_raw(extra as *const RecvOp));
                     return forward(comm, rc);

@@ -53,33 +53,16 @@ pub unsafe fn sendrecv(
     let next = next_mpi(p);
     if native_stream_of(comm).is_none() {
         return (next.sendrecv)(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-            recvtag, comm, status,
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
     }
     let mut reqs = [MPI_REQUEST_NULL; 2];
     let mut statuses = [MPI_Status::default(); 2];
-    let rc = (next.irecv)(
-        recvbuf,
-        recvcount,
-        recvtype,
-        source,
-        recvtag,
-        comm,
-        &mut reqs[0],
-    );
+    let rc = (next.irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let rc = (next.isend)(
-        sendbuf,
-        sendcount,
-        sendtype,
-        dest,
-        sendtag,
-        comm,
-        &mut reqs[1],
-    );
+    let rc = (next.isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
     if rc != MPI_SUCCESS {
         (p.PMPI_Cancel)(&mut reqs[0]);
         (p.PMPI_Request_free)(&mut reqs[0]);
@@ -91,11 +74,7 @@ pub unsafe fn sendrecv(
     }
     if rc == MPI_ERR_IN_STATUS {
         // MPI_Sendrecv reports the failing operation's own code.
-        return if statuses[0].MPI_ERROR != MPI_SUCCESS {
-            statuses[0].MPI_ERROR
-        } else {
-            statuses[1].MPI_ERROR
-        };
+        return if statuses[0].MPI_ERROR != MPI_SUCCESS { statuses[0].MPI_ERROR } else { statuses[1].MPI_ERROR };
     }
     rc
 }
@@ -114,37 +93,15 @@ type SendrecvFn = unsafe extern "C" fn(
     MPI_Comm,
     *mut MPI_Status,
 ) -> c_int;
-type IrecvFn = unsafe extern "C" fn(
-    *mut c_void,
-    c_int,
-    MPI_Datatype,
-    c_int,
-    c_int,
-    MPI_Comm,
-    *mut MPI_Request,
-) -> c_int;
-type IsendFn = unsafe extern "C" fn(
-    *const c_void,
-    c_int,
-    MPI_Datatype,
-    c_int,
-    c_int,
-    MPI_Comm,
-    *mut MPI_Request,
-) -> c_int;
+type IrecvFn =
+    unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
+type IsendFn =
+    unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
 type WaitallFn = unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int;
 type ProbeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int;
 type IprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int;
-type MprobeFn =
-    unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int;
-type ImprobeFn = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    MPI_Comm,
-    *mut c_int,
-    *mut MPI_Message,
-    *mut MPI_Status,
-) -> c_int;
+type MprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int;
+type ImprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int;
 
 /// The `MPI_*` definitions that follow ours in the preload chain.
 struct NextMpi {
@@ -175,34 +132,13 @@ fn next_mpi(p: &'static Pmpi) -> &'static NextMpi {
                 c"MPI_Sendrecv",
                 p.PMPI_Sendrecv as *mut c_void,
             )),
-            irecv: std::mem::transmute::<*mut c_void, IrecvFn>(pick(
-                c"MPI_Irecv",
-                p.PMPI_Irecv as *mut c_void,
-            )),
-            isend: std::mem::transmute::<*mut c_void, IsendFn>(pick(
-                c"MPI_Isend",
-                p.PMPI_Isend as *mut c_void,
-            )),
-            waitall: std::mem::transmute::<*mut c_void, WaitallFn>(pick(
-                c"MPI_Waitall",
-                p.PMPI_Waitall as *mut c_void,
-            )),
-            probe: std::mem::transmute::<*mut c_void, ProbeFn>(pick(
-                c"MPI_Probe",
-                p.PMPI_Probe as *mut c_void,
-            )),
-            iprobe: std::mem::transmute::<*mut c_void, IprobeFn>(pick(
-                c"MPI_Iprobe",
-                p.PMPI_Iprobe as *mut c_void,
-            )),
-            mprobe: std::mem::transmute::<*mut c_void, MprobeFn>(pick(
-                c"MPI_Mprobe",
-                p.PMPI_Mprobe as *mut c_void,
-            )),
-            improbe: std::mem::transmute::<*mut c_void, ImprobeFn>(pick(
-                c"MPI_Improbe",
-                p.PMPI_Improbe as *mut c_void,
-            )),
+            irecv: std::mem::transmute::<*mut c_void, IrecvFn>(pick(c"MPI_Irecv", p.PMPI_Irecv as *mut c_void)),
+            isend: std::mem::transmute::<*mut c_void, IsendFn>(pick(c"MPI_Isend", p.PMPI_Isend as *mut c_void)),
+            waitall: std::mem::transmute::<*mut c_void, WaitallFn>(pick(c"MPI_Waitall", p.PMPI_Waitall as *mut c_void)),
+            probe: std::mem::transmute::<*mut c_void, ProbeFn>(pick(c"MPI_Probe", p.PMPI_Probe as *mut c_void)),
+            iprobe: std::mem::transmute::<*mut c_void, IprobeFn>(pick(c"MPI_Iprobe", p.PMPI_Iprobe as *mut c_void)),
+            mprobe: std::mem::transmute::<*mut c_void, MprobeFn>(pick(c"MPI_Mprobe", p.PMPI_Mprobe as *mut c_void)),
+            improbe: std::mem::transmute::<*mut c_void, ImprobeFn>(pick(c"MPI_Improbe", p.PMPI_Improbe as *mut c_void)),
         }
     })
 }
@@ -264,13 +200,7 @@ pub unsafe fn mprobe(
 
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
-pub unsafe fn iprobe(
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
-) -> c_int {
+pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let p = match pmpi::load() {
         Ok(p) => p,
         Err(_) => return MPI_ERR_OTHER,

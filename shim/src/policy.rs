@@ -64,9 +64,7 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
     }
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
-        let rc = rt
-            .backend
-            .stream_comm_create(*newcomm, native, &mut streamed);
+        let rc = rt.backend.stream_comm_create(*newcomm, native, &mut streamed);
         if rc != MPI_SUCCESS {
             if let Some(i) = index {
                 // No communicator ever used it: MPICH holds no reference, so it can go at once.
@@ -84,14 +82,7 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
 fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
     match index {
         Some(i) => {
-            rt.comms.attach(
-                rt,
-                comm,
-                CommEntry {
-                    stream: i,
-                    origin: Origin::Policy,
-                },
-            );
+            rt.comms.attach(rt, comm, CommEntry { stream: i, origin: Origin::Policy });
             STATS.attached.fetch_add(1, Ordering::Relaxed);
         }
         None => {

@@ -15,20 +15,18 @@ impl ProgressThread {
     pub fn start(index: Option<usize>) -> std::io::Result<ProgressThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("mpixstream-progress".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Acquire) {
-                    let Some(rt) = runtime::active() else { break };
-                    let native = match index {
-                        Some(i) => rt.streams.slot(i).native(),
-                        None => mpixstream_wrappers::ffi::MPIX_STREAM_NULL,
-                    };
-                    rt.backend.progress(rt, native);
-                    // Leave the core to the application's threads between turns (2-core machines).
-                    std::thread::yield_now();
-                }
-            })?;
+        let handle = std::thread::Builder::new().name("mpixstream-progress".into()).spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                let Some(rt) = runtime::active() else { break };
+                let native = match index {
+                    Some(i) => rt.streams.slot(i).native(),
+                    None => mpixstream_wrappers::ffi::MPIX_STREAM_NULL,
+                };
+                rt.backend.progress(rt, native);
+                // Leave the core to the application's threads between turns (2-core machines).
+                std::thread::yield_now();
+            }
+        })?;
         Ok(ProgressThread { stop, handle })
     }
 

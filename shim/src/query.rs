@@ -60,19 +60,14 @@ fn copy_str(dst: &mut [c_char], src: &str) {
 /// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
-    runtime::active()
-        .and_then(|rt| rt.comms.get(comm))
-        .map_or(-1, |e| e.stream as c_int)
+    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(-1, |e| e.stream as c_int)
 }
 
 /// Who attached `comm`'s stream: 0 none, 1 the application (`MPIX_Stream_comm_create` or a dup of
 /// one), 2 the explicit policy.
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    match runtime::active()
-        .and_then(|rt| rt.comms.get(comm))
-        .map(|e| e.origin)
-    {
+    match runtime::active().and_then(|rt| rt.comms.get(comm)).map(|e| e.origin) {
         None => 0,
         Some(Origin::User) => 1,
         Some(Origin::Policy) => 2,
@@ -88,9 +83,7 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
     if index < 0 || index as usize >= rt.streams.capacity() {
         return -1;
     }
-    rt.backend
-        .stream_vci(rt.streams.slot(index as usize).native())
-        .map_or(-1, |v| v as c_int)
+    rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
 }
 
 static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);

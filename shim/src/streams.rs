@@ -67,10 +67,7 @@ pub struct StreamTable {
 
 impl StreamTable {
     pub fn new(capacity: usize) -> StreamTable {
-        StreamTable {
-            slots: (0..capacity).map(|_| StreamSlot::new()).collect(),
-            alloc: Mutex::new(()),
-        }
+        StreamTable { slots: (0..capacity).map(|_| StreamSlot::new()).collect(), alloc: Mutex::new(()) }
     }
 
     pub fn capacity(&self) -> usize {
@@ -106,10 +103,7 @@ impl StreamTable {
     /// Takes a free slot, or None when the pool is exhausted.
     pub fn allocate(&self) -> Option<usize> {
         let _g = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        let index = self
-            .slots
-            .iter()
-            .position(|s| !s.in_use.load(Ordering::Acquire))?;
+        let index = self.slots.iter().position(|s| !s.in_use.load(Ordering::Acquire))?;
         let slot = &self.slots[index];
         slot.native.store(MPIX_STREAM_NULL, Ordering::Release);
         slot.comms.store(0, Ordering::Release);
@@ -125,17 +119,11 @@ impl StreamTable {
     }
 
     pub fn in_use(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.in_use.load(Ordering::Acquire))
-            .count()
+        self.slots.iter().filter(|s| s.in_use.load(Ordering::Acquire)).count()
     }
 
     pub fn live(&self) -> impl Iterator<Item = (usize, &StreamSlot)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.in_use.load(Ordering::Acquire))
+        self.slots.iter().enumerate().filter(|(_, s)| s.in_use.load(Ordering::Acquire))
     }
 }
 
@@ -157,10 +145,7 @@ mod tests {
         assert_eq!(t.lookup(ha).err().unwrap(), LookupError::Freed);
         assert_eq!(t.lookup(MPIX_STREAM_NULL).err().unwrap(), LookupError::Null);
         assert_eq!(t.lookup(0x1234).err().unwrap(), LookupError::Invalid);
-        assert_eq!(
-            t.lookup(StreamTable::handle(7)).err().unwrap(),
-            LookupError::Invalid
-        );
+        assert_eq!(t.lookup(StreamTable::handle(7)).err().unwrap(), LookupError::Invalid);
         assert_eq!(t.in_use(), 1);
     }
 }

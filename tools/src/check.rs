@@ -47,10 +47,7 @@ pub struct Guard {
 }
 
 impl Guard {
-    const NONE: Guard = Guard {
-        held: [None; 4],
-        more: Vec::new(),
-    };
+    const NONE: Guard = Guard { held: [None; 4], more: Vec::new() };
 
     fn push(&mut self, o: &'static Owner) {
         match self.held.iter_mut().find(|h| h.is_none()) {
@@ -103,15 +100,10 @@ pub fn enter_many(call: &'static str, recs: impl Iterator<Item = &'static CommRe
 fn take(g: &mut Guard, call: &'static str, rec: &'static CommRec) {
     let Some(owner) = owner_of(rec) else { return };
     let me = thread_id();
-    match owner
-        .thread
-        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-    {
+    match owner.thread.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => {
             owner.comm.store(rec.handle, Ordering::Relaxed);
-            owner
-                .call_ptr
-                .store(call.as_ptr() as usize, Ordering::Relaxed);
+            owner.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
             owner.call_len.store(call.len(), Ordering::Relaxed);
             g.push(owner);
         }
@@ -135,30 +127,21 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     // The other thread stores its call name just after taking the slot: give it a moment.
     let mut other_call = None;
     for _ in 0..1000 {
-        let (p, n) = (
-            owner.call_ptr.load(Ordering::Relaxed),
-            owner.call_len.load(Ordering::Relaxed),
-        );
+        let (p, n) = (owner.call_ptr.load(Ordering::Relaxed), owner.call_len.load(Ordering::Relaxed));
         if p != 0 && n != 0 {
-            other_call =
-                std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, n) }).ok();
+            other_call = std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, n) }).ok();
             break;
         }
         std::hint::spin_loop();
     }
     let other_comm = owner.comm.load(Ordering::Relaxed);
-    let rank = state::setup()
-        .and_then(|s| s.description)
-        .map_or(-1, |d| d.rank);
+    let rank = state::setup().and_then(|s| s.description).map_or(-1, |d| d.rank);
     let stream = rec.stream.map_or("-".to_string(), |s| s.to_string());
     let vci = rec.vci.map_or("unknown".to_string(), |v| v.to_string());
     let same = if other_comm == rec.handle {
         "the same communicator".to_string()
     } else {
-        format!(
-            "communicator 0x{:08x}, which shares the stream",
-            other_comm as u32
-        )
+        format!("communicator 0x{:08x}, which shares the stream", other_comm as u32)
     };
     eprintln!(
         "mpixstream check: [rank {rank}] communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci}) used by two threads at once: \

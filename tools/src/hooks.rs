@@ -25,19 +25,8 @@ fn is_builtin(h: MPI_Request) -> bool {
 
 #[inline]
 unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
-    if !request.is_null()
-        && *request != MPI_REQUEST_NULL
-        && !is_builtin(*request)
-        && wants_tracking(r, recv)
-    {
-        state::requests().insert(
-            *request,
-            ReqInfo {
-                rec: r,
-                recv,
-                seq: next_seq(),
-            },
-        );
+    if !request.is_null() && *request != MPI_REQUEST_NULL && !is_builtin(*request) && wants_tracking(r, recv) {
+        state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
     }
 }
 
@@ -55,8 +44,7 @@ unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c
     state::requests().remove_if(&h, |_, v| v.seq == info.seq);
     if info.recv
         && report_on()
-        && (rc == MPI_SUCCESS
-            || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
+        && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
     {
         info.rec.count_recv(status);
     }
@@ -118,11 +106,7 @@ pub unsafe fn recv(
     let r = rec(comm);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() {
-        status
-    } else {
-        &mut local
-    };
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.count_recv(st);
@@ -163,11 +147,7 @@ pub unsafe fn sendrecv(
     let r = rec(comm);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() {
-        status
-    } else {
-        &mut local
-    };
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
@@ -250,11 +230,7 @@ pub unsafe fn mrecv(
     let r = take_message(message);
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() {
-        status
-    } else {
-        &mut local
-    };
+    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.count_recv(st);
@@ -295,11 +271,7 @@ pub unsafe fn wait(
     };
     let _g = check::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv {
-        status
-    } else {
-        &mut local
-    };
+    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
     if rc == MPI_SUCCESS && *request == MPI_REQUEST_NULL {
         finish(h, info, st, rc);
@@ -323,11 +295,7 @@ pub unsafe fn test(
     };
     let _g = check::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv {
-        status
-    } else {
-        &mut local
-    };
+    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
     if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && *request == MPI_REQUEST_NULL {
         finish(h, info, st, rc);
@@ -344,12 +312,7 @@ unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked
         return;
     }
     let handles = std::slice::from_raw_parts(requests, n as usize);
-    into.extend(
-        handles
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))),
-    );
+    into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
 }
 
 /// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
@@ -463,11 +426,7 @@ unsafe fn any_common(
     let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = MPI_Status::default();
     let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
-    let st = if need {
-        &mut local as *mut MPI_Status
-    } else {
-        status
-    };
+    let st = if need { &mut local as *mut MPI_Status } else { status };
     let rc = call(st);
     let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
     if rc == MPI_SUCCESS && done && !index.is_null() && *index != MPI_UNDEFINED {
@@ -523,10 +482,7 @@ unsafe fn some_common(
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
-        && !outcount.is_null()
-        && *outcount != MPI_UNDEFINED
-    {
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
         // The j-th completed request is indices[j]; its status is the j-th status.
         for j in 0..(*outcount).max(0) as usize {
             let k = *indices.add(j) as usize;
@@ -562,11 +518,7 @@ pub unsafe fn testsome(
     some_common(name, n, requests, outcount, indices, statuses, call)
 }
 
-pub unsafe fn request_free(
-    _name: &'static str,
-    request: *mut MPI_Request,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
     if !on() || request.is_null() {
         return call();
     }
@@ -580,11 +532,7 @@ pub unsafe fn request_free(
     rc
 }
 
-pub unsafe fn collective(
-    name: &'static str,
-    comm: MPI_Comm,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -592,9 +540,7 @@ pub unsafe fn collective(
     let _g = check::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.counters
-            .collectives
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     rc
 }
@@ -613,9 +559,7 @@ pub unsafe fn icollective(
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if report_on() {
-            r.counters
-                .collectives
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         track(request, r, false);
     }

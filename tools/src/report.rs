@@ -16,11 +16,7 @@ pub const FORMAT: &str = "mpixstream-report";
 pub const VERSION: u32 = 1;
 
 fn cstr(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
+    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -91,14 +87,8 @@ fn snapshot(r: &CommRec) -> Snapshot {
         origin: r.origin.name(),
         vci: r.vci,
         freed: r.freed.load(Ordering::Acquire),
-        sent: (
-            c.sent_msgs.load(Ordering::Relaxed),
-            c.sent_bytes.load(Ordering::Relaxed),
-        ),
-        recv: (
-            c.recv_msgs.load(Ordering::Relaxed),
-            c.recv_bytes.load(Ordering::Relaxed),
-        ),
+        sent: (c.sent_msgs.load(Ordering::Relaxed), c.sent_bytes.load(Ordering::Relaxed)),
+        recv: (c.recv_msgs.load(Ordering::Relaxed), c.recv_bytes.load(Ordering::Relaxed)),
         collectives: c.collectives.load(Ordering::Relaxed),
     }
 }
@@ -138,11 +128,7 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             traffic(c.recv.0, c.recv.1),
             c.collectives
         );
-        let label = if c.name.is_empty() {
-            format!("0x{:08x}", c.handle as u32)
-        } else {
-            c.name.clone()
-        };
+        let label = if c.name.is_empty() { format!("0x{:08x}", c.handle as u32) } else { c.name.clone() };
         let _ = writeln!(
             t,
             "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<6}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}{}",
@@ -296,12 +282,7 @@ unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>>
     if rank != 0 {
         return Some(Vec::new());
     }
-    Some(
-        lens.iter()
-            .zip(displs.iter())
-            .map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec())
-            .collect(),
-    )
+    Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
 }
 
 pub unsafe fn write() {
@@ -341,11 +322,7 @@ pub unsafe fn write() {
     let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
     let backend = backend_name(d.as_ref());
     let implicit_vcis = d.map(|d| d.implicit_vcis);
-    let reserved_base = if backend == "native" {
-        implicit_vcis
-    } else {
-        None
-    };
+    let reserved_base = if backend == "native" { implicit_vcis } else { None };
     let vci_basis = match backend {
         "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
         "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
@@ -401,15 +378,7 @@ pub unsafe fn write() {
     let _ = writeln!(
         out,
         "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
-        "rank",
-        "endpoint",
-        "vci",
-        "comm ids",
-        "sent msgs",
-        "sent bytes",
-        "recv msgs",
-        "recv bytes",
-        "colls"
+        "rank", "endpoint", "vci", "comm ids", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls"
     );
     out.push_str(&ep_lines);
     if let Some(d) = d {

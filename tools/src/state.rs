@@ -64,9 +64,7 @@ impl CommRec {
     #[inline]
     pub fn count_send(&self, count: MPI_Count, datatype: MPI_Datatype) {
         self.counters.sent_msgs.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .sent_bytes
-            .fetch_add(bytes_of(count, datatype), Ordering::Relaxed);
+        self.counters.sent_bytes.fetch_add(bytes_of(count, datatype), Ordering::Relaxed);
     }
 
     /// Counts a completed receive from its status (skips `MPI_PROC_NULL` and failed receives).
@@ -80,19 +78,14 @@ impl CommRec {
             return;
         }
         self.counters.recv_msgs.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .recv_bytes
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.recv_bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
 #[inline]
 fn bytes_of(count: MPI_Count, datatype: MPI_Datatype) -> u64 {
     let mut size: MPI_Count = 0;
-    if count <= 0
-        || unsafe { (pmpi().PMPI_Type_size_c)(datatype, &mut size) } != MPI_SUCCESS
-        || size < 0
-    {
+    if count <= 0 || unsafe { (pmpi().PMPI_Type_size_c)(datatype, &mut size) } != MPI_SUCCESS || size < 0 {
         return 0;
     }
     (count as u64).saturating_mul(size as u64)
@@ -165,9 +158,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     let vci = match stream {
         Some(i) => s.stream_vci(i),
         // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
-        None => setup()
-            .and_then(|st| st.description)
-            .and_then(|d| (d.implicit_vcis == 1).then_some(0)),
+        None => setup().and_then(|st| st.description).and_then(|d| (d.implicit_vcis == 1).then_some(0)),
     };
     let checked = match check_mode() {
         1 => origin == Origin::Policy,
@@ -226,18 +217,14 @@ fn comm_name(comm: MPI_Comm) -> String {
     if unsafe { get_name(comm, buf.as_mut_ptr(), &mut len) } != MPI_SUCCESS {
         return String::new();
     }
-    let bytes: Vec<u8> = buf[..(len.clamp(0, 128) as usize)]
-        .iter()
-        .map(|&c| c as u8)
-        .collect();
+    let bytes: Vec<u8> = buf[..(len.clamp(0, 128) as usize)].iter().map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
 type SetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int;
 type GetNameFn = unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int;
 type DeleteFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
-type CreateKeyvalFn =
-    unsafe extern "C" fn(*const c_void, Option<DeleteFn>, *mut c_int, *mut c_void) -> c_int;
+type CreateKeyvalFn = unsafe extern "C" fn(*const c_void, Option<DeleteFn>, *mut c_int, *mut c_void) -> c_int;
 static SET_ATTR: OnceLock<Option<SetAttrFn>> = OnceLock::new();
 static GET_NAME: OnceLock<Option<GetNameFn>> = OnceLock::new();
 
@@ -251,12 +238,7 @@ unsafe fn lookup<T>(name: &std::ffi::CStr) -> Option<T> {
 }
 
 /// MPICH calls this when a communicator we saw is freed.
-unsafe extern "C" fn comm_deleted(
-    comm: MPI_Comm,
-    _keyval: c_int,
-    value: *mut c_void,
-    _extra: *mut c_void,
-) -> c_int {
+unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     let r = value as *const CommRec;
     if let Some(reg) = REGISTRY.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
         if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
@@ -328,9 +310,7 @@ pub fn next_seq() -> u64 {
 /// Whether the environment switches something on (the value "0", "no", "false" or empty is off).
 fn env_on(name: &str) -> Option<String> {
     match std::env::var(name) {
-        Ok(v) if !matches!(v.trim(), "" | "0" | "no" | "false" | "off") => {
-            Some(v.trim().to_string())
-        }
+        Ok(v) if !matches!(v.trim(), "" | "0" | "no" | "false" | "off") => Some(v.trim().to_string()),
         _ => None,
     }
 }
@@ -355,9 +335,7 @@ pub unsafe fn init() {
     }
     let description = shim::get().describe();
     if description.is_none() {
-        eprintln!(
-            "mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping"
-        );
+        eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
     }
     let pool = description.map_or(0, |d| d.pool.max(0) as usize);
     let _ = SET_ATTR.set(lookup(c"PMPI_Comm_set_attr"));
@@ -365,13 +343,7 @@ pub unsafe fn init() {
     if let Some(create) = lookup::<CreateKeyvalFn>(c"PMPI_Comm_create_keyval") {
         let mut kv = 0;
         // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
-        if create(
-            std::ptr::null(),
-            Some(comm_deleted),
-            &mut kv,
-            std::ptr::null_mut(),
-        ) == MPI_SUCCESS
-        {
+        if create(std::ptr::null(), Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
             KEYVAL.store(kv, Ordering::Release);
         }
     }
@@ -384,25 +356,15 @@ pub unsafe fn init() {
         report_path,
         owners: (0..pool).map(|_| crate::check::Owner::default()).collect(),
     });
-    *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry {
-        live: HashMap::new(),
-        all: Vec::new(),
-    });
-    REPORT.store(
-        SETUP.get().is_some_and(|s| s.report_path.is_some()),
-        Ordering::Relaxed,
-    );
+    *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry { live: HashMap::new(), all: Vec::new() });
+    REPORT.store(SETUP.get().is_some_and(|s| s.report_path.is_some()), Ordering::Relaxed);
     CHECK.store(check, Ordering::Relaxed);
     ON.store(true, Ordering::Release);
 }
 
 /// Every record, in creation order.
 pub fn all_records() -> Vec<&'static CommRec> {
-    REGISTRY
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map_or_else(Vec::new, |r| r.all.clone())
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or_else(Vec::new, |r| r.all.clone())
 }
 
 pub unsafe fn finalize() {
@@ -434,14 +396,11 @@ mod tests {
     #[test]
     fn handle_hasher_spreads_consecutive_handles() {
         let b = BuildHasherDefault::<HandleHasher>::default();
-        let hashes: std::collections::HashSet<u64> = (0..1000)
-            .map(|i| b.hash_one(0xac00_0000u32 as i32 + i))
-            .collect();
+        let hashes: std::collections::HashSet<u64> = (0..1000).map(|i| b.hash_one(0xac00_0000u32 as i32 + i)).collect();
         assert_eq!(hashes.len(), 1000);
         // The top bits (dashmap picks shards with them) differ too.
-        let shards: std::collections::HashSet<u64> = (0..64)
-            .map(|i| b.hash_one(0xac00_0000u32 as i32 + i) >> 60)
-            .collect();
+        let shards: std::collections::HashSet<u64> =
+            (0..64).map(|i| b.hash_one(0xac00_0000u32 as i32 + i) >> 60).collect();
         assert!(shards.len() > 4);
     }
 }

@@ -27,8 +27,7 @@ pub type MPI_Grequest_query_function = unsafe extern "C" fn(*mut c_void, *mut MP
 pub type MPI_Grequest_free_function = unsafe extern "C" fn(*mut c_void) -> c_int;
 pub type MPI_Grequest_cancel_function = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 pub type MPIX_Grequest_poll_function = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
-pub type MPIX_Grequest_wait_function =
-    unsafe extern "C" fn(c_int, *mut *mut c_void, f64, *mut MPI_Status) -> c_int;
+pub type MPIX_Grequest_wait_function = unsafe extern "C" fn(c_int, *mut *mut c_void, f64, *mut MPI_Status) -> c_int;
 
 pub const MPI_SUCCESS: c_int = 0;
 pub const MPI_ERR_BUFFER: c_int = 1;

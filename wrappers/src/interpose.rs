@@ -28,10 +28,7 @@ pub enum CommCtor {
 impl CommCtor {
     /// Dup-like constructors keep the parent's stream (native MPICH's rule; `split` does not).
     pub fn inherits_stream(self) -> bool {
-        matches!(
-            self,
-            CommCtor::Dup | CommCtor::DupWithInfo | CommCtor::Idup | CommCtor::IdupWithInfo
-        )
+        matches!(self, CommCtor::Dup | CommCtor::DupWithInfo | CommCtor::Idup | CommCtor::IdupWithInfo)
     }
     /// Whether the new communicator is complete when the call returns.
     pub fn is_blocking(self) -> bool {

@@ -185,9 +185,7 @@ fn find_symbol_source() -> Result<Finder, String> {
     let probe = crate::cstr!("PMPI_Init");
     // Common case: MPICH is a dependency of the executable, behind us in the global scope.
     if !unsafe { libc::dlsym(libc::RTLD_NEXT, probe) }.is_null() {
-        return Ok(Box::new(|name: &CStr| unsafe {
-            libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
-        }));
+        return Ok(Box::new(|name: &CStr| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }));
     }
     // MPICH loaded with RTLD_LOCAL (for example by Python): find it among the loaded objects.
     for soname in ["libmpi.so.12", "libmpich.so.12", "libmpi.so", "libmpich.so"] {
@@ -195,9 +193,7 @@ fn find_symbol_source() -> Result<Finder, String> {
         let handle = unsafe { libc::dlopen(cname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
         if !handle.is_null() && !unsafe { libc::dlsym(handle, probe) }.is_null() {
             let handle = handle as usize;
-            return Ok(Box::new(move |name: &CStr| unsafe {
-                libc::dlsym(handle as *mut c_void, name.as_ptr())
-            }));
+            return Ok(Box::new(move |name: &CStr| unsafe { libc::dlsym(handle as *mut c_void, name.as_ptr()) }));
         }
     }
     Err("no MPI library is loaded in this process (PMPI_Init not found)".to_string())

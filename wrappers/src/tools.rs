@@ -72,10 +72,7 @@ pub fn resolve(slot: &AtomicUsize, name: &'static str) -> usize {
     let cname = CStr::from_bytes_with_nul(name.as_bytes()).expect("NUL-terminated name");
     let p = crate::pmpi::lookup(cname) as usize;
     if p == 0 {
-        eprintln!(
-            "mpixstream-tools: the loaded MPI library has no {}",
-            cname.to_string_lossy()
-        );
+        eprintln!("mpixstream-tools: the loaded MPI library has no {}", cname.to_string_lossy());
         std::process::abort();
     }
     slot.store(p, Ordering::Relaxed);

@@ -35,10 +35,7 @@ pub struct Detected {
 pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
     let rest = text.split("MPICH Version:").nth(1)?;
     let word = rest.split_whitespace().next()?;
-    let mut nums = word
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok());
+    let mut nums = word.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().ok());
     let major = nums.next()??;
     let minor = nums.next().flatten().unwrap_or(0);
     let patch = nums.next().flatten().unwrap_or(0);
@@ -50,22 +47,13 @@ pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
 pub fn detect(p: &Pmpi, config: &Config) -> Detected {
     let mut buf = vec![0 as c_char; MPI_MAX_LIBRARY_VERSION_STRING];
     let mut len = 0;
-    let text = if unsafe { (p.PMPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == MPI_SUCCESS
-    {
-        let bytes: Vec<u8> = buf[..len.max(0) as usize]
-            .iter()
-            .map(|&c| c as u8)
-            .collect();
+    let text = if unsafe { (p.PMPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == MPI_SUCCESS {
+        let bytes: Vec<u8> = buf[..len.max(0) as usize].iter().map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     } else {
         String::new()
     };
-    let library = text
-        .lines()
-        .next()
-        .unwrap_or("unknown MPI library")
-        .trim()
-        .to_string();
+    let library = text.lines().next().unwrap_or("unknown MPI library").trim().to_string();
     let version = parse_mpich_version(&text);
     let has_native = p.PMPIX_Stream_create.is_some()
         && p.PMPIX_Stream_comm_create.is_some()
@@ -73,37 +61,22 @@ pub fn detect(p: &Pmpi, config: &Config) -> Detected {
         && version.is_some_and(|v| (v.0, v.1) >= (4, 1));
 
     let (backend, reason) = match (config.backend, has_native) {
-        (BackendChoice::Serial, _) => (
-            Backend::Serial,
-            "forced by MPIXSTREAM_BACKEND=serial".to_string(),
-        ),
+        (BackendChoice::Serial, _) => (Backend::Serial, "forced by MPIXSTREAM_BACKEND=serial".to_string()),
         (_, true) => (Backend::Native, "the MPICH has native streams".to_string()),
         (BackendChoice::Native, false) => {
             eprintln!(
                 "mpixstream: MPIXSTREAM_BACKEND=native, but this MPI library has no native streams \
                  (needs MPICH >= 4.1); using the serial backend"
             );
-            (
-                Backend::Serial,
-                "native requested but unavailable".to_string(),
-            )
+            (Backend::Serial, "native requested but unavailable".to_string())
         }
-        (BackendChoice::Auto, false) => (
-            Backend::Serial,
-            "no native streams in this MPICH".to_string(),
-        ),
+        (BackendChoice::Auto, false) => (Backend::Serial, "no native streams in this MPICH".to_string()),
     };
     let pool = match backend {
         Backend::Native => native::configure_pools(config),
         Backend::Serial => config.streams,
     };
-    Detected {
-        backend,
-        library,
-        version,
-        reason,
-        pool,
-    }
+    Detected { backend, library, version, reason, pool }
 }
 
 impl Backend {
@@ -130,12 +103,7 @@ impl Backend {
     }
 
     /// Collective over `parent`: a communicator whose traffic runs on `native` (may be NULL).
-    pub fn stream_comm_create(
-        self,
-        parent: MPI_Comm,
-        native: MPIX_Stream,
-        newcomm: *mut MPI_Comm,
-    ) -> c_int {
+    pub fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
         match self {
             Backend::Native => native::stream_comm_create(parent, native, newcomm),
             Backend::Serial => serial::stream_comm_create(parent, newcomm),

@@ -11,9 +11,7 @@ const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 /// Sets MPICH's pool sizes from ours before `PMPI_Init*` (MPICH reads them during init). A value the
 /// user set directly on MPICH's variable wins, and is the pool we report.
 pub fn configure_pools(config: &Config) -> u32 {
-    let user_reserve = std::env::var(RESERVE)
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok());
+    let user_reserve = std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok());
     let pool = match user_reserve {
         Some(n) if std::env::var_os("MPIXSTREAM_STREAMS").is_none() => n,
         _ => {
@@ -45,17 +43,11 @@ pub fn vci_of(native: MPIX_Stream) -> Option<u32> {
 
 /// MPICH's implicit pool size as read at `MPI_Init` (we set the variable before it, or the user did).
 pub fn implicit_vcis_in_force() -> u32 {
-    std::env::var(IMPLICIT)
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or(1)
+    std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
 }
 
 pub fn create_stream() -> Result<MPIX_Stream, String> {
-    let create = pmpi()
-        .PMPIX_Stream_create
-        .ok_or("native MPIX_Stream_create is missing")?;
+    let create = pmpi().PMPIX_Stream_create.ok_or("native MPIX_Stream_create is missing")?;
     let mut s = MPIX_STREAM_NULL;
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     // Never the application's info: a GPU "type" would make native MPICH lock every reserved VCI;
@@ -77,9 +69,7 @@ pub fn create_stream() -> Result<MPIX_Stream, String> {
 }
 
 pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
-    let free = pmpi()
-        .PMPIX_Stream_free
-        .ok_or("native MPIX_Stream_free is missing")?;
+    let free = pmpi().PMPIX_Stream_free.ok_or("native MPIX_Stream_free is missing")?;
     let mut s = native;
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     let rc = unsafe { free(&mut s) };

@@ -13,13 +13,5 @@ pub fn stream_comm_create(parent: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
 /// message, so it matches nothing and only progresses.
 pub fn global_progress(rt: &Runtime) -> c_int {
     let mut flag = 0;
-    unsafe {
-        (pmpi().PMPI_Iprobe)(
-            MPI_ANY_SOURCE,
-            MPI_ANY_TAG,
-            rt.progress_comm,
-            &mut flag,
-            MPI_STATUS_IGNORE,
-        )
-    }
+    unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, rt.progress_comm, &mut flag, MPI_STATUS_IGNORE) }
 }

@@ -14,12 +14,7 @@ use std::sync::Arc;
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
 fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c_int> {
     if comm == MPI_COMM_NULL {
-        return Err(raise(
-            MPI_COMM_WORLD,
-            Class::Comm,
-            func,
-            "the communicator is MPI_COMM_NULL",
-        ));
+        return Err(raise(MPI_COMM_WORLD, Class::Comm, func, "the communicator is MPI_COMM_NULL"));
     }
     let Some(entry) = rt.comms.get(comm) else {
         return Err(raise(
@@ -55,12 +50,7 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c
 
 fn count_ok(count: MPI_Count, comm: MPI_Comm, func: &str) -> Result<(), c_int> {
     if count < 0 {
-        return Err(raise(
-            comm,
-            Class::Count,
-            func,
-            &format!("count {count} is negative"),
-        ));
+        return Err(raise(comm, Class::Count, func, &format!("count {count} is negative")));
     }
     Ok(())
 }
@@ -99,21 +89,8 @@ macro_rules! p2p {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($send)) {
                     return c;
                 }
-                let kind = Kind::Send {
-                    buf: buf as *mut c_void,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    dest,
-                    tag,
-                };
-                enqueue(
-                    rt,
-                    stringify!($send),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
+                enqueue(rt, stringify!($send), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
 
@@ -131,21 +108,8 @@ macro_rules! p2p {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($recv)) {
                     return c;
                 }
-                let kind = Kind::Recv {
-                    buf,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    source,
-                    tag,
-                };
-                enqueue(
-                    rt,
-                    stringify!($recv),
-                    comm,
-                    kind,
-                    status,
-                    std::ptr::null_mut(),
-                )
+                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
+                enqueue(rt, stringify!($recv), comm, kind, status, std::ptr::null_mut())
             })
         }
 
@@ -161,31 +125,13 @@ macro_rules! p2p {
         ) -> c_int {
             mpix_entry(stringify!($isend), |rt| unsafe {
                 if request.is_null() {
-                    return raise(
-                        comm,
-                        Class::Arg,
-                        stringify!($isend),
-                        "the request argument is a null pointer",
-                    );
+                    return raise(comm, Class::Arg, stringify!($isend), "the request argument is a null pointer");
                 }
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($isend)) {
                     return c;
                 }
-                let kind = Kind::Send {
-                    buf: buf as *mut c_void,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    dest,
-                    tag,
-                };
-                enqueue(
-                    rt,
-                    stringify!($isend),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    request,
-                )
+                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
+                enqueue(rt, stringify!($isend), comm, kind, std::ptr::null_mut(), request)
             })
         }
 
@@ -201,50 +147,20 @@ macro_rules! p2p {
         ) -> c_int {
             mpix_entry(stringify!($irecv), |rt| unsafe {
                 if request.is_null() {
-                    return raise(
-                        comm,
-                        Class::Arg,
-                        stringify!($irecv),
-                        "the request argument is a null pointer",
-                    );
+                    return raise(comm, Class::Arg, stringify!($irecv), "the request argument is a null pointer");
                 }
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($irecv)) {
                     return c;
                 }
-                let kind = Kind::Recv {
-                    buf,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    source,
-                    tag,
-                };
-                enqueue(
-                    rt,
-                    stringify!($irecv),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    request,
-                )
+                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
+                enqueue(rt, stringify!($irecv), comm, kind, std::ptr::null_mut(), request)
             })
         }
     };
 }
 
-p2p!(
-    MPIX_Send_enqueue,
-    MPIX_Recv_enqueue,
-    MPIX_Isend_enqueue,
-    MPIX_Irecv_enqueue,
-    c_int
-);
-p2p!(
-    MPIX_Send_enqueue_c,
-    MPIX_Recv_enqueue_c,
-    MPIX_Isend_enqueue_c,
-    MPIX_Irecv_enqueue_c,
-    MPI_Count
-);
+p2p!(MPIX_Send_enqueue, MPIX_Recv_enqueue, MPIX_Isend_enqueue, MPIX_Irecv_enqueue, c_int);
+p2p!(MPIX_Send_enqueue_c, MPIX_Recv_enqueue_c, MPIX_Isend_enqueue_c, MPIX_Irecv_enqueue_c, MPI_Count);
 
 macro_rules! collectives {
     ($allreduce:ident, $bcast:ident, $reduce:ident, $allgather:ident, $alltoall:ident, $cnt:ty) => {
@@ -268,14 +184,7 @@ macro_rules! collectives {
                     dt: datatype,
                     op,
                 };
-                enqueue(
-                    rt,
-                    stringify!($allreduce),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                enqueue(rt, stringify!($allreduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
 
@@ -291,20 +200,8 @@ macro_rules! collectives {
                 if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($bcast)) {
                     return c;
                 }
-                let kind = Kind::Bcast {
-                    buf: buffer,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    root,
-                };
-                enqueue(
-                    rt,
-                    stringify!($bcast),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                let kind = Kind::Bcast { buf: buffer, count: count as MPI_Count, dt: datatype, root };
+                enqueue(rt, stringify!($bcast), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
 
@@ -330,14 +227,7 @@ macro_rules! collectives {
                     op,
                     root,
                 };
-                enqueue(
-                    rt,
-                    stringify!($reduce),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                enqueue(rt, stringify!($reduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
 
@@ -365,14 +255,7 @@ macro_rules! collectives {
                     rcount: recvcount as MPI_Count,
                     rtype: recvtype,
                 };
-                enqueue(
-                    rt,
-                    stringify!($allgather),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                enqueue(rt, stringify!($allgather), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
 
@@ -400,14 +283,7 @@ macro_rules! collectives {
                     rcount: recvcount as MPI_Count,
                     rtype: recvtype,
                 };
-                enqueue(
-                    rt,
-                    stringify!($alltoall),
-                    comm,
-                    kind,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+                enqueue(rt, stringify!($alltoall), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
             })
         }
     };
@@ -433,14 +309,7 @@ collectives!(
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
     mpix_entry("MPIX_Barrier_enqueue", |rt| unsafe {
-        enqueue(
-            rt,
-            "MPIX_Barrier_enqueue",
-            comm,
-            Kind::Barrier,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
+        enqueue(rt, "MPIX_Barrier_enqueue", comm, Kind::Barrier, std::ptr::null_mut(), std::ptr::null_mut())
     })
 }
 
@@ -512,25 +381,12 @@ unsafe fn wait_enqueue(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Wait_enqueue(
-    request: *mut MPI_Request,
-    status: *mut MPI_Status,
-) -> c_int {
+pub unsafe extern "C" fn MPIX_Wait_enqueue(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     mpix_entry("MPIX_Wait_enqueue", |rt| unsafe {
         if request.is_null() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                "MPIX_Wait_enqueue",
-                "the request argument is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, "MPIX_Wait_enqueue", "the request argument is a null pointer");
         }
-        wait_enqueue(
-            rt,
-            "MPIX_Wait_enqueue",
-            std::slice::from_raw_parts_mut(request, 1),
-            &[status],
-        )
+        wait_enqueue(rt, "MPIX_Wait_enqueue", std::slice::from_raw_parts_mut(request, 1), &[status])
     })
 }
 
@@ -543,29 +399,17 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
     mpix_entry("MPIX_Waitall_enqueue", |rt| unsafe {
         const F: &str = "MPIX_Waitall_enqueue";
         if count < 0 {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Count,
-                F,
-                &format!("count {count} is negative"),
-            );
+            return raise(MPI_COMM_WORLD, Class::Count, F, &format!("count {count} is negative"));
         }
         if count == 0 {
             return MPI_SUCCESS;
         }
         if array_of_requests.is_null() {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                F,
-                "array_of_requests is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "array_of_requests is a null pointer");
         }
         let reqs = std::slice::from_raw_parts_mut(array_of_requests, count as usize);
         let dsts: Vec<*mut MPI_Status> = if status_is_real(array_of_statuses) {
-            (0..count as usize)
-                .map(|i| array_of_statuses.add(i))
-                .collect()
+            (0..count as usize).map(|i| array_of_statuses.add(i)).collect()
         } else {
             vec![std::ptr::null_mut(); count as usize]
         };
@@ -582,7 +426,10 @@ fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<Arc<Engi
             MPI_COMM_WORLD,
             Class::Stream,
             func,
-            &format!("stream 0x{:08x} is not a host queue (create it with info type=mpixstream_host_queue)", stream as u32),
+            &format!(
+                "stream 0x{:08x} is not a host queue (create it with info type=mpixstream_host_queue)",
+                stream as u32
+            ),
         )),
     }
 }
@@ -597,12 +444,7 @@ pub unsafe extern "C" fn MPIX_Host_queue_launch(
     mpix_entry("MPIX_Host_queue_launch", |rt| {
         const F: &str = "MPIX_Host_queue_launch";
         let Some(f) = func else {
-            return raise(
-                MPI_COMM_WORLD,
-                Class::Arg,
-                F,
-                "the function is a null pointer",
-            );
+            return raise(MPI_COMM_WORLD, Class::Arg, F, "the function is a null pointer");
         };
         let eng = match host_engine(rt, stream, F) {
             Ok(e) => e,

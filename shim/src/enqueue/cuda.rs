@@ -70,8 +70,7 @@ pub fn probe() -> Result<(), String> {
 
 fn error_name(r: sys::CUresult) -> String {
     let mut p: *const std::os::raw::c_char = std::ptr::null();
-    let ok =
-        unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
+    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
     if ok {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     } else {
@@ -151,22 +150,14 @@ unsafe extern "C" fn host_write(arg: *mut c_void) {
     if a.word == READY_WORD {
         a.shared.flags.signal_ready(a.value);
     } else {
-        a.shared
-            .flags
-            .word(a.word)
-            .store(a.value, Ordering::Release);
+        a.shared.flags.word(a.word).store(a.value, Ordering::Release);
     }
 }
 
 unsafe extern "C" fn host_wait(arg: *mut c_void) {
     let a = Box::from_raw(arg as *mut HostArg);
     let seq = a.value;
-    a.shared.flags.wait_until(
-        |f| f.is_done(seq),
-        &a.shared.give_up,
-        a.shared.spin,
-        a.shared.yield_for,
-    );
+    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
 }
 
 /// A pinned staging buffer.
@@ -255,10 +246,7 @@ impl CudaQueue {
                 (*words.add(i)).store(flags::initial_word(i), Ordering::Relaxed);
             }
             let mut dev: sys::CUdeviceptr = 0;
-            check(
-                sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0),
-                "cuMemHostGetDevicePointer",
-            )?;
+            check(sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0), "cuMemHostGetDevicePointer")?;
             let flags = Arc::new(Flags::new(words, FlagMem::Pinned(Box::new(block))));
             let memops = match mode {
                 SyncMode::HostFn => false,
@@ -280,12 +268,7 @@ impl CudaQueue {
                     r == sys::CUresult::CUDA_SUCCESS
                 }
             };
-            let shared = Arc::new(Shared {
-                flags: flags.clone(),
-                give_up: AtomicBool::new(false),
-                spin,
-                yield_for,
-            });
+            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin, yield_for });
             let q = CudaQueue {
                 stream,
                 ctx,
@@ -293,10 +276,7 @@ impl CudaQueue {
                 dev_flags: dev,
                 shared,
                 gpu_aware,
-                state: Mutex::new(Staging {
-                    pool: Vec::new(),
-                    next_pos: 1,
-                }),
+                state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
             };
             Ok((q, flags))
         }
@@ -306,16 +286,8 @@ impl CudaQueue {
         format!(
             "CUDA stream {:p} ({}, {})",
             self.stream,
-            if self.memops {
-                "stream memory operations"
-            } else {
-                "host functions"
-            },
-            if self.gpu_aware {
-                "device buffers passed to MPI"
-            } else {
-                "device buffers staged through pinned memory"
-            }
+            if self.memops { "stream memory operations" } else { "host functions" },
+            if self.gpu_aware { "device buffers passed to MPI" } else { "device buffers staged through pinned memory" }
         )
     }
 
@@ -336,11 +308,7 @@ impl CudaQueue {
                 "cuStreamWriteValue32",
             )
         } else {
-            let arg = Box::into_raw(Box::new(HostArg {
-                shared: self.shared.clone(),
-                word,
-                value,
-            }));
+            let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word, value }));
             let r = sys::cuLaunchHostFunc(self.stream, Some(host_write), arg as *mut c_void);
             if r != sys::CUresult::CUDA_SUCCESS {
                 drop(Box::from_raw(arg));
@@ -370,11 +338,7 @@ impl CudaQueue {
                     "cuStreamWaitValue32",
                 )
             } else {
-                let arg = Box::into_raw(Box::new(HostArg {
-                    shared: self.shared.clone(),
-                    word: 0,
-                    value: seq,
-                }));
+                let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word: 0, value: seq }));
                 let r = sys::cuLaunchHostFunc(self.stream, Some(host_wait), arg as *mut c_void);
                 if r != sys::CUresult::CUDA_SUCCESS {
                     drop(Box::from_raw(arg));
@@ -387,12 +351,7 @@ impl CudaQueue {
     /// Stages the device buffers of operation `seq` (`kind` is rewritten to point at pinned copies;
     /// input copies are queued now, before the ready signal). Returns the copies back to the device,
     /// to queue after the operation's wait.
-    pub unsafe fn stage(
-        &self,
-        kind: &mut Kind,
-        comm: MPI_Comm,
-        seq: u32,
-    ) -> Result<Staged, String> {
+    pub unsafe fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
         if self.gpu_aware {
             return Ok(Staged::default());
         }
@@ -427,12 +386,7 @@ impl CudaQueue {
             // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
             kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
             if b.output {
-                staged.back.push(CopyBack {
-                    dev,
-                    host,
-                    bytes,
-                    buf: idx,
-                });
+                staged.back.push(CopyBack { dev, host, bytes, buf: idx });
             }
         }
         Ok(staged)
@@ -519,18 +473,8 @@ unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
     }
     let cap = bytes.max(4096).next_power_of_two();
     let mut host: *mut c_void = std::ptr::null_mut();
-    check(
-        sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE),
-        "cuMemHostAlloc (staging)",
-    )?;
-    st.pool.push(StageBuf {
-        host: host as *mut u8,
-        cap,
-        busy: true,
-        seq: 0,
-        output: false,
-        pos: None,
-    });
+    check(sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (staging)")?;
+    st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
     Ok(st.pool.len() - 1)
 }
 
@@ -547,9 +491,7 @@ unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
         sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         addr,
     );
-    if r != sys::CUresult::CUDA_SUCCESS
-        || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
-    {
+    if r != sys::CUresult::CUDA_SUCCESS || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
         return Ok(None);
     }
     let mut managed: c_int = 0;
@@ -598,9 +540,7 @@ mod tests {
         if unsafe { libloading::Library::new(LIBCUDA) }.is_ok() {
             return;
         }
-        let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO)
-            .err()
-            .unwrap();
+        let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO).err().unwrap();
         assert!(e.contains("cannot be loaded"), "{e}");
     }
 }

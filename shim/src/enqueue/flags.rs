@@ -73,9 +73,7 @@ unsafe impl Sync for Flags {}
 
 impl Flags {
     pub fn on_heap() -> Flags {
-        let words: Box<[AtomicU32]> = (0..WORDS)
-            .map(|i| AtomicU32::new(initial_word(i)))
-            .collect();
+        let words: Box<[AtomicU32]> = (0..WORDS).map(|i| AtomicU32::new(initial_word(i))).collect();
         let base = words.as_ptr();
         Flags::new(base, FlagMem::Heap(words))
     }
@@ -122,10 +120,7 @@ impl Flags {
     /// Whether operation `seq` may take its done word (its predecessor in the word completed).
     #[inline]
     pub fn slot_free(&self, seq: u32) -> bool {
-        reached(
-            self.word(done_word(seq)).load(Ordering::Acquire),
-            seq.wrapping_sub(RING),
-        )
+        reached(self.word(done_word(seq)).load(Ordering::Acquire), seq.wrapping_sub(RING))
     }
 
     /// The host queue's "operation `seq` is ready" (the CUDA queue writes the word from the GPU).
@@ -180,11 +175,7 @@ impl Flags {
             if give_up.load(Ordering::Acquire) {
                 break false;
             }
-            g = self
-                .cv
-                .wait_timeout(g, Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.cv.wait_timeout(g, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
         };
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
@@ -228,8 +219,7 @@ mod tests {
         assert!(!reached(u32::MAX - 2, 3));
         let f = Flags::on_heap();
         let seq = u32::MAX - 1;
-        f.word(done_word(seq))
-            .store(seq.wrapping_sub(RING), Ordering::SeqCst);
+        f.word(done_word(seq)).store(seq.wrapping_sub(RING), Ordering::SeqCst);
         assert!(f.slot_free(seq) && !f.is_done(seq));
         f.mark_done(seq);
         assert!(f.is_done(seq));

@@ -52,12 +52,7 @@ pub struct HostQueue {
 }
 
 impl HostQueue {
-    pub fn start(
-        flags: Arc<Flags>,
-        spin: u32,
-        yield_for: Duration,
-        name: String,
-    ) -> std::io::Result<HostQueue> {
+    pub fn start(flags: Arc<Flags>, spin: u32, yield_for: Duration, name: String) -> std::io::Result<HostQueue> {
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 items: VecDeque::new(),
@@ -77,13 +72,8 @@ impl HostQueue {
             yield_for,
         });
         let w = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || worker(w))?;
-        Ok(HostQueue {
-            inner,
-            worker: Mutex::new(Some(handle)),
-        })
+        let handle = std::thread::Builder::new().name(name).spawn(move || worker(w))?;
+        Ok(HostQueue { inner, worker: Mutex::new(Some(handle)) })
     }
 
     pub fn push(&self, item: Item) {
@@ -113,17 +103,10 @@ impl HostQueue {
             if s.executed >= target {
                 break true;
             }
-            if self.inner.give_up.load(Ordering::Acquire)
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
+            if self.inner.give_up.load(Ordering::Acquire) || deadline.is_some_and(|d| Instant::now() >= d) {
                 break false;
             }
-            s = self
-                .inner
-                .idle
-                .wait_timeout(s, Duration::from_millis(20))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            s = self.inner.idle.wait_timeout(s, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
         };
         s.syncers -= 1;
         ok
@@ -186,8 +169,7 @@ fn worker(q: Arc<Inner>) {
         match item {
             Item::Ready(seq) => q.flags.signal_ready(seq),
             Item::WaitDone(seq) => {
-                q.flags
-                    .wait_until(|f| f.is_done(seq), &q.give_up, q.spin, q.yield_for);
+                q.flags.wait_until(|f| f.is_done(seq), &q.give_up, q.spin, q.yield_for);
             }
             Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
         }
@@ -213,13 +195,7 @@ mod tests {
     #[test]
     fn runs_in_order_and_waits_for_flags() {
         let flags = Arc::new(Flags::on_heap());
-        let q = HostQueue::start(
-            flags.clone(),
-            100,
-            Duration::from_micros(20),
-            "test-hostq".into(),
-        )
-        .unwrap();
+        let q = HostQueue::start(flags.clone(), 100, Duration::from_micros(20), "test-hostq".into()).unwrap();
         q.push(Item::User(record, 1));
         q.push(Item::Ready(1));
         q.push(Item::WaitDone(1));

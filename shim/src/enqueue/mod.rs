@@ -54,10 +54,7 @@ pub struct EnqConfig {
 }
 
 fn env_flag(name: &str) -> bool {
-    matches!(
-        std::env::var(name).as_deref().map(str::trim),
-        Ok("1") | Ok("yes") | Ok("true")
-    )
+    matches!(std::env::var(name).as_deref().map(str::trim), Ok("1") | Ok("yes") | Ok("true"))
 }
 
 pub fn config() -> &'static EnqConfig {
@@ -72,21 +69,11 @@ pub fn config() -> &'static EnqConfig {
         // Spinning pays where cores are spare; on a small or oversubscribed machine every spinning
         // thread delays the one it waits for, so the defaults scale with the cores.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let num = |name: &str, default: u64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(default)
-        };
+        let num =
+            |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default);
         let spin = num("MPIXSTREAM_ENQUEUE_SPIN", if cores >= 8 { 2000 } else { 0 }) as u32;
-        let yield_for = Duration::from_micros(num(
-            "MPIXSTREAM_ENQUEUE_YIELD_US",
-            if cores >= 8 { 200 } else { 100 },
-        ));
-        let cuda_sync = match std::env::var("MPIXSTREAM_CUDA_SYNC")
-            .as_deref()
-            .map(str::trim)
-        {
+        let yield_for = Duration::from_micros(num("MPIXSTREAM_ENQUEUE_YIELD_US", if cores >= 8 { 200 } else { 100 }));
+        let cuda_sync = match std::env::var("MPIXSTREAM_CUDA_SYNC").as_deref().map(str::trim) {
             Ok("memops") => cuda::SyncMode::Memops,
             Ok("hostfn") => cuda::SyncMode::HostFn,
             _ => cuda::SyncMode::Auto,
@@ -117,21 +104,12 @@ pub enum QueueSpec {
 
 /// Reads the queue kind out of `MPIX_Stream_create`'s info (`ty` is its non-empty `type`). Errors are
 /// (class, message) for `errors::raise`.
-pub unsafe fn parse_info(
-    rt: &Runtime,
-    info: MPI_Info,
-    ty: &str,
-) -> Result<QueueSpec, (Class, String)> {
+pub unsafe fn parse_info(rt: &Runtime, info: MPI_Info, ty: &str) -> Result<QueueSpec, (Class, String)> {
     let spec = match ty {
         HOST_QUEUE_TYPE => QueueSpec::Host,
         CUDA_TYPE => {
             let value = crate::mpix::info_get_string(info, c"value".as_ptr() as *const c_char)
-                .map_err(|_| {
-                    (
-                        Class::InfoValue,
-                        "cannot read info key \"value\"".to_string(),
-                    )
-                })?
+                .map_err(|_| (Class::InfoValue, "cannot read info key \"value\"".to_string()))?
                 .ok_or_else(|| {
                     (
                         Class::InfoValue,
@@ -141,7 +119,10 @@ pub unsafe fn parse_info(
                     )
                 })?;
             let bytes = crate::hex::decode(&value, 8).map_err(|e| {
-                (Class::InfoValue, format!("info type=cudaStream_t: value \"{value}\" is not an 8-byte stream handle: {e}"))
+                (
+                    Class::InfoValue,
+                    format!("info type=cudaStream_t: value \"{value}\" is not an 8-byte stream handle: {e}"),
+                )
             })?;
             let handle = u64::from_ne_bytes(bytes.try_into().unwrap_or([0; 8]));
             cuda::probe().map_err(|e| (Class::Other, format!("info type=cudaStream_t: {e}")))?;
@@ -294,51 +275,34 @@ fn registry() -> &'static [RwLock<Option<Arc<Engine>>>] {
 /// The engine of stream slot `index`, if the stream is queue-backed.
 #[inline]
 pub fn engine(index: usize) -> Option<Arc<Engine>> {
-    registry()
-        .get(index)?
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    registry().get(index)?.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Whether our engine thread drives stream slot `index` (then nobody else may).
 pub fn drives(index: usize) -> bool {
-    registry()
-        .get(index)
-        .is_some_and(|e| e.read().unwrap_or_else(|e| e.into_inner()).is_some())
+    registry().get(index).is_some_and(|e| e.read().unwrap_or_else(|e| e.into_inner()).is_some())
 }
 
 fn all_engines() -> Vec<Arc<Engine>> {
-    registry()
-        .iter()
-        .filter_map(|e| e.read().unwrap_or_else(|e| e.into_inner()).clone())
-        .collect()
+    registry().iter().filter_map(|e| e.read().unwrap_or_else(|e| e.into_inner()).clone()).collect()
 }
 
 /// Makes stream slot `index` queue-backed (from `MPIX_Stream_create`).
 pub fn attach(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Result<(), String> {
     if index >= MAX_STREAMS {
-        return Err(format!(
-            "stream slot {index} is beyond the engine's {MAX_STREAMS}"
-        ));
+        return Err(format!("stream slot {index} is beyond the engine's {MAX_STREAMS}"));
     }
     let cfg = config();
     let handle = StreamTable::handle(index);
     let (queue, flags) = match spec {
         QueueSpec::Host => {
             let flags = Arc::new(Flags::on_heap());
-            let q = HostQueue::start(
-                flags.clone(),
-                cfg.spin,
-                cfg.yield_for,
-                format!("mpixstream-hostq-{index}"),
-            )
-            .map_err(|e| format!("cannot start the host queue's thread: {e}"))?;
+            let q = HostQueue::start(flags.clone(), cfg.spin, cfg.yield_for, format!("mpixstream-hostq-{index}"))
+                .map_err(|e| format!("cannot start the host queue's thread: {e}"))?;
             (Queue::Host(q), flags)
         }
         QueueSpec::Cuda(h) => {
-            let (q, flags) =
-                cuda::CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin, cfg.yield_for)?;
+            let (q, flags) = cuda::CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin, cfg.yield_for)?;
             (Queue::Cuda(q), flags)
         }
     };
@@ -348,10 +312,7 @@ pub fn attach(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Result<(),
         native: rt.streams.slot(index).native(),
         queue,
         flags,
-        enq: Mutex::new(EnqState {
-            next_seq: 1,
-            next_req: 0,
-        }),
+        enq: Mutex::new(EnqState { next_seq: 1, next_req: 0 }),
         inbox: Mutex::new(VecDeque::new()),
         reqs: Mutex::new(HashMap::new()),
         comm_ops: Mutex::new(HashMap::new()),
@@ -363,9 +324,7 @@ pub fn attach(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Result<(),
         spin: cfg.spin,
     });
     let e = eng.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("mpixstream-enqueue-{index}"))
-        .spawn(move || e.run(rt));
+    let spawned = std::thread::Builder::new().name(format!("mpixstream-enqueue-{index}")).spawn(move || e.run(rt));
     let thread = match spawned {
         Ok(t) => t,
         Err(err) => {
@@ -424,13 +383,7 @@ pub fn check_comm_free(rt: &Runtime, comm: MPI_Comm) -> Result<(), (Class, Strin
     let Some(eng) = engine(entry.stream) else {
         return Ok(());
     };
-    let n = eng
-        .comm_ops
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&comm)
-        .copied()
-        .unwrap_or(0);
+    let n = eng.comm_ops.lock().unwrap_or_else(|e| e.into_inner()).get(&comm).copied().unwrap_or(0);
     if n > 0 {
         return Err((
             Class::Pending,
@@ -458,9 +411,7 @@ pub fn finalize() -> bool {
     let mut leave_memory = Vec::new();
     for eng in &engines {
         let host = matches!(eng.queue, Queue::Host(_));
-        while (eng.incomplete.load(Ordering::Acquire) > 0 || !eng.queue.idle())
-            && Instant::now() < deadline
-        {
+        while (eng.incomplete.load(Ordering::Acquire) > 0 || !eng.queue.idle()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
         let n = eng.incomplete.load(Ordering::Acquire);
@@ -502,9 +453,7 @@ pub fn finalize() -> bool {
                 eng.handle as u32
             );
         }
-        *registry()[eng.index]
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        *registry()[eng.index].write().unwrap_or_else(|e| e.into_inner()) = None;
     }
     clean
 }
@@ -575,14 +524,10 @@ impl Engine {
         if !self.flags.slot_free(seq) {
             // RING operations outstanding: wait for the oldest (the queue keeps running meanwhile).
             let never = AtomicBool::new(false);
-            self.flags
-                .wait_until(|f| f.slot_free(seq), &never, self.spin, config().yield_for);
+            self.flags.wait_until(|f| f.slot_free(seq), &never, self.spin, config().yield_for);
         }
         let staged = match &self.queue {
-            Queue::Cuda(q) => Some(
-                q.stage(&mut kind, comm, seq)
-                    .map_err(|e| (Class::Other, e))?,
-            ),
+            Queue::Cuda(q) => Some(q.stage(&mut kind, comm, seq).map_err(|e| (Class::Other, e))?),
             Queue::Host(_) => None,
         };
         let handle = if request.is_null() {
@@ -620,39 +565,22 @@ impl Engine {
         };
         st.next_seq = seq.wrapping_add(1);
         let slot = rt.streams.slot(self.index);
-        slot.pending
-            .fetch_add(if handle.is_some() { 2 } else { 1 }, Ordering::AcqRel);
+        slot.pending.fetch_add(if handle.is_some() { 2 } else { 1 }, Ordering::AcqRel);
         self.incomplete.fetch_add(1, Ordering::AcqRel);
-        *self
-            .comm_ops
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(comm)
-            .or_insert(0) += 1;
-        self.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Op {
-                seq,
-                comm,
-                kind,
-                request: handle,
-                status,
-                func,
-            });
+        *self.comm_ops.lock().unwrap_or_else(|e| e.into_inner()).entry(comm).or_insert(0) += 1;
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(Op {
+            seq,
+            comm,
+            kind,
+            request: handle,
+            status,
+            func,
+        });
         self.flags.wake_engine();
         let queued = self.queue.signal_ready(seq).and_then(|_| match handle {
-            None => self
-                .queue
-                .wait_done(seq)
-                .and_then(|_| self.queue.copy_back(staged)),
+            None => self.queue.wait_done(seq).and_then(|_| self.queue.copy_back(staged)),
             Some(h) => {
-                if let Some(r) = self
-                    .reqs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_mut(&h)
-                {
+                if let Some(r) = self.reqs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&h) {
                     r.staged = staged;
                 }
                 Ok(())
@@ -699,16 +627,10 @@ impl Engine {
                 }
                 (seq, staged)
             };
-            rt.streams
-                .slot(self.index)
-                .pending
-                .fetch_sub(1, Ordering::AcqRel);
+            rt.streams.slot(self.index).pending.fetch_sub(1, Ordering::AcqRel);
             if result.is_ok() {
-                result = self
-                    .queue
-                    .wait_done(seq)
-                    .and_then(|_| self.queue.copy_back(staged))
-                    .map_err(|e| (Class::Other, e));
+                result =
+                    self.queue.wait_done(seq).and_then(|_| self.queue.copy_back(staged)).map_err(|e| (Class::Other, e));
             }
         }
         result
@@ -724,11 +646,7 @@ impl Engine {
 
     /// Whether `h` is a live, unwaited request of this engine.
     pub fn owns_request(&self, h: MPI_Request) -> bool {
-        self.reqs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&h)
-            .is_some_and(|r| !r.waited)
+        self.reqs.lock().unwrap_or_else(|e| e.into_inner()).get(&h).is_some_and(|r| !r.waited)
     }
 
     /// Completes operation `op` with `status` (the engine thread).
@@ -738,10 +656,7 @@ impl Engine {
             let mut text = vec![0 as c_char; MPI_MAX_ERROR_STRING];
             let mut len = 0;
             (pmpi().PMPI_Error_string)(code, text.as_mut_ptr(), &mut len);
-            let bytes: Vec<u8> = text[..len.max(0) as usize]
-                .iter()
-                .map(|&c| c as u8)
-                .collect();
+            let bytes: Vec<u8> = text[..len.max(0) as usize].iter().map(|&c| c as u8).collect();
             self.record_error(format!(
                 "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}): {}",
                 op.func,
@@ -809,10 +724,7 @@ impl Engine {
                 break;
             }
             let mut progressed = false;
-            while waiting
-                .front()
-                .is_some_and(|op| self.flags.is_ready(op.seq))
-            {
+            while waiting.front().is_some_and(|op| self.flags.is_ready(op.seq)) {
                 let Some(op) = waiting.pop_front() else { break };
                 match unsafe { op.kind.start(op.comm) } {
                     Ok(req) => inflight.push((op, req)),
@@ -854,11 +766,7 @@ impl Engine {
                 continue;
             }
             if self.stop.load(Ordering::Acquire) && waiting.is_empty() && inflight.is_empty() {
-                let inbox_empty = self
-                    .inbox
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .is_empty();
+                let inbox_empty = self.inbox.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
                 if inbox_empty {
                     break;
                 }
@@ -886,12 +794,7 @@ impl Engine {
 
     /// Finalize gave up on the stream: cancel receives, forget the rest, mark everything done so that
     /// no queue waits forever.
-    unsafe fn abandon_all(
-        &self,
-        rt: &Runtime,
-        waiting: &mut VecDeque<Op>,
-        inflight: &mut Vec<(Op, MPI_Request)>,
-    ) {
+    unsafe fn abandon_all(&self, rt: &Runtime, waiting: &mut VecDeque<Op>, inflight: &mut Vec<(Op, MPI_Request)>) {
         let p = pmpi();
         for (op, mut req) in inflight.drain(..) {
             if op.kind.is_recv() {

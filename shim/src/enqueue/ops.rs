@@ -104,58 +104,22 @@ impl Kind {
         let p = pmpi();
         let mut req = MPI_REQUEST_NULL;
         let rc = match *self {
-            Kind::Send {
-                buf,
-                count,
-                dt,
-                dest,
-                tag,
-            } => (p.PMPI_Isend_c)(buf, count, dt, dest, tag, comm, &mut req),
-            Kind::Recv {
-                buf,
-                count,
-                dt,
-                source,
-                tag,
-            } => (p.PMPI_Irecv_c)(buf, count, dt, source, tag, comm, &mut req),
+            Kind::Send { buf, count, dt, dest, tag } => (p.PMPI_Isend_c)(buf, count, dt, dest, tag, comm, &mut req),
+            Kind::Recv { buf, count, dt, source, tag } => (p.PMPI_Irecv_c)(buf, count, dt, source, tag, comm, &mut req),
             Kind::Barrier => (p.PMPI_Ibarrier)(comm, &mut req),
-            Kind::Bcast {
-                buf,
-                count,
-                dt,
-                root,
-            } => (p.PMPI_Ibcast_c)(buf, count, dt, root, comm, &mut req),
-            Kind::Reduce {
-                sbuf,
-                rbuf,
-                count,
-                dt,
-                op,
-                root,
-            } => (p.PMPI_Ireduce_c)(sbuf, rbuf, count, dt, op, root, comm, &mut req),
-            Kind::Allreduce {
-                sbuf,
-                rbuf,
-                count,
-                dt,
-                op,
-            } => (p.PMPI_Iallreduce_c)(sbuf, rbuf, count, dt, op, comm, &mut req),
-            Kind::Allgather {
-                sbuf,
-                scount,
-                stype,
-                rbuf,
-                rcount,
-                rtype,
-            } => (p.PMPI_Iallgather_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req),
-            Kind::Alltoall {
-                sbuf,
-                scount,
-                stype,
-                rbuf,
-                rcount,
-                rtype,
-            } => (p.PMPI_Ialltoall_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req),
+            Kind::Bcast { buf, count, dt, root } => (p.PMPI_Ibcast_c)(buf, count, dt, root, comm, &mut req),
+            Kind::Reduce { sbuf, rbuf, count, dt, op, root } => {
+                (p.PMPI_Ireduce_c)(sbuf, rbuf, count, dt, op, root, comm, &mut req)
+            }
+            Kind::Allreduce { sbuf, rbuf, count, dt, op } => {
+                (p.PMPI_Iallreduce_c)(sbuf, rbuf, count, dt, op, comm, &mut req)
+            }
+            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                (p.PMPI_Iallgather_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
+            }
+            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                (p.PMPI_Ialltoall_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
+            }
         };
         if rc == MPI_SUCCESS {
             Ok(req)
@@ -167,67 +131,29 @@ impl Kind {
     /// The buffers this rank's part of the operation reads and writes (`rank`, `size`: in `comm`).
     pub fn buffers(&self, rank: c_int, size: c_int) -> Vec<Buf> {
         let n = size.max(0) as MPI_Count;
-        let b = |which, ptr, count, dt, input, output| Buf {
-            which,
-            ptr,
-            count,
-            dt,
-            input,
-            output,
-        };
+        let b = |which, ptr, count, dt, input, output| Buf { which, ptr, count, dt, input, output };
         match *self {
             Kind::Send { buf, count, dt, .. } => vec![b(Which::Send, buf, count, dt, true, false)],
             Kind::Recv { buf, count, dt, .. } => vec![b(Which::Recv, buf, count, dt, false, true)],
             Kind::Barrier => vec![],
-            Kind::Bcast {
-                buf,
-                count,
-                dt,
-                root,
-            } => vec![b(Which::Recv, buf, count, dt, rank == root, rank != root)],
-            Kind::Reduce {
-                sbuf,
-                rbuf,
-                count,
-                dt,
-                root,
-                ..
-            } => {
+            Kind::Bcast { buf, count, dt, root } => vec![b(Which::Recv, buf, count, dt, rank == root, rank != root)],
+            Kind::Reduce { sbuf, rbuf, count, dt, root, .. } => {
                 if rank == root && sbuf == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, count, dt, true, true)]
                 } else if rank == root {
-                    vec![
-                        b(Which::Send, sbuf, count, dt, true, false),
-                        b(Which::Recv, rbuf, count, dt, false, true),
-                    ]
+                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
                 } else {
                     vec![b(Which::Send, sbuf, count, dt, true, false)]
                 }
             }
-            Kind::Allreduce {
-                sbuf,
-                rbuf,
-                count,
-                dt,
-                ..
-            } => {
+            Kind::Allreduce { sbuf, rbuf, count, dt, .. } => {
                 if sbuf == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, count, dt, true, true)]
                 } else {
-                    vec![
-                        b(Which::Send, sbuf, count, dt, true, false),
-                        b(Which::Recv, rbuf, count, dt, false, true),
-                    ]
+                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
                 }
             }
-            Kind::Allgather {
-                sbuf,
-                scount,
-                stype,
-                rbuf,
-                rcount,
-                rtype,
-            } => {
+            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
                 if sbuf == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
                 } else {
@@ -237,14 +163,7 @@ impl Kind {
                     ]
                 }
             }
-            Kind::Alltoall {
-                sbuf,
-                scount,
-                stype,
-                rbuf,
-                rcount,
-                rtype,
-            } => {
+            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
                 if sbuf == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
                 } else {
@@ -305,50 +224,18 @@ mod tests {
     fn buffers_follow_in_place_and_root() {
         let s = 0x10 as *mut c_void;
         let r = 0x20 as *mut c_void;
-        let k = Kind::Allreduce {
-            sbuf: MPI_IN_PLACE,
-            rbuf: r,
-            count: 3,
-            dt: MPI_INT,
-            op: MPI_SUM,
-        };
+        let k = Kind::Allreduce { sbuf: MPI_IN_PLACE, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM };
         assert_eq!(
             k.buffers(0, 2),
-            vec![Buf {
-                which: Which::Recv,
-                ptr: r,
-                count: 3,
-                dt: MPI_INT,
-                input: true,
-                output: true
-            }]
+            vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: MPI_INT, input: true, output: true }]
         );
-        let k = Kind::Reduce {
-            sbuf: s,
-            rbuf: r,
-            count: 3,
-            dt: MPI_INT,
-            op: MPI_SUM,
-            root: 1,
-        };
+        let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM, root: 1 };
         assert_eq!(k.buffers(0, 2).len(), 1);
         assert_eq!(k.buffers(1, 2).len(), 2);
-        let k = Kind::Alltoall {
-            sbuf: s,
-            scount: 2,
-            stype: MPI_INT,
-            rbuf: r,
-            rcount: 2,
-            rtype: MPI_INT,
-        };
+        let k = Kind::Alltoall { sbuf: s, scount: 2, stype: MPI_INT, rbuf: r, rcount: 2, rtype: MPI_INT };
         let b = k.buffers(0, 4);
         assert_eq!((b[0].count, b[1].count), (8, 8));
-        let mut k = Kind::Bcast {
-            buf: s,
-            count: 1,
-            dt: MPI_INT,
-            root: 0,
-        };
+        let mut k = Kind::Bcast { buf: s, count: 1, dt: MPI_INT, root: 0 };
         assert!(k.buffers(0, 2)[0].input && !k.buffers(0, 2)[0].output);
         assert!(!k.buffers(1, 2)[0].input && k.buffers(1, 2)[0].output);
         k.set_buffer(Which::Recv, r);
