@@ -973,123 +973,6 @@ fn send_route(
     Ok(Route::To(hidden, tag * mx.width + si_ok as c_int, mx))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_send(
-    buf: *const c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-) -> c_int {
-    mpix_entry("MPIX_Stream_send", |rt| unsafe {
-        match send_route(
-            rt,
-            "MPIX_Stream_send",
-            comm,
-            count as MPI_Count,
-            None,
-            dest,
-            tag,
-            source_stream_index,
-            dest_stream_index,
-        ) {
-            Err(rc) => rc,
-            Ok(Route::ProcNull) => MPI_SUCCESS,
-            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send)(buf, count, datatype, dest, t, h)),
-        }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_send_c(
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-) -> c_int {
-    mpix_entry("MPIX_Stream_send_c", |rt| unsafe {
-        match send_route(rt, "MPIX_Stream_send_c", comm, count, None, dest, tag, source_stream_index, dest_stream_index)
-        {
-            Err(rc) => rc,
-            Ok(Route::ProcNull) => MPI_SUCCESS,
-            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Send_c)(buf, count, datatype, dest, t, h)),
-        }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_isend(
-    buf: *const c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    request: *mut MPI_Request,
-) -> c_int {
-    mpix_entry("MPIX_Stream_isend", |rt| unsafe {
-        match send_route(
-            rt,
-            "MPIX_Stream_isend",
-            comm,
-            count as MPI_Count,
-            Some(request),
-            dest,
-            tag,
-            source_stream_index,
-            dest_stream_index,
-        ) {
-            Err(rc) => rc,
-            Ok(Route::ProcNull) => {
-                forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
-            }
-            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend)(buf, count, datatype, dest, t, h, request)),
-        }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_isend_c(
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    request: *mut MPI_Request,
-) -> c_int {
-    mpix_entry("MPIX_Stream_isend_c", |rt| unsafe {
-        match send_route(
-            rt,
-            "MPIX_Stream_isend_c",
-            comm,
-            count,
-            Some(request),
-            dest,
-            tag,
-            source_stream_index,
-            dest_stream_index,
-        ) {
-            Err(rc) => rc,
-            Ok(Route::ProcNull) => {
-                forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
-            }
-            Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().PMPI_Isend_c)(buf, count, datatype, dest, t, h, request)),
-        }
-    })
-}
-
 enum RecvOut {
     Blocking(*mut MPI_Status),
     Nonblocking(*mut MPI_Request),
@@ -1261,121 +1144,110 @@ unsafe fn recv(
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_recv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    status: *mut MPI_Status,
-) -> c_int {
-    mpix_entry("MPIX_Stream_recv", |rt| unsafe {
-        recv(
-            rt,
-            "MPIX_Stream_recv",
-            buf,
-            count as MPI_Count,
-            datatype,
-            source,
-            tag,
-            comm,
-            source_stream_index,
-            dest_stream_index,
-            RecvOut::Blocking(status),
-        )
-    })
+/// The indexed point-to-point entry points, in their `int` and large-count (`_c`) forms from one
+/// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator.
+macro_rules! indexed_p2p {
+    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $send(
+            buf: *const c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            dest: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+        ) -> c_int {
+            let f = stringify!($send);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                    Err(rc) => rc,
+                    Ok(Route::ProcNull) => MPI_SUCCESS,
+                    Ok(Route::To(h, t, _mx)) => forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h)),
+                }
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $isend(
+            buf: *const c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            dest: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            request: *mut MPI_Request,
+        ) -> c_int {
+            let f = stringify!($isend);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
+                    Err(rc) => rc,
+                    Ok(Route::ProcNull) => {
+                        forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                    }
+                    Ok(Route::To(h, t, _mx)) => {
+                        forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request))
+                    }
+                }
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $recv(
+            buf: *mut c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            source: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            status: *mut MPI_Status,
+        ) -> c_int {
+            let f = stringify!($recv);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $irecv(
+            buf: *mut c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            source: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            request: *mut MPI_Request,
+        ) -> c_int {
+            let f = stringify!($irecv);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                let out = RecvOut::Nonblocking(request);
+                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+            })
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_recv_c(
-    buf: *mut c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    status: *mut MPI_Status,
-) -> c_int {
-    mpix_entry("MPIX_Stream_recv_c", |rt| unsafe {
-        recv(
-            rt,
-            "MPIX_Stream_recv_c",
-            buf,
-            count,
-            datatype,
-            source,
-            tag,
-            comm,
-            source_stream_index,
-            dest_stream_index,
-            RecvOut::Blocking(status),
-        )
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_irecv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    request: *mut MPI_Request,
-) -> c_int {
-    mpix_entry("MPIX_Stream_irecv", |rt| unsafe {
-        recv(
-            rt,
-            "MPIX_Stream_irecv",
-            buf,
-            count as MPI_Count,
-            datatype,
-            source,
-            tag,
-            comm,
-            source_stream_index,
-            dest_stream_index,
-            RecvOut::Nonblocking(request),
-        )
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_irecv_c(
-    buf: *mut c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    source_stream_index: c_int,
-    dest_stream_index: c_int,
-    request: *mut MPI_Request,
-) -> c_int {
-    mpix_entry("MPIX_Stream_irecv_c", |rt| unsafe {
-        recv(
-            rt,
-            "MPIX_Stream_irecv_c",
-            buf,
-            count,
-            datatype,
-            source,
-            tag,
-            comm,
-            source_stream_index,
-            dest_stream_index,
-            RecvOut::Nonblocking(request),
-        )
-    })
-}
+indexed_p2p!(MPIX_Stream_send, MPIX_Stream_isend, MPIX_Stream_recv, MPIX_Stream_irecv, c_int, PMPI_Send, PMPI_Isend);
+indexed_p2p!(
+    MPIX_Stream_send_c,
+    MPIX_Stream_isend_c,
+    MPIX_Stream_recv_c,
+    MPIX_Stream_irecv_c,
+    MPI_Count,
+    PMPI_Send_c,
+    PMPI_Isend_c
+);
 
 #[cfg(test)]
 mod tests {
