@@ -96,10 +96,6 @@ impl CommTable {
         true
     }
 
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     pub fn entries(&self) -> Vec<(MPI_Comm, CommEntry)> {
         self.map.iter().map(|e| (*e.key(), e.value().clone())).collect()
     }

@@ -83,7 +83,10 @@ pub const MPI_MAX_INFO_VAL: usize = 1024;
 pub const MPI_MAX_ERROR_STRING: usize = 512;
 pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 
+// MPICH's sentinel values: the address 1, never dereferenced.
+#[allow(clippy::manual_dangling_ptr)]
 pub const MPI_STATUS_IGNORE: *mut MPI_Status = 1 as *mut MPI_Status;
+#[allow(clippy::manual_dangling_ptr)]
 pub const MPI_STATUSES_IGNORE: *mut MPI_Status = 1 as *mut MPI_Status;
 
 /// Whether `status` is a real status pointer (not NULL, not `MPI_STATUS_IGNORE`).
