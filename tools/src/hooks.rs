@@ -103,7 +103,17 @@ pub unsafe fn recv(
     if !on() {
         return call(status);
     }
-    let r = rec(comm);
+    counted_recv(name, rec(comm), status, call)
+}
+
+/// A blocking receive on the communicator `r` (`MPI_Recv`, `MPI_Mrecv`): checked, and counted from
+/// its status (a local one when the caller ignores it and the report needs the count).
+unsafe fn counted_recv(
+    name: &'static str,
+    r: Option<&'static CommRec>,
+    status: *mut MPI_Status,
+    call: impl FnOnce(*mut MPI_Status) -> c_int,
+) -> c_int {
     let _g = check::enter(name, r);
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
@@ -123,7 +133,17 @@ pub unsafe fn irecv(
     if !on() {
         return call();
     }
-    let r = rec(comm);
+    tracked_irecv(name, rec(comm), request, call)
+}
+
+/// A nonblocking receive on the communicator `r` (`MPI_Irecv`, `MPI_Imrecv`): checked, and its request
+/// tracked so that its completion is counted.
+unsafe fn tracked_irecv(
+    name: &'static str,
+    r: Option<&'static CommRec>,
+    request: *mut MPI_Request,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     let _g = check::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
@@ -227,15 +247,7 @@ pub unsafe fn mrecv(
     if !on() {
         return call(status);
     }
-    let r = take_message(message);
-    let _g = check::enter(name, r);
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
-    let rc = call(st);
-    if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.count_recv(st);
-    }
-    rc
+    counted_recv(name, take_message(message), status, call)
 }
 
 pub unsafe fn imrecv(
@@ -247,13 +259,7 @@ pub unsafe fn imrecv(
     if !on() {
         return call();
     }
-    let r = take_message(message);
-    let _g = check::enter(name, r);
-    let rc = call();
-    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        track(request, r, true);
-    }
-    rc
+    tracked_irecv(name, take_message(message), request, call)
 }
 
 pub unsafe fn wait(
