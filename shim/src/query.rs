@@ -44,6 +44,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
     d.policy_exhausted = policy::STATS.exhausted.load(Ordering::Relaxed);
     d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
     d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
+    d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
     copy_str(&mut d.library, &rt.library);
     copy_str(&mut d.backend_reason, &rt.backend_reason);
     0

@@ -101,8 +101,13 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         Some(d) => {
             let _ = write!(
                 j,
-                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{}}}",
-                d.streams_in_use, d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{}}}",
+                d.streams_in_use,
+                d.policy_attached,
+                d.policy_exhausted,
+                d.policy_nonblocking,
+                d.policy_intercomm,
+                d.policy_retired
             );
         }
         None => j.push_str(",\"streams_in_use\":null,\"policy_stats\":null"),
@@ -385,8 +390,8 @@ pub unsafe fn write() {
         if d.policy == 1 {
             let _ = writeln!(
                 out,
-                "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator)",
-                d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm
+                "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
+                d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm, d.policy_retired
             );
         }
     }

@@ -38,6 +38,8 @@ pub struct Description {
     pub policy_exhausted: u64,
     pub policy_nonblocking: u64,
     pub policy_intercomm: u64,
+    /// Native policy streams whose communicators are gone, kept until `MPI_Finalize`.
+    pub policy_retired: u64,
     /// `MPI_Get_library_version`'s first line, NUL-terminated.
     pub library: [c_char; 256],
     pub backend_reason: [c_char; 256],
@@ -59,6 +61,7 @@ impl Default for Description {
             policy_exhausted: 0,
             policy_nonblocking: 0,
             policy_intercomm: 0,
+            policy_retired: 0,
             library: [0; 256],
             backend_reason: [0; 256],
         }
