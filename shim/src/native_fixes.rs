@@ -231,3 +231,123 @@ pub unsafe fn improbe(
     }
     (next.improbe)(source, tag, comm, flag, message, status)
 }
+
+/// A nonblocking collective on a native stream communicator, handed to the application as an MPICH
+/// extended generalized request. MPICH completes a generalized request only by polling it, from the
+/// `MPI_Wait*`/`MPI_Test*` of the thread that waits for it: the stream's owner, in the stream model.
+/// Our poll function drives the stream's progress and tests the real request, which MPICH's own
+/// global progress would never complete (its sub-operations run on the stream's explicit VCI).
+struct WrappedCollective {
+    native: MPIX_Stream,
+    inner: MPI_Request,
+    outer: MPI_Request,
+    error: c_int,
+}
+
+/// Interposer hook of the nonblocking collectives: `create(p, request)` makes the real call.
+pub unsafe fn nonblocking_collective(
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
+) -> c_int {
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let Some(native) = native_stream_of(comm) else {
+        return create(p, request);
+    };
+    if request.is_null() {
+        // MPICH's own argument check reports it.
+        return create(p, request);
+    }
+    let state = Box::into_raw(Box::new(WrappedCollective {
+        native,
+        inner: MPI_REQUEST_NULL,
+        outer: MPI_REQUEST_NULL,
+        error: MPI_SUCCESS,
+    }));
+    let rc = create(p, &mut (*state).inner);
+    if rc != MPI_SUCCESS {
+        drop(Box::from_raw(state));
+        return rc;
+    }
+    let rc = (p.PMPIX_Grequest_start)(
+        wrapped_query,
+        wrapped_free,
+        wrapped_cancel,
+        wrapped_poll,
+        Some(wrapped_wait),
+        state as *mut c_void,
+        &mut (*state).outer,
+    );
+    if rc != MPI_SUCCESS {
+        // Cannot wrap: complete the real operation here rather than lose it.
+        (p.PMPI_Wait)(&mut (*state).inner, MPI_STATUS_IGNORE);
+        drop(Box::from_raw(state));
+        return rc;
+    }
+    *request = (*state).outer;
+    MPI_SUCCESS
+}
+
+unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
+    crate::ffi_guard("nonblocking collective (poll)", || unsafe {
+        let st = &mut *(extra as *mut WrappedCollective);
+        if st.inner == MPI_REQUEST_NULL {
+            return MPI_SUCCESS;
+        }
+        let p = pmpi::pmpi();
+        if let Some(progress) = p.PMPIX_Stream_progress {
+            progress(st.native);
+        }
+        let mut flag = 0;
+        let mut status = MPI_Status::default();
+        let rc = (p.PMPI_Test)(&mut st.inner, &mut flag, &mut status);
+        if rc != MPI_SUCCESS || flag != 0 {
+            st.error = rc;
+            st.inner = MPI_REQUEST_NULL;
+            (p.PMPI_Grequest_complete)(st.outer);
+        }
+        MPI_SUCCESS
+    })
+}
+
+/// MPICH requires a wait function too, and calls it in a loop for the generalized requests of one
+/// `MPI_Wait*`: one turn of each request's poll.
+unsafe extern "C" fn wrapped_wait(
+    count: c_int,
+    states: *mut *mut c_void,
+    _timeout: f64,
+    _status: *mut MPI_Status,
+) -> c_int {
+    for i in 0..count.max(0) as usize {
+        wrapped_poll(*states.add(i), std::ptr::null_mut());
+    }
+    MPI_SUCCESS
+}
+
+unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
+    crate::ffi_guard("nonblocking collective (query)", || unsafe {
+        let st = &*(extra as *const WrappedCollective);
+        let p = pmpi::pmpi();
+        // A collective's status carries nothing but the error: MPICH's reads source and tag as "any".
+        (*status).MPI_SOURCE = MPI_ANY_SOURCE;
+        (*status).MPI_TAG = MPI_ANY_TAG;
+        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
+        (p.PMPI_Status_set_cancelled)(status, 0);
+        st.error
+    })
+}
+
+unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
+    crate::ffi_guard("nonblocking collective (free)", || unsafe {
+        drop(Box::from_raw(extra as *mut WrappedCollective));
+        MPI_SUCCESS
+    })
+}
+
+/// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
+unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
+    MPI_SUCCESS
+}

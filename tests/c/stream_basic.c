@@ -4,11 +4,10 @@
  * and freeing in the right order. Pool size from MPIXSTREAM_STREAMS (the test's env). */
 #include "mpixtest.h"
 
-/* Native MPICH 5.0.2 hangs on persistent point-to-point and nonblocking collectives over a native
- * stream communicator, with or without mpixstream (reproducer: tests/native_defects/; MPI_Sendrecv
- * and the probes hang there too, and mpixstream routes around those). The native row of
- * TESTS sets MPIXTEST_NATIVE_DEFECTS=1 so those two steps are left out there (MPI_Barrier instead of
- * MPI_Ibarrier); every other row runs them. */
+/* Native MPICH 5.0.2 hangs on persistent point-to-point over a native stream communicator, with or
+ * without mpixstream (reproducer: tests/native_defects/; MPI_Sendrecv, the probes and nonblocking
+ * collectives hang there too, and mpixstream routes around those). The native row of TESTS sets
+ * MPIXTEST_NATIVE_DEFECTS=1 so that step is left out there; every other row runs it. */
 static int native_defects;
 
 static void traffic(MPI_Comm c, int tag_base) {
@@ -95,13 +94,17 @@ static void traffic(MPI_Comm c, int tag_base) {
     for (int i = 0; i < size; i++) CHECK(a2a_r[i] == i * size + rank, "alltoall[%d] %d", i, a2a_r[i]);
     free(a2a_s);
     free(a2a_r);
-    if (native_defects) {
-        OK(MPI_Barrier(c));
-    } else {
-        MPI_Request br_req;
-        OK(MPI_Ibarrier(c, &br_req));
-        OK(MPI_Wait(&br_req, MPI_STATUS_IGNORE));
-    }
+    MPI_Request br_req, ar_req[2];
+    OK(MPI_Ibarrier(c, &br_req));
+    OK(MPI_Wait(&br_req, MPI_STATUS_IGNORE));
+    int isum = -1, ibc = rank == 0 ? 77 : 0;
+    OK(MPI_Iallreduce(&rank, &isum, 1, MPI_INT, MPI_SUM, c, &ar_req[0]));
+    OK(MPI_Ibcast(&ibc, 1, MPI_INT, 0, c, &ar_req[1]));
+    OK(MPI_Waitall(2, ar_req, MPI_STATUSES_IGNORE));
+    CHECK(isum == size * (size - 1) / 2 && ibc == 77, "iallreduce %d ibcast %d", isum, ibc);
+    int tflag = 0;
+    OK(MPI_Ibarrier(c, &br_req));
+    while (!tflag) OK(MPI_Test(&br_req, &tflag, MPI_STATUS_IGNORE));
 }
 
 int main(int argc, char **argv) {

@@ -71,6 +71,40 @@ macro_rules! comm_constructor_interposers {
     };
 }
 
+/// Defines the nonblocking-collective interposers from one table. Each row:
+/// `MPI_name => PMPI_name (args...) comm <arg> request <arg>;`; the hook
+/// `$fixes::nonblocking_collective(comm, request, create)` receives a closure making the real call
+/// through the next definition in the preload chain (so that the tools library still counts it).
+#[macro_export]
+macro_rules! nonblocking_collective_interposers {
+    ($fixes:path; $( $mpi:ident => $pmpi:ident ( $($arg:ident : $ty:ty),* ) comm $comm:ident request $req:ident ; )*) => {
+        /// The nonblocking-collective interposers (a module, so that the rows can name MPI's types).
+        pub mod nonblocking_collectives {
+        #[allow(unused_imports)]
+        use $crate::ffi::*;
+        #[allow(unused_imports)]
+        use std::os::raw::{c_int, c_void};
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> std::os::raw::c_int {
+                use $fixes as fixes;
+                fixes::nonblocking_collective(
+                    $comm,
+                    $req,
+                    &|p: &$crate::pmpi::Pmpi, req: *mut $crate::ffi::MPI_Request| unsafe {
+                        static NEXT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                        let name = concat!(stringify!($mpi), "\0");
+                        let name = std::ffi::CStr::from_bytes_with_nul_unchecked(name.as_bytes());
+                        let $req = req;
+                        $crate::pmpi::next_or(&NEXT, name, p.$pmpi)($($arg),*)
+                    },
+                )
+            }
+        )*
+        }
+    };
+}
+
 /// Instantiates every interposer of the lean library over the hooks module `$hooks`, which provides
 /// `init`, `finalize`, `comm_constructed`, `comm_free` and `error_class`, and the module `$fixes` with
 /// the routes around native MPICH defects (`sendrecv`, `probe`, `mprobe`, `iprobe`, `improbe`).
@@ -189,6 +223,48 @@ macro_rules! interposers {
         ) -> std::os::raw::c_int {
             use $fixes as fixes;
             fixes::improbe(source, tag, comm, flag, message, status)
+        }
+
+        $crate::nonblocking_collective_interposers! { $fixes;
+            MPI_Ibarrier => PMPI_Ibarrier (comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Ibcast => PMPI_Ibcast (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int,
+                comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Ireduce => PMPI_Ireduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
+                datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request)
+                comm comm request request;
+            MPI_Iallreduce => PMPI_Iallreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
+                datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Igather => PMPI_Igather (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+                request: *mut MPI_Request) comm comm request request;
+            MPI_Igatherv => PMPI_Igatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype,
+                root: c_int, comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Iscatter => PMPI_Iscatter (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+                request: *mut MPI_Request) comm comm request request;
+            MPI_Iscatterv => PMPI_Iscatterv (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
+                sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int,
+                comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Iallgather => PMPI_Iallgather (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+                request: *mut MPI_Request) comm comm request request;
+            MPI_Iallgatherv => PMPI_Iallgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype,
+                comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Ialltoall => PMPI_Ialltoall (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype,
+                recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+                request: *mut MPI_Request) comm comm request request;
+            MPI_Ialltoallv => PMPI_Ialltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+                sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int,
+                recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Ireduce_scatter_block => PMPI_Ireduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void,
+                recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request)
+                comm comm request request;
+            MPI_Iscan => PMPI_Iscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+                op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
+            MPI_Iexscan => PMPI_Iexscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
+                datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) comm comm request request;
         }
 
         $crate::comm_constructor_interposers! { $hooks;

@@ -117,6 +117,26 @@ pmpi_table! {
         PMPI_Reduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm);
         // The enqueue engine (shim/src/enqueue): every enqueued operation runs as its nonblocking form.
         PMPI_Ibarrier(MPI_Comm, *mut MPI_Request);
+        PMPI_Ibcast(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request);
+        PMPI_Ireduce(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request);
+        PMPI_Iallreduce(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
+        PMPI_Igather(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm,
+                     *mut MPI_Request);
+        PMPI_Igatherv(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int,
+                      MPI_Comm, *mut MPI_Request);
+        PMPI_Iscatter(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm,
+                      *mut MPI_Request);
+        PMPI_Iscatterv(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int,
+                       MPI_Comm, *mut MPI_Request);
+        PMPI_Iallgather(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request);
+        PMPI_Iallgatherv(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype,
+                         MPI_Comm, *mut MPI_Request);
+        PMPI_Ialltoall(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request);
+        PMPI_Ialltoallv(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int,
+                        MPI_Datatype, MPI_Comm, *mut MPI_Request);
+        PMPI_Ireduce_scatter_block(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
+        PMPI_Iscan(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
+        PMPI_Iexscan(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
         PMPI_Ibcast_c(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request);
         PMPI_Ireduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request);
         PMPI_Iallreduce_c(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request);
@@ -197,4 +217,17 @@ fn find_symbol_source() -> Result<Finder, String> {
         }
     }
     Err("no MPI library is loaded in this process (PMPI_Init not found)".to_string())
+}
+
+/// The next definition of `name` after the calling library in the preload chain (the tools library's
+/// counters when it is loaded, else MPICH's), cached in `cache`; `fallback` (the `PMPI_` entry) when
+/// there is none. For interposers that must not hide a call from the libraries behind them.
+pub unsafe fn next_or<F: Copy>(cache: &'static OnceLock<usize>, name: &CStr, fallback: F) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<usize>());
+    let addr = *cache.get_or_init(|| libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize);
+    if addr == 0 {
+        fallback
+    } else {
+        std::mem::transmute_copy::<usize, F>(&addr)
+    }
 }
