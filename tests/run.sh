@@ -71,6 +71,8 @@ while read -r prog nps mpichs expect envs; do
       [ "$envs" != "-" ] && for kv in $envs; do envargs+=("$kv"); done
       env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1 </dev/null
       rc=$?
+      # A rank killed (timeout, MPI_Abort) leaves MPICH's shared memory behind.
+      [ $rc -ne 0 ] && bash scripts/shm_cleanup.sh
       case "$expect" in
         pass) [ $rc -eq 0 ] && grep -q " No Errors" "$log"; verdict "$name" $? "$log" ;;
         fail:*) text=${expect#fail:}; text=${text//\~/ }
@@ -87,7 +89,9 @@ for t in tests/scripts/*.sh; do
   selected "$name" || continue
   log=$logdir/script-$name.log
   timeout 900 bash "$t" >"$log" 2>&1
-  verdict "$name" $? "$log"
+  rc=$?
+  bash scripts/shm_cleanup.sh
+  verdict "$name" $rc "$log"
 done
 
 if [ $quick -eq 0 ] && [ -x tests/conformance/run.sh ] && selected conformance; then
@@ -97,6 +101,7 @@ if [ $quick -eq 0 ] && [ -x tests/conformance/run.sh ] && selected conformance; 
       log=$logdir/conformance-$mpich-$policy.log
       bash tests/conformance/run.sh --mpich $mpich --policy $policy >"$log" 2>&1
       rc=$?
+      bash scripts/shm_cleanup.sh
       verdict "conformance mpich=$mpich policy=$policy: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)" $rc "$log"
     done
   done

@@ -3,12 +3,14 @@
 //! MPICH waits on some operations with its global progress, which skips explicit (reserved) VCIs, so on a
 //! native stream communicator they hang (tests/native_defects reproduces it without mpixstream):
 //! `MPI_Sendrecv`, the probes (`MPI_Probe`/`MPI_Mprobe`, and polling loops of `MPI_Iprobe`/`MPI_Improbe`),
-//! persistent point-to-point and nonblocking collectives. Sendrecv and the probes we route here, on such
-//! communicators only, through calls whose completion does progress the stream (Irecv + Isend + Waitall;
-//! probes preceded by a turn of the stream's own progress, made by the thread that owns the stream). Everything else passes through at the cost
-//! of one relaxed load while no stream communicator exists. Persistent requests and nonblocking
-//! collectives would need interposers on `MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave
-//! them, documented (README, "Native MPICH 5.0.2 defects").
+//! persistent point-to-point, buffered sends waiting for space, and nonblocking collectives. Sendrecv and
+//! the probes we route here, on such communicators only, through calls whose completion does progress
+//! the stream (Irecv + Isend + Waitall; probes preceded by a turn of the stream's own progress, made by
+//! the thread that owns the stream); nonblocking collectives become generalized requests polled by
+//! the thread that waits for them (`nonblocking_collective`). Everything else passes through at the cost
+//! of one relaxed load while no stream communicator exists. Persistent requests and buffered sends would
+//! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
+//! documented (README, "Native MPICH 5.0.2 defects").
 use crate::backend::Backend;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;

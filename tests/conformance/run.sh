@@ -244,6 +244,8 @@ run_one() {
   (cd "$build/$d" && exec timeout -k 5 "$tl" "$MPIEXEC" -n "$np" "${mpx[@]}" "${genv[@]}" "./$p" "${args[@]}") \
     </dev/null >"$log" 2>&1
   rc=$?
+  # A rank killed by the timeout leaves MPICH's shared memory behind; enough of it fills /dev/shm.
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && bash "$here/../../scripts/shm_cleanup.sh"
   R_SECS=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   local noerr=0
   grep -qE '^[[:space:]]*No [Ee]rrors[[:space:]]*$' "$log" && noerr=1

@@ -5,7 +5,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"; mpich_select 5
 out=$root/build/native_defects; mkdir -p "$out"
 "$MPICC" -O2 "$root/tests/native_defects/persistent_and_sendrecv.c" -o "$out/repro"
-outcome() { if "$@" 2>/dev/null </dev/null | grep -q completed; then echo "completes"; else echo "hangs (killed after 10 s)"; fi; }
+outcome() {
+  if "$@" 2>/dev/null </dev/null | grep -q completed; then echo "completes"; else echo "hangs (killed after 10 s)"; fi
+  bash "$root/scripts/shm_cleanup.sh" # the killed ranks' shared memory
+}
 for op in 0 1 2 3 4 5 6 7 8 9 10; do
   without=$(MPIR_CVAR_CH4_RESERVE_VCIS=1 outcome timeout 10 "$MPIEXEC" -n 2 "$out/repro" $op)
   with=$(outcome timeout 10 "$root/scripts/mpixrun" -n 2 "$out/repro" $op)
