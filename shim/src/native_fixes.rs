@@ -14,8 +14,7 @@
 use crate::backend::Backend;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::{self, Pmpi};
-use std::ffi::CStr;
+use mpixstream_wrappers::pmpi::{self, next_definition, Pmpi};
 use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -46,13 +45,12 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
-    };
     // The next definitions in the preload chain (the tools library's counters when it is loaded,
     // else MPICH's), so that nothing we route is invisible to the report.
-    let next = next_mpi(p);
+    let (p, next) = match chain() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     if native_stream_of(comm).is_none() {
         return (next.sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
@@ -120,29 +118,24 @@ struct NextMpi {
 fn next_mpi(p: &'static Pmpi) -> &'static NextMpi {
     static NEXT: OnceLock<NextMpi> = OnceLock::new();
     NEXT.get_or_init(|| unsafe {
-        let next = |name: &CStr| libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
-        let pick = |name: &CStr, fallback: *mut c_void| {
-            let f = next(name);
-            if f.is_null() {
-                fallback
-            } else {
-                f
-            }
-        };
         NextMpi {
-            sendrecv: std::mem::transmute::<*mut c_void, SendrecvFn>(pick(
-                c"MPI_Sendrecv",
-                p.PMPI_Sendrecv as *mut c_void,
-            )),
-            irecv: std::mem::transmute::<*mut c_void, IrecvFn>(pick(c"MPI_Irecv", p.PMPI_Irecv as *mut c_void)),
-            isend: std::mem::transmute::<*mut c_void, IsendFn>(pick(c"MPI_Isend", p.PMPI_Isend as *mut c_void)),
-            waitall: std::mem::transmute::<*mut c_void, WaitallFn>(pick(c"MPI_Waitall", p.PMPI_Waitall as *mut c_void)),
-            probe: std::mem::transmute::<*mut c_void, ProbeFn>(pick(c"MPI_Probe", p.PMPI_Probe as *mut c_void)),
-            iprobe: std::mem::transmute::<*mut c_void, IprobeFn>(pick(c"MPI_Iprobe", p.PMPI_Iprobe as *mut c_void)),
-            mprobe: std::mem::transmute::<*mut c_void, MprobeFn>(pick(c"MPI_Mprobe", p.PMPI_Mprobe as *mut c_void)),
-            improbe: std::mem::transmute::<*mut c_void, ImprobeFn>(pick(c"MPI_Improbe", p.PMPI_Improbe as *mut c_void)),
+            sendrecv: next_definition(c"MPI_Sendrecv", p.PMPI_Sendrecv),
+            irecv: next_definition(c"MPI_Irecv", p.PMPI_Irecv),
+            isend: next_definition(c"MPI_Isend", p.PMPI_Isend),
+            waitall: next_definition(c"MPI_Waitall", p.PMPI_Waitall),
+            probe: next_definition(c"MPI_Probe", p.PMPI_Probe),
+            iprobe: next_definition(c"MPI_Iprobe", p.PMPI_Iprobe),
+            mprobe: next_definition(c"MPI_Mprobe", p.PMPI_Mprobe),
+            improbe: next_definition(c"MPI_Improbe", p.PMPI_Improbe),
         }
     })
+}
+
+/// The resolved MPI entry points and the next definitions in the chain, or `MPI_ERR_OTHER` when no
+/// MPI library is loaded (every interposer here starts with this).
+fn chain() -> Result<(&'static Pmpi, &'static NextMpi), c_int> {
+    let p = pmpi::load().map_err(|_| MPI_ERR_OTHER)?;
+    Ok((p, next_mpi(p)))
 }
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
@@ -162,11 +155,10 @@ unsafe fn poll_on_stream(native: MPIX_Stream, mut test: impl FnMut() -> (c_int, 
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
+    let (_, next) = match chain() {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let next = next_mpi(p);
     match native_stream_of(comm) {
         None => (next.probe)(source, tag, comm, status),
         Some(native) => poll_on_stream(native, || {
@@ -185,11 +177,10 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
+    let (_, next) = match chain() {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let next = next_mpi(p);
     match native_stream_of(comm) {
         None => (next.mprobe)(source, tag, comm, message, status),
         Some(native) => poll_on_stream(native, || {
@@ -203,11 +194,10 @@ pub unsafe fn mprobe(
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
+    let (p, next) = match chain() {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let next = next_mpi(p);
     if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
         progress(native);
     }
@@ -223,11 +213,10 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
+    let (p, next) = match chain() {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let next = next_mpi(p);
     if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
         progress(native);
     }

@@ -220,14 +220,20 @@ fn find_symbol_source() -> Result<Finder, String> {
 }
 
 /// The next definition of `name` after the calling library in the preload chain (the tools library's
-/// counters when it is loaded, else MPICH's), cached in `cache`; `fallback` (the `PMPI_` entry) when
-/// there is none. For interposers that must not hide a call from the libraries behind them.
-pub unsafe fn next_or<F: Copy>(cache: &'static OnceLock<usize>, name: &CStr, fallback: F) -> F {
+/// counters when it is loaded, else MPICH's); `fallback` (the `PMPI_` entry) when there is none. For
+/// interposers that must not hide a call from the libraries behind them.
+pub unsafe fn next_definition<F: Copy>(name: &CStr, fallback: F) -> F {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<usize>());
-    let addr = *cache.get_or_init(|| libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize);
+    let addr = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize;
     if addr == 0 {
         fallback
     } else {
         std::mem::transmute_copy::<usize, F>(&addr)
     }
+}
+
+/// [`next_definition`], looked up once and kept in `cache`.
+pub unsafe fn next_or<F: Copy>(cache: &'static OnceLock<usize>, name: &CStr, fallback: F) -> F {
+    let f = *cache.get_or_init(|| std::mem::transmute_copy::<F, usize>(&next_definition(name, fallback)));
+    std::mem::transmute_copy::<usize, F>(&f)
 }
