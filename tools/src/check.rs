@@ -143,17 +143,20 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     } else {
         format!("communicator 0x{:08x}, which shares the stream", other_comm as u32)
     };
-    eprintln!(
+    let msg = format!(
         "mpixstream check: [rank {rank}] communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci}) used by two threads at once: \
          thread {} entered {call} while thread {other} was in {} on {same}. \
          The explicit endpoint policy needs each communicator used by one thread at a time \
-         (its stream is an endpoint MPICH does not lock); aborting.",
+         (its stream is an endpoint MPICH does not lock); aborting.\n",
         rec.handle as u32,
         rec.id,
         rec.origin.name(),
         thread_id(),
         other_call.unwrap_or("an MPI call"),
     );
+    // One write(2): the job is about to be torn down (this rank's abort, or another rank's), and a
+    // message written in pieces was seen cut off after its first piece.
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
     unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
     std::process::abort()
 }
