@@ -1,6 +1,7 @@
 //! Which communicators carry a stream: keyed by communicator handle (off the hot path: ordinary calls
 //! on a stream communicator go straight to MPICH and never look here).
 use crate::multiplex::Multiplex;
+use crate::streams::StreamTable;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,12 +40,12 @@ impl CommTable {
     }
 
     /// Records that `comm` carries stream `index` (and counts the attachment on the stream).
-    pub fn attach(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, entry: CommEntry) {
-        rt.streams.slot(entry.stream).comms.fetch_add(1, Ordering::AcqRel);
+    pub fn attach(&self, streams: &StreamTable, comm: MPI_Comm, entry: CommEntry) {
+        streams.slot(entry.stream).comms.fetch_add(1, Ordering::AcqRel);
         if let Some(old) = self.map.insert(comm, entry) {
             // A handle MPICH reused without our seeing the free (freed behind our back, e.g. by
             // MPI_Comm_disconnect): drop the stale attachment.
-            rt.streams.slot(old.stream).comms.fetch_sub(1, Ordering::AcqRel);
+            streams.slot(old.stream).comms.fetch_sub(1, Ordering::AcqRel);
         } else {
             self.stream_comms.fetch_add(1, Ordering::Release);
         }
@@ -57,10 +58,10 @@ impl CommTable {
     }
 
     /// Forgets `comm`; returns its entry, whose stream's attachment count has been decremented.
-    pub fn detach(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm) -> Option<CommEntry> {
+    pub fn detach(&self, streams: &StreamTable, comm: MPI_Comm) -> Option<CommEntry> {
         let (_, entry) = self.map.remove(&comm)?;
         self.stream_comms.fetch_sub(1, Ordering::Release);
-        rt.streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
+        streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
         Some(entry)
     }
 
@@ -72,26 +73,26 @@ impl CommTable {
     }
 
     /// Records the multiplex communicator `comm`; counts an attachment on each of its local streams.
-    pub fn attach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: Arc<Multiplex>) {
+    pub fn attach_multiplex(&self, streams: &StreamTable, comm: MPI_Comm, m: Arc<Multiplex>) {
         for &s in m.streams.iter().flatten() {
-            rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
+            streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
         }
         if let Some(old) = self.multiplex.insert(comm, m) {
             // A reused handle whose free we did not see: drop the stale attachments.
             for &s in old.streams.iter().flatten() {
-                rt.streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
+                streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
 
     /// Forgets the multiplex communicator `comm` if it is still `m` (the handle may have been reused);
     /// releases the attachments of its streams.
-    pub fn detach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: &Arc<Multiplex>) -> bool {
+    pub fn detach_multiplex(&self, streams: &StreamTable, comm: MPI_Comm, m: &Arc<Multiplex>) -> bool {
         let Some((_, old)) = self.multiplex.remove_if(&comm, |_, v| Arc::ptr_eq(v, m)) else {
             return false;
         };
         for &s in old.streams.iter().flatten() {
-            rt.streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
+            streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
         }
         true
     }

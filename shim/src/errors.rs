@@ -6,12 +6,14 @@
 //! `MPI_Error_string` returns the message and a fatal handler prints it. Our `MPI_Error_class`
 //! interposer maps our dynamic classes back to the standard ones (MPICH 4.0.2's `MPI_Add_error_code`
 //! on a predefined class yields codes with garbage strings, so we cannot use predefined classes there).
+use crate::handles;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::raw::c_int;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// The error classes we report, as standard (or native MPIX) classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -146,18 +148,47 @@ fn add_code(class: c_int, msg: &str) -> Result<c_int, String> {
     Ok(code)
 }
 
+/// Our error classes and codes, created at `MPI_Init*` ([`install`]) and usable until `MPI_Finalize`
+/// ([`retire`]); before and after that, errors are reported on stderr.
+static ERRORS: OnceLock<Errors> = OnceLock::new();
+static LIVE: AtomicBool = AtomicBool::new(false);
+
+/// Makes `errors` the registry [`raise`] reports through (once, right after `PMPI_Init*`).
+pub fn install(errors: Errors) {
+    let _ = ERRORS.set(errors);
+    LIVE.store(true, Ordering::Release);
+}
+
+/// From `MPI_Finalize` on, errors go to stderr (MPICH's handlers are gone).
+pub fn retire() {
+    LIVE.store(false, Ordering::Release);
+}
+
+fn live() -> Option<&'static Errors> {
+    if LIVE.load(Ordering::Acquire) {
+        ERRORS.get()
+    } else {
+        None
+    }
+}
+
+/// The standard class behind one of our dynamic classes (our `MPI_Error_class`).
+pub fn standard_class(dynamic_class: c_int) -> Option<c_int> {
+    ERRORS.get()?.standard_class(dynamic_class)
+}
+
 /// Raises an error from an MPIX entry point: through `comm`'s error handler once MPI is initialised
 /// (MPI_ERRORS_ARE_FATAL aborts with the message; MPI_ERRORS_RETURN returns the code), else on stderr.
 /// `func` names the entry point, as MPI error messages do.
 #[cold]
 pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
     let text = format!("{func}: {msg}");
-    let Some(rt) = crate::runtime::active() else {
+    let Some(errors) = live() else {
         eprintln!("mpixstream: {text}");
         return class.standard();
     };
-    let code = rt.errors.code(class, &text);
-    let target = if comm == MPI_COMM_NULL || !crate::runtime::comm_is_valid(comm) { MPI_COMM_WORLD } else { comm };
+    let code = errors.code(class, &text);
+    let target = if comm == MPI_COMM_NULL || !handles::is_comm(comm) { MPI_COMM_WORLD } else { comm };
     unsafe { (pmpi().PMPI_Comm_call_errhandler)(target, code) };
     code
 }

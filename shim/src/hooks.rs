@@ -2,7 +2,7 @@
 use crate::backend::{self, Backend};
 use crate::comms::{CommEntry, Origin};
 use crate::config::{Config, Policy};
-use crate::errors::Errors;
+use crate::errors::{self, Errors};
 use crate::runtime::{self, Runtime};
 use crate::streams::StreamTable;
 use crate::{ffi_guard, policy};
@@ -23,24 +23,27 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 return MPI_ERR_OTHER;
             }
         };
-        // MPIXSTREAM_THREAD_MULTIPLE=1: the enqueue engine's threads call MPI, so ask for MULTIPLE.
-        let multiple = crate::enqueue::wants_thread_multiple();
-        let call = |p: &Pmpi| match thread {
-            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
-            None => (p.PMPI_Init)(argc, argv),
-            Some((required, provided)) => {
-                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
-            }
-        };
         if runtime::is_initialized_by_us() {
             // A second MPI_Init: MPICH reports the error.
-            return call(p);
+            return match thread {
+                None => (p.PMPI_Init)(argc, argv),
+                Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
+            };
         }
         let config = match Config::from_env() {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("mpixstream: {e}");
                 std::process::exit(1);
+            }
+        };
+        // MPIXSTREAM_THREAD_MULTIPLE=1: the enqueue engine's threads call MPI, so ask for MULTIPLE.
+        let multiple = config.enqueue.thread_multiple;
+        let call = |p: &Pmpi| match thread {
+            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
+            None => (p.PMPI_Init)(argc, argv),
+            Some((required, provided)) => {
+                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
             }
         };
         let detected = backend::detect(p, &config);
@@ -72,7 +75,7 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
     (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
     (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
     (p.PMPI_Query_thread)(&mut level);
-    let errors = Errors::create()?;
+    errors::install(Errors::create()?);
     let mut progress_comm = MPI_COMM_NULL;
     if (p.PMPI_Comm_dup)(MPI_COMM_SELF, &mut progress_comm) != MPI_SUCCESS {
         return Err("could not duplicate MPI_COMM_SELF".into());
@@ -86,7 +89,6 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
         rank,
         size,
         thread_level: level,
-        errors,
         progress_comm,
         global_progress: Mutex::new(None),
         config,
@@ -108,7 +110,7 @@ pub fn banner(rt: &Runtime) -> String {
         }
     };
     format!(
-        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {} | {} | {} ranks",
+        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {} | {} | {} ranks | {}",
         env!("CARGO_PKG_VERSION"),
         rt.library,
         rt.backend.name(),
@@ -116,7 +118,8 @@ pub fn banner(rt: &Runtime) -> String {
         mapping,
         rt.config.policy,
         level,
-        rt.size
+        rt.size,
+        rt.config.describe()
     )
 }
 
@@ -144,6 +147,7 @@ pub unsafe fn finalize() -> c_int {
         let mut pc = rt.progress_comm;
         (p.PMPI_Comm_free)(&mut pc);
         runtime::mark_finalized();
+        errors::retire();
         let rc = (p.PMPI_Finalize)();
         if rc == MPI_SUCCESS && !drained {
             return MPI_ERR_PENDING;
@@ -182,13 +186,13 @@ pub unsafe fn comm_constructed(
             // The application's stream communicator: dup-like children share its stream (native MPICH
             // does the same for the endpoint; this is our bookkeeping of it).
             Some(e) if e.origin == Origin::User && kind.inherits_stream() => {
-                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
+                rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
                 rc
             }
             // A nonblocking dup of a policy communicator: MPICH gives the child the parent's stream (and
             // the policy cannot attach a new one without blocking), so record that they share it.
             Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
-                rt.comms.attach(rt, *newcomm, CommEntry { stream: e.stream, origin: Origin::Policy });
+                rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: e.stream, origin: Origin::Policy });
                 rc
             }
             _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),
@@ -206,7 +210,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
         let handle = if comm.is_null() { MPI_COMM_NULL } else { *comm };
         if let Some(rt) = runtime::active() {
             if let Err((class, msg)) = crate::enqueue::check_comm_free(rt, handle) {
-                return crate::errors::raise(handle, class, "MPI_Comm_free", &msg);
+                return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
         let multiplex = runtime::active().and_then(|rt| rt.comms.multiplex(handle));
@@ -216,7 +220,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                 if let Some(mx) = multiplex {
                     crate::multiplex::comm_freed(rt, handle, mx);
                 }
-                if let Some(entry) = rt.comms.detach(rt, handle) {
+                if let Some(entry) = rt.comms.detach(&rt.streams, handle) {
                     if entry.origin == Origin::Policy
                         && rt.streams.slot(entry.stream).comms.load(Ordering::Acquire) == 0
                     {
@@ -237,10 +241,8 @@ pub unsafe fn error_class(code: c_int, class: *mut c_int) -> c_int {
         };
         let rc = (p.PMPI_Error_class)(code, class);
         if rc == MPI_SUCCESS && !class.is_null() {
-            if let Some(rt) = runtime::active() {
-                if let Some(standard) = rt.errors.standard_class(*class) {
-                    *class = standard;
-                }
+            if let Some(standard) = errors::standard_class(*class) {
+                *class = standard;
             }
         }
         rc

@@ -10,8 +10,10 @@ pub mod comms;
 pub mod config;
 pub mod enqueue;
 pub mod errors;
+pub mod handles;
 pub mod hex;
 pub mod hooks;
+pub mod info;
 pub mod mpix;
 pub mod multiplex;
 pub mod native_fixes;
@@ -20,6 +22,7 @@ pub mod progress;
 pub mod query;
 pub mod runtime;
 pub mod streams;
+pub mod thread;
 
 use mpixstream_wrappers::ffi::MPI_ERR_INTERN;
 use std::os::raw::c_int;

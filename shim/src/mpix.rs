@@ -2,8 +2,8 @@
 use crate::comms::{CommEntry, Origin};
 use crate::errors::{raise, Class};
 use crate::hex;
+use crate::info::info_get_string;
 use crate::mpix_entry;
-use crate::progress::ProgressThread;
 use crate::runtime::Runtime;
 use crate::streams::{LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;
@@ -28,25 +28,6 @@ unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
         return Ok(None);
     }
     info_get_string(info, c"type".as_ptr())
-}
-
-pub(crate) unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
-    let p = pmpi();
-    let (mut len, mut flag) = (0, 0);
-    let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    if flag == 0 {
-        return Ok(None);
-    }
-    let mut buf = vec![0u8; len as usize + 1];
-    let rc = (p.PMPI_Info_get)(info, key, len + 1, buf.as_mut_ptr() as *mut c_char, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    buf.truncate(len as usize);
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
 }
 
 #[no_mangle]
@@ -180,7 +161,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_St
             return rc;
         }
         if let Some(i) = index {
-            rt.comms.attach(rt, *newcomm, CommEntry { stream: i, origin: Origin::User });
+            rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: i, origin: Origin::User });
         }
         MPI_SUCCESS
     })
@@ -218,12 +199,12 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
 pub unsafe extern "C" fn MPIX_Stream_progress(stream: MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Stream_progress", |rt| {
         if stream == MPIX_STREAM_NULL {
-            return rt.backend.progress(rt, MPIX_STREAM_NULL);
+            return rt.progress(MPIX_STREAM_NULL);
         }
         match stream_or_raise(rt, stream, MPI_COMM_WORLD, "MPIX_Stream_progress") {
             // A queue-backed stream is driven by its engine thread alone (explicit VCIs have no lock).
             Ok((i, _)) if crate::enqueue::drives(i) => MPI_SUCCESS,
-            Ok((_, slot)) => rt.backend.progress(rt, slot.native()),
+            Ok((_, slot)) => rt.progress(slot.native()),
             Err(code) => code,
         }
     })
@@ -241,8 +222,8 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                 "a progress thread needs MPI_THREAD_MULTIPLE; initialise with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
             );
         }
-        let (index, holder) = if stream == MPIX_STREAM_NULL {
-            (None, &rt.global_progress)
+        let (native, holder) = if stream == MPIX_STREAM_NULL {
+            (MPIX_STREAM_NULL, &rt.global_progress)
         } else {
             match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
                 Ok((i, _)) if crate::enqueue::drives(i) => {
@@ -253,7 +234,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                         "the stream is queue-backed: its enqueue engine thread already drives its progress",
                     )
                 }
-                Ok((i, slot)) => (Some(i), &slot.progress),
+                Ok((_, slot)) => (slot.native(), &slot.progress),
                 Err(code) => return code,
             }
         };
@@ -261,7 +242,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
         if guard.is_some() {
             return raise(MPI_COMM_WORLD, Class::Other, F, "a progress thread is already running on this stream");
         }
-        match ProgressThread::start(index) {
+        match crate::progress::start(rt.backend, native, rt.progress_comm) {
             Ok(t) => {
                 *guard = Some(t);
                 MPI_SUCCESS

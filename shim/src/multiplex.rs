@@ -780,14 +780,14 @@ pub unsafe fn inherit(rt: &Runtime, parent: &Multiplex, newcomm: *mut MPI_Comm) 
         hidden,
     ));
     register(rt, &mx);
-    rt.comms.attach_multiplex(rt, *newcomm, mx);
+    rt.comms.attach_multiplex(&rt.streams, *newcomm, mx);
     MPI_SUCCESS
 }
 
 /// After `MPI_Comm_free` of a multiplex communicator: its streams are detached at once, its hidden
 /// communicators freed as soon as no receive on it is pending.
 pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: Arc<Multiplex>) {
-    if rt.comms.detach_multiplex(rt, handle, &mx) {
+    if rt.comms.detach_multiplex(&rt.streams, handle, &mx) {
         mx.freed.store(true, Ordering::Release);
         mx.maybe_release();
     }
@@ -873,7 +873,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         };
         let mx = Arc::new(Multiplex::new(user, rank, counts, tag_ub, streams, hidden));
         register(rt, &mx);
-        rt.comms.attach_multiplex(rt, user, mx);
+        rt.comms.attach_multiplex(&rt.streams, user, mx);
         *newcomm = user;
         MPI_SUCCESS
     })

@@ -82,7 +82,7 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
 fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
     match index {
         Some(i) => {
-            rt.comms.attach(rt, comm, CommEntry { stream: i, origin: Origin::Policy });
+            rt.comms.attach(&rt.streams, comm, CommEntry { stream: i, origin: Origin::Policy });
             STATS.attached.fetch_add(1, Ordering::Relaxed);
         }
         None => {

@@ -2,7 +2,6 @@
 use crate::backend::Backend;
 use crate::comms::CommTable;
 use crate::config::Config;
-use crate::errors::Errors;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::c_int;
@@ -17,7 +16,6 @@ pub struct Runtime {
     pub rank: c_int,
     pub size: c_int,
     pub thread_level: c_int,
-    pub errors: Errors,
     pub streams: StreamTable,
     pub comms: CommTable,
     /// A private duplicate of `MPI_COMM_SELF` on which `MPI_Iprobe` drives MPICH's global progress.
@@ -25,7 +23,7 @@ pub struct Runtime {
     /// Why this backend (for the banner and the report).
     pub backend_reason: String,
     /// `MPIX_Start_progress_thread(MPIX_STREAM_NULL)`'s thread.
-    pub global_progress: std::sync::Mutex<Option<crate::progress::ProgressThread>>,
+    pub global_progress: std::sync::Mutex<Option<crate::thread::BackgroundThread>>,
 }
 
 const UNINITIALIZED: u8 = 0;
@@ -79,17 +77,13 @@ pub fn is_initialized_by_us() -> bool {
     PHASE.load(Ordering::Acquire) != UNINITIALIZED
 }
 
-/// Whether `comm` looks like a valid communicator handle (MPICH handle layout: kind in bits 30-31,
-/// object type in bits 26-29, 1 for communicators). Used only to pick which handler reports an error,
-/// without asking MPICH, whose own check would itself raise an error.
-pub fn comm_is_valid(comm: MPI_Comm) -> bool {
-    let kind = (comm as u32) >> 30;
-    let object = ((comm as u32) >> 26) & 0xf;
-    kind != 0 && object == 1
-}
-
 impl Runtime {
     pub fn thread_multiple(&self) -> bool {
         self.thread_level == MPI_THREAD_MULTIPLE
+    }
+
+    /// One turn of progress on a native stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).
+    pub fn progress(&self, native: MPIX_Stream) -> c_int {
+        self.backend.progress(native, self.progress_comm)
     }
 }

@@ -1,7 +1,7 @@
 //! The stream table: a stream handle is `0xbc000000 | index` (the look of native MPICH's direct handles)
 //! and indexes a fixed vector of slots, sized by the pool at `MPI_Init`, so hot paths find a stream
 //! with one bounds check and no lookup.
-use crate::progress::ProgressThread;
+use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -19,7 +19,8 @@ pub struct StreamSlot {
     pub pending: AtomicU32,
     /// Set when the explicit policy created the stream for one communicator (freed with it).
     pub policy_owned: AtomicBool,
-    pub progress: Mutex<Option<ProgressThread>>,
+    /// `MPIX_Start_progress_thread`'s thread on this stream.
+    pub progress: Mutex<Option<BackgroundThread>>,
 }
 
 impl StreamSlot {

@@ -1,9 +1,10 @@
-//! The backend, chosen once at `MPI_Init*` from what the loaded MPICH is (DESIGN.md §3):
+//! The backend, chosen once at `MPI_Init*` from what the loaded MPICH is (docs/architecture.md):
 //! - `native`: MPICH >= 4.1 with native streams; each of our streams is a native stream from the
 //!   reserved VCI pool (`MPIR_CVAR_CH4_RESERVE_VCIS`), so a stream communicator's traffic runs on its
 //!   own endpoint, without MPICH's locks.
 //! - `serial`: any other MPICH (Debian's 4.0.2 has one VCI and a global critical section): functionally
 //!   complete, every stream on MPICH's one endpoint.
+//!
 //! One code path for the API; the few operations that differ are here.
 mod native;
 mod serial;
@@ -124,11 +125,12 @@ impl Backend {
         native::implicit_vcis_in_force()
     }
 
-    /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).
-    pub fn progress(self, rt: &crate::runtime::Runtime, native: MPIX_Stream) -> c_int {
+    /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress, turned by
+    /// an `MPI_Iprobe` on `quiet_comm`, a private communicator that never carries a message).
+    pub fn progress(self, native: MPIX_Stream, quiet_comm: MPI_Comm) -> c_int {
         match self {
             Backend::Native if native != MPIX_STREAM_NULL => native::progress(native),
-            _ => serial::global_progress(rt),
+            _ => serial::global_progress(quiet_comm),
         }
     }
 }

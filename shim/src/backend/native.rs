@@ -13,7 +13,7 @@ const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 pub fn configure_pools(config: &Config) -> u32 {
     let user_reserve = std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok());
     let pool = match user_reserve {
-        Some(n) if std::env::var_os("MPIXSTREAM_STREAMS").is_none() => n,
+        Some(n) if !config.streams_set => n,
         _ => {
             std::env::set_var(RESERVE, config.streams.to_string());
             config.streams

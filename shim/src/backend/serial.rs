@@ -1,6 +1,5 @@
 //! Serial backend: MPICH without native streams. A stream communicator is a duplicate of its parent;
 //! every stream shares MPICH's endpoint. Correct, serialised, and honest about it in the banner.
-use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
@@ -11,7 +10,7 @@ pub fn stream_comm_create(parent: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
 
 /// One turn of MPICH's progress engine: `MPI_Iprobe` on a private communicator that never carries a
 /// message, so it matches nothing and only progresses.
-pub fn global_progress(rt: &Runtime) -> c_int {
+pub fn global_progress(quiet_comm: MPI_Comm) -> c_int {
     let mut flag = 0;
-    unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, rt.progress_comm, &mut flag, MPI_STATUS_IGNORE) }
+    unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_comm, &mut flag, MPI_STATUS_IGNORE) }
 }

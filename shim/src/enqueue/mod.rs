@@ -53,45 +53,33 @@ pub struct EnqConfig {
     pub cuda_sync: cuda::SyncMode,
 }
 
-fn env_flag(name: &str) -> bool {
-    matches!(std::env::var(name).as_deref().map(str::trim), Ok("1") | Ok("yes") | Ok("true"))
-}
-
+/// The engine's settings, from the one settings table (`crate::config`, parsed strictly at `MPI_Init*`);
+/// the defaults left open there are chosen here by core count.
 pub fn config() -> &'static EnqConfig {
     static CONFIG: OnceLock<EnqConfig> = OnceLock::new();
     CONFIG.get_or_init(|| {
-        let finalize_timeout = std::env::var("MPIXSTREAM_FINALIZE_TIMEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(Duration::from_secs_f64)
-            .unwrap_or(Duration::from_secs(10));
+        let s = crate::runtime::active()
+            .map(|rt| rt.config.enqueue.clone())
+            .unwrap_or_else(|| crate::config::Config::from_lookup(|_| None).expect("the defaults parse").enqueue);
         // Spinning pays where cores are spare; on a small or oversubscribed machine every spinning
         // thread delays the one it waits for, so the defaults scale with the cores.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let num =
-            |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default);
-        let spin = num("MPIXSTREAM_ENQUEUE_SPIN", if cores >= 8 { 2000 } else { 0 }) as u32;
-        let yield_for = Duration::from_micros(num("MPIXSTREAM_ENQUEUE_YIELD_US", if cores >= 8 { 200 } else { 100 }));
-        let cuda_sync = match std::env::var("MPIXSTREAM_CUDA_SYNC").as_deref().map(str::trim) {
-            Ok("memops") => cuda::SyncMode::Memops,
-            Ok("hostfn") => cuda::SyncMode::HostFn,
-            _ => cuda::SyncMode::Auto,
+        let spin = s.spin.unwrap_or(if cores >= 8 { 2000 } else { 0 });
+        let yield_for = s.yield_for.unwrap_or(Duration::from_micros(if cores >= 8 { 200 } else { 100 }));
+        let cuda_sync = match s.cuda_sync {
+            crate::config::CudaSync::Auto => cuda::SyncMode::Auto,
+            crate::config::CudaSync::Memops => cuda::SyncMode::Memops,
+            crate::config::CudaSync::HostFn => cuda::SyncMode::HostFn,
         };
         EnqConfig {
-            thread_multiple: env_flag("MPIXSTREAM_THREAD_MULTIPLE"),
-            finalize_timeout,
+            thread_multiple: s.thread_multiple,
+            finalize_timeout: s.finalize_timeout,
             spin,
             yield_for,
-            gpu_aware: env_flag("MPIXSTREAM_GPU_AWARE"),
+            gpu_aware: s.gpu_aware,
             cuda_sync,
         }
     })
-}
-
-/// Whether `MPI_Init*` should ask for `MPI_THREAD_MULTIPLE` (the engine's threads call MPI).
-pub fn wants_thread_multiple() -> bool {
-    config().thread_multiple
 }
 
 /// A queue kind, as `MPIX_Stream_create`'s info asked for it.
@@ -108,7 +96,7 @@ pub unsafe fn parse_info(rt: &Runtime, info: MPI_Info, ty: &str) -> Result<Queue
     let spec = match ty {
         HOST_QUEUE_TYPE => QueueSpec::Host,
         CUDA_TYPE => {
-            let value = crate::mpix::info_get_string(info, c"value".as_ptr() as *const c_char)
+            let value = crate::info::info_get_string(info, c"value".as_ptr() as *const c_char)
                 .map_err(|_| (Class::InfoValue, "cannot read info key \"value\"".to_string()))?
                 .ok_or_else(|| {
                     (
@@ -734,7 +722,7 @@ impl Engine {
             }
             if !inflight.is_empty() {
                 if self.native != MPIX_STREAM_NULL {
-                    rt.backend.progress(rt, self.native);
+                    rt.progress(self.native);
                 }
                 let mut i = 0;
                 while i < inflight.len() {
