@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proof, per message, of the endpoint mapping on the native backend (MPICH 5.0.2), with the UCX probe
-# (tests/probe; DESIGN.md §4): T stream communicators on T streams, one thread each, put their
+# (tests/probe; docs/architecture.md §5): T stream communicators on T streams, one thread each, put their
 # traffic on T distinct reserved workers (VCIs 1..T with MPICH's implicit pool of 1), and nothing else
 # does; with MPIXSTREAM_BACKEND=serial the same program keeps all traffic on worker 0.
 set -euo pipefail

@@ -46,7 +46,7 @@ for mpich in deb 5; do
   cat "$out/err-$mpich-explicit.txt"
 done
 
-# Where the messages went (DESIGN.md §4): the UCX probe, MPICH 5.0.2, through UCX on loopback.
+# Where the messages went (docs/architecture.md §5): the UCX probe, MPICH 5.0.2, through UCX on loopback.
 mpich_select 5
 for policy in explicit implicit; do
   pd=$out/probe-$policy; rm -rf "$pd"; mkdir -p "$pd"
