@@ -193,6 +193,49 @@ pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
     code
 }
 
+/// Makes a local check of a collective's arguments collective: every member of `comm` (an
+/// intracommunicator) learns whether any member's check failed, so that all fail together instead of
+/// some waiting in a collective the others skipped. On failure each member raises an error on `comm`:
+/// the failing member its own message, the others one naming the lowest failing rank, in its class.
+/// Costs one `MPI_Allreduce` of an `int`.
+pub unsafe fn agree(comm: MPI_Comm, func: &str, local: Result<(), (Class, String)>) -> Result<(), c_int> {
+    let p = pmpi();
+    let (mut rank, mut size) = (0, 0);
+    (p.PMPI_Comm_rank)(comm, &mut rank);
+    (p.PMPI_Comm_size)(comm, &mut size);
+    let width = ALL.len() as c_int;
+    // The lowest failing rank, and its class, in one int: rank * width + class index.
+    let mine = match &local {
+        Ok(()) => c_int::MAX,
+        Err((class, _)) => rank * width + Errors::index(*class) as c_int,
+    };
+    let mut lowest = c_int::MAX;
+    let rc = (p.PMPI_Allreduce)(
+        &mine as *const c_int as *const std::os::raw::c_void,
+        &mut lowest as *mut c_int as *mut std::os::raw::c_void,
+        1,
+        MPI_INT,
+        MPI_MIN,
+        comm,
+    );
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    if let Err((class, msg)) = local {
+        return Err(raise(comm, class, func, &msg));
+    }
+    if lowest == c_int::MAX {
+        return Ok(());
+    }
+    let (culprit, class) = (lowest / width, ALL[(lowest % width) as usize]);
+    Err(raise(
+        comm,
+        class,
+        func,
+        &format!("rank {culprit} of the communicator passed invalid arguments (see its error); nothing was created"),
+    ))
+}
+
 /// An `MPI_*` return code, turned into a `Result`.
 #[inline]
 pub fn check(rc: c_int) -> Result<(), c_int> {

@@ -56,10 +56,12 @@ fn nibble(c: u8) -> Option<u8> {
     }
 }
 
-/// Decodes `text` into exactly `expected` bytes.
-pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
+/// Walks `text`, calling `emit(position_in_output, byte, n)` for each run of `n` equal bytes (a literal
+/// byte, or an `[N]` run of zeros), stopping with an error as soon as the output would pass `expected`
+/// bytes: the decoded size is known before anything is written or allocated.
+fn walk(text: &str, expected: usize, mut emit: impl FnMut(usize, u8, usize)) -> Result<(), DecodeError> {
     let s = text.as_bytes();
-    let mut out = Vec::with_capacity(expected);
+    let mut len = 0usize;
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'[' {
@@ -69,26 +71,46 @@ pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
                 return Err(DecodeError::Malformed(i));
             }
             let n: usize = digits.parse().map_err(|_| DecodeError::Malformed(i))?;
-            if n == 0 || out.len() + n > expected {
-                return Err(if n == 0 {
-                    DecodeError::Malformed(i)
-                } else {
-                    DecodeError::WrongLength { decoded: out.len() + n, expected }
-                });
+            if n == 0 {
+                return Err(DecodeError::Malformed(i));
             }
-            out.resize(out.len() + n, 0);
+            if len + n > expected {
+                return Err(DecodeError::WrongLength { decoded: len + n, expected });
+            }
+            emit(len, 0, n);
+            len += n;
             i = close + 1;
         } else {
             let hi = nibble(s[i]).ok_or(DecodeError::BadChar(i))?;
             let lo_c = *s.get(i + 1).ok_or(DecodeError::Malformed(i))?;
             let lo = nibble(lo_c).ok_or(DecodeError::BadChar(i + 1))?;
-            out.push(hi << 4 | lo);
+            if len + 1 > expected {
+                return Err(DecodeError::WrongLength { decoded: len + 1, expected });
+            }
+            emit(len, hi << 4 | lo, 1);
+            len += 1;
             i += 2;
         }
     }
-    if out.len() != expected {
-        return Err(DecodeError::WrongLength { decoded: out.len(), expected });
+    if len != expected {
+        return Err(DecodeError::WrongLength { decoded: len, expected });
     }
+    Ok(())
+}
+
+/// Decodes `text` into exactly `out.len()` bytes, in place and without allocating. `out` is written
+/// only when the whole text is valid and has exactly that size.
+pub fn decode_into(text: &str, out: &mut [u8]) -> Result<(), DecodeError> {
+    walk(text, out.len(), |_, _, _| {})?;
+    walk(text, out.len(), |at, b, n| out[at..at + n].fill(b))
+}
+
+/// Decodes `text` into exactly `expected` bytes.
+pub fn decode(text: &str, expected: usize) -> Result<Vec<u8>, DecodeError> {
+    // Validate first: the buffer is allocated only for a text that fills it exactly.
+    walk(text, expected, |_, _, _| {})?;
+    let mut out = vec![0u8; expected];
+    decode_into(text, &mut out)?;
     Ok(out)
 }
 
@@ -126,6 +148,19 @@ mod tests {
         assert_eq!(decode("00", 2), Err(DecodeError::WrongLength { decoded: 1, expected: 2 }));
         assert_eq!(decode("[4]", 2), Err(DecodeError::WrongLength { decoded: 4, expected: 2 }));
         assert_eq!(decode("efbe", 2).unwrap(), vec![0xef, 0xbe]);
+        // Asking for 2 GiB of a 2-byte text fails before anything that size is allocated.
+        assert_eq!(decode("0A0B", 1 << 31), Err(DecodeError::WrongLength { decoded: 2, expected: 1 << 31 }));
+    }
+
+    #[test]
+    fn decode_into_writes_only_a_valid_text() {
+        let mut buf = [9u8; 4];
+        assert!(decode_into("0102", &mut buf).is_err());
+        assert_eq!(buf, [9; 4], "a wrong-length text leaves the buffer alone");
+        assert!(decode_into("01[2]GG", &mut buf).is_err());
+        assert_eq!(buf, [9; 4], "a malformed text leaves the buffer alone");
+        decode_into("01[2]07", &mut buf).unwrap();
+        assert_eq!(buf, [1, 0, 0, 7]);
     }
 
     /// Property: decode(encode(x)) == x, over random inputs biased towards zero runs.

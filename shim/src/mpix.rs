@@ -1,6 +1,7 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
 use crate::comms::{CommEntry, Origin};
-use crate::errors::{raise, Class};
+use crate::errors::{self, raise, Class};
+use crate::handles;
 use crate::hex;
 use crate::info::info_get_string;
 use crate::mpix_entry;
@@ -141,19 +142,34 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
 pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
     mpix_entry("MPIX_Stream_comm_create", |rt| unsafe {
         const F: &str = "MPIX_Stream_comm_create";
-        if newcomm.is_null() {
-            return raise(comm, Class::Arg, F, "the newcomm argument is a null pointer");
-        }
         if comm == MPI_COMM_NULL {
             return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
         }
-        let index = if stream == MPIX_STREAM_NULL {
-            None
+        // The same on every member, so a local verdict is a common one.
+        let mut inter = 0;
+        let rc = (pmpi().PMPI_Comm_test_inter)(comm, &mut inter);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        if inter != 0 {
+            return raise(
+                comm,
+                Class::Comm,
+                F,
+                "the parent is an intercommunicator; stream communicators need an intracommunicator",
+            );
+        }
+        // Arguments that only this process can judge: checked, then agreed on by every member.
+        let local = if newcomm.is_null() {
+            Err((Class::Arg, "the newcomm argument is a null pointer".to_string()))
+        } else if stream == MPIX_STREAM_NULL {
+            Ok(None)
         } else {
-            match stream_or_raise(rt, stream, comm, F) {
-                Ok((i, _)) => Some(i),
-                Err(code) => return code,
-            }
+            rt.streams.lookup(stream).map(|(i, _)| Some(i)).map_err(|e| (Class::Stream, e.describe(stream)))
+        };
+        let index = match errors::agree(comm, F, local.as_ref().map(|_| ()).map_err(|e| e.clone())) {
+            Ok(()) => local.unwrap_or(None),
+            Err(code) => return code,
         };
         let native = index.map_or(MPIX_STREAM_NULL, |i| rt.streams.slot(i).native());
         let rc = rt.backend.stream_comm_create(comm, native, newcomm);
@@ -177,10 +193,27 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
         if comm == MPI_COMM_NULL {
             return raise(MPI_COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
         }
+        if !handles::is_comm(comm) {
+            return raise(
+                MPI_COMM_WORLD,
+                Class::Comm,
+                F,
+                &format!("0x{:08x} is not a communicator handle", comm as u32),
+            );
+        }
         if let Some(mx) = rt.comms.multiplex(comm) {
             return crate::multiplex::get_stream(&mx, idx, stream);
         }
         let entry = rt.comms.get(comm);
+        if entry.is_none() {
+            // Not one of ours: let MPICH judge the handle (a freed communicator is MPI_ERR_COMM,
+            // raised by MPICH through the handler that applies).
+            let mut inter = 0;
+            let rc = (pmpi().PMPI_Comm_test_inter)(comm, &mut inter);
+            if rc != MPI_SUCCESS {
+                return rc;
+            }
+        }
         // A communicator without a stream has one local stream, MPIX_STREAM_NULL (conventional behaviour).
         if idx != 0 {
             return raise(
@@ -343,9 +376,14 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
             }
             Ok(Some(t)) => t,
         };
-        match hex::decode(&text, value_size as usize) {
-            Ok(bytes) => {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), value as *mut u8, bytes.len());
+        // Straight into the caller's buffer: nothing of value_size is allocated here.
+        let out = if value_size == 0 {
+            &mut [][..]
+        } else {
+            std::slice::from_raw_parts_mut(value as *mut u8, value_size as usize)
+        };
+        match hex::decode_into(&text, out) {
+            Ok(()) => {
                 *flag = 1;
                 MPI_SUCCESS
             }

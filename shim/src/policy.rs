@@ -16,6 +16,8 @@ pub struct PolicyStats {
     pub attached: AtomicU64,
     /// Left on the implicit pool because every stream was taken.
     pub exhausted: AtomicU64,
+    /// Left on the implicit pool because MPICH refused a native stream.
+    pub refused: AtomicU64,
     /// Left implicit because the constructor was nonblocking (`MPI_Comm_idup*`: attaching a stream is a
     /// blocking collective, which would change the program's synchronisation).
     pub nonblocking: AtomicU64,
@@ -28,6 +30,7 @@ pub struct PolicyStats {
 pub static STATS: PolicyStats = PolicyStats {
     attached: AtomicU64::new(0),
     exhausted: AtomicU64::new(0),
+    refused: AtomicU64::new(0),
     nonblocking: AtomicU64::new(0),
     intercomm: AtomicU64::new(0),
     retired: AtomicU64::new(0),
@@ -48,19 +51,28 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
-    let index = rt.streams.allocate();
+    let mut index = rt.streams.allocate();
+    if index.is_none() {
+        STATS.exhausted.fetch_add(1, Ordering::Relaxed);
+    }
     let mut native = MPIX_STREAM_NULL;
     if let Some(i) = index {
         match rt.backend.create_stream() {
-            Ok(n) => native = n,
-            Err(_) => {
+            Ok(n) => {
+                native = n;
+                let slot = rt.streams.slot(i);
+                slot.native.store(native, Ordering::Release);
+                slot.policy_owned.store(true, Ordering::Release);
+            }
+            Err(e) => {
+                // MPICH refused the endpoint: this process attaches MPIX_STREAM_NULL, but still takes
+                // part in the collective below, as its peers do.
+                eprintln!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
+                STATS.refused.fetch_add(1, Ordering::Relaxed);
                 rt.streams.release(i);
-                return finish(rt, None, *newcomm);
+                index = None;
             }
         }
-        let slot = rt.streams.slot(i);
-        slot.native.store(native, Ordering::Release);
-        slot.policy_owned.store(true, Ordering::Release);
     }
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
@@ -80,14 +92,9 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
 }
 
 fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
-    match index {
-        Some(i) => {
-            rt.comms.attach(&rt.streams, comm, CommEntry { stream: i, origin: Origin::Policy });
-            STATS.attached.fetch_add(1, Ordering::Relaxed);
-        }
-        None => {
-            STATS.exhausted.fetch_add(1, Ordering::Relaxed);
-        }
+    if let Some(i) = index {
+        rt.comms.attach(&rt.streams, comm, CommEntry { stream: i, origin: Origin::Policy });
+        STATS.attached.fetch_add(1, Ordering::Relaxed);
     }
     MPI_SUCCESS
 }

@@ -64,6 +64,7 @@ pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;
 pub const MPI_INT: MPI_Datatype = 0x4c00_0405;
 pub const MPI_SUM: MPI_Op = 0x5800_0003;
 pub const MPI_MAX: MPI_Op = 0x5800_0001;
+pub const MPI_MIN: MPI_Op = 0x5800_0002;
 pub const MPI_ERRORS_ARE_FATAL: MPI_Errhandler = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: MPI_Errhandler = 0x5400_0001;
 pub const MPI_TAG_UB: c_int = 0x6440_0001;
