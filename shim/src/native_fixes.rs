@@ -22,11 +22,11 @@ use std::sync::OnceLock;
 #[inline]
 fn native_stream_of(comm: MPI_Comm) -> Option<MPIX_Stream> {
     let rt = runtime::active()?;
-    if rt.backend != Backend::Native || !rt.comms.any_stream_comm() {
+    if rt.backend != Backend::Native {
         return None;
     }
-    let entry = rt.comms.get(comm)?;
-    Some(rt.streams.slot(entry.stream).native())
+    let stream = rt.comms.stream_of(comm)?;
+    Some(rt.streams.slot(stream).native())
 }
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Isend + Waitall.
