@@ -6,7 +6,7 @@ use crate::hex;
 use crate::info::info_get_string;
 use crate::mpix_entry;
 use crate::runtime::Runtime;
-use crate::streams::{LookupError, StreamTable};
+use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::ffi::CStr;
@@ -21,6 +21,16 @@ pub(crate) fn stream_or_raise<'a>(
     func: &str,
 ) -> Result<(usize, &'a crate::streams::StreamSlot), c_int> {
     rt.streams.lookup(handle).map_err(|e: LookupError| raise(comm, Class::Stream, func, &e.describe(handle)))
+}
+
+/// The error text for a stream whose endpoint another driver holds.
+pub(crate) fn driven_elsewhere(stream: MPIX_Stream, who: Driver) -> String {
+    format!(
+        "stream 0x{:08x} is driven by {} right now; two threads must never drive one stream's endpoint at once \
+         (a stream is a serial execution context)",
+        stream as u32,
+        who.describe()
+    )
 }
 
 /// The stream's `type` info value, if any.
@@ -68,8 +78,14 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
             }
         }
         if let Some(spec) = queue {
+            // The engine thread is the stream's one driver for the stream's whole life.
+            let slot = rt.streams.slot(index);
+            let claimed = slot.take_driver(Driver::Engine).is_ok();
             if let Err(e) = crate::enqueue::attach(rt, index, spec) {
-                let _ = rt.backend.free_stream(rt.streams.slot(index).native());
+                if claimed {
+                    slot.release_driver(Driver::Engine);
+                }
+                let _ = rt.backend.free_stream(slot.native());
                 rt.streams.release(index);
                 return raise(MPI_COMM_WORLD, Class::Other, F, &e);
             }
@@ -129,6 +145,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
         if let Err((class, e)) = crate::enqueue::detach(index) {
             return raise(MPI_COMM_WORLD, class, F, &e);
         }
+        slot.release_driver(Driver::Engine);
         if let Err(e) = rt.backend.free_stream(slot.native()) {
             return raise(MPI_COMM_WORLD, Class::Other, F, &e);
         }
@@ -234,10 +251,14 @@ pub unsafe extern "C" fn MPIX_Stream_progress(stream: MPIX_Stream) -> c_int {
         if stream == MPIX_STREAM_NULL {
             return rt.progress(MPIX_STREAM_NULL);
         }
-        match stream_or_raise(rt, stream, MPI_COMM_WORLD, "MPIX_Stream_progress") {
+        const F: &str = "MPIX_Stream_progress";
+        match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
             // A queue-backed stream is driven by its engine thread alone (explicit VCIs have no lock).
             Ok((i, _)) if crate::enqueue::drives(i) => MPI_SUCCESS,
-            Ok((_, slot)) => rt.progress(slot.native()),
+            Ok((_, slot)) => match slot.drive_for_call() {
+                Ok(_claim) => rt.progress(slot.native()),
+                Err(who) => raise(MPI_COMM_WORLD, Class::Other, F, &driven_elsewhere(stream, who)),
+            },
             Err(code) => code,
         }
     })
@@ -255,8 +276,8 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                 "a progress thread needs MPI_THREAD_MULTIPLE; initialise with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
             );
         }
-        let (native, holder) = if stream == MPIX_STREAM_NULL {
-            (MPIX_STREAM_NULL, &rt.global_progress)
+        let (native, holder, slot) = if stream == MPIX_STREAM_NULL {
+            (MPIX_STREAM_NULL, &rt.global_progress, None)
         } else {
             match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
                 Ok((i, _)) if crate::enqueue::drives(i) => {
@@ -267,7 +288,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                         "the stream is queue-backed: its enqueue engine thread already drives its progress",
                     )
                 }
-                Ok((_, slot)) => (slot.native(), &slot.progress),
+                Ok((_, slot)) => (slot.native(), &slot.progress, Some(slot)),
                 Err(code) => return code,
             }
         };
@@ -275,12 +296,22 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
         if guard.is_some() {
             return raise(MPI_COMM_WORLD, Class::Other, F, "a progress thread is already running on this stream");
         }
+        if let Some(slot) = slot {
+            if let Err(who) = slot.take_driver(Driver::ProgressThread) {
+                return raise(MPI_COMM_WORLD, Class::Other, F, &driven_elsewhere(stream, who));
+            }
+        }
         match crate::progress::start(rt.backend, native, rt.progress_comm) {
             Ok(t) => {
                 *guard = Some(t);
                 MPI_SUCCESS
             }
-            Err(e) => raise(MPI_COMM_WORLD, Class::Other, F, &format!("cannot start a thread: {e}")),
+            Err(e) => {
+                if let Some(slot) = slot {
+                    slot.release_driver(Driver::ProgressThread);
+                }
+                raise(MPI_COMM_WORLD, Class::Other, F, &format!("cannot start a thread: {e}"))
+            }
         }
     })
 }
@@ -289,11 +320,11 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
 pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Stop_progress_thread", |rt| {
         const F: &str = "MPIX_Stop_progress_thread";
-        let holder = if stream == MPIX_STREAM_NULL {
-            &rt.global_progress
+        let (holder, slot) = if stream == MPIX_STREAM_NULL {
+            (&rt.global_progress, None)
         } else {
             match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
-                Ok((_, slot)) => &slot.progress,
+                Ok((_, slot)) => (&slot.progress, Some(slot)),
                 Err(code) => return code,
             }
         };
@@ -301,6 +332,9 @@ pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int
         match thread {
             Some(t) => {
                 t.stop();
+                if let Some(slot) = slot {
+                    slot.release_driver(Driver::ProgressThread);
+                }
                 MPI_SUCCESS
             }
             None => raise(MPI_COMM_WORLD, Class::Other, F, "no progress thread is running on this stream"),

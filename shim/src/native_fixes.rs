@@ -13,20 +13,30 @@
 //! documented (README, "Native MPICH 5.0.2 defects").
 use crate::backend::Backend;
 use crate::runtime;
+use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::{self, next_definition, Pmpi};
 use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
-/// The native stream behind `comm` if it is a native stream communicator of this process.
+/// The stream behind `comm` if it is a native stream communicator of this process.
 #[inline]
-fn native_stream_of(comm: MPI_Comm) -> Option<MPIX_Stream> {
+fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
     let rt = runtime::active()?;
     if rt.backend != Backend::Native {
         return None;
     }
     let stream = rt.comms.stream_of(comm)?;
-    Some(rt.streams.slot(stream).native())
+    Some(rt.streams.slot(stream))
+}
+
+/// One turn of the stream's own progress, unless another driver holds its endpoint right now (its
+/// progress thread or engine, or another thread's call): then that driver progresses it, and a second
+/// one must not (a reserved VCI has no lock).
+fn progress_turn(slot: &StreamSlot) {
+    if let (Ok(_claim), Some(progress)) = (slot.drive_for_call(), pmpi::pmpi().PMPIX_Stream_progress) {
+        unsafe { progress(slot.native()) };
+    }
 }
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Isend + Waitall.
@@ -140,16 +150,13 @@ fn chain() -> Result<(&'static Pmpi, &'static NextMpi), c_int> {
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
 /// thread that owns the stream: it is the one blocked in this call on the stream's communicator).
-unsafe fn poll_on_stream(native: MPIX_Stream, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
-    let progress = pmpi::pmpi().PMPIX_Stream_progress;
+unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
     loop {
         let (rc, matched) = test();
         if rc != MPI_SUCCESS || matched {
             return rc;
         }
-        if let Some(f) = progress {
-            f(native);
-        }
+        progress_turn(slot);
     }
 }
 
@@ -161,7 +168,7 @@ pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_
     };
     match native_stream_of(comm) {
         None => (next.probe)(source, tag, comm, status),
-        Some(native) => poll_on_stream(native, || {
+        Some(slot) => poll_on_stream(slot, || {
             let mut flag = 0;
             let rc = (next.iprobe)(source, tag, comm, &mut flag, status);
             (rc, flag != 0)
@@ -183,7 +190,7 @@ pub unsafe fn mprobe(
     };
     match native_stream_of(comm) {
         None => (next.mprobe)(source, tag, comm, message, status),
-        Some(native) => poll_on_stream(native, || {
+        Some(slot) => poll_on_stream(slot, || {
             let mut flag = 0;
             let rc = (next.improbe)(source, tag, comm, &mut flag, message, status);
             (rc, flag != 0)
@@ -194,12 +201,12 @@ pub unsafe fn mprobe(
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let (p, next) = match chain() {
+    let (_, next) = match chain() {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
-        progress(native);
+    if let Some(slot) = native_stream_of(comm) {
+        progress_turn(slot);
     }
     (next.iprobe)(source, tag, comm, flag, status)
 }
@@ -213,12 +220,12 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    let (p, next) = match chain() {
+    let (_, next) = match chain() {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
-        progress(native);
+    if let Some(slot) = native_stream_of(comm) {
+        progress_turn(slot);
     }
     (next.improbe)(source, tag, comm, flag, message, status)
 }
@@ -229,7 +236,7 @@ pub unsafe fn improbe(
 /// Our poll function drives the stream's progress and tests the real request, which MPICH's own
 /// global progress would never complete (its sub-operations run on the stream's explicit VCI).
 struct WrappedCollective {
-    native: MPIX_Stream,
+    slot: &'static StreamSlot,
     inner: MPI_Request,
     outer: MPI_Request,
     error: c_int,
@@ -245,7 +252,7 @@ pub unsafe fn nonblocking_collective(
         Ok(p) => p,
         Err(_) => return MPI_ERR_OTHER,
     };
-    let Some(native) = native_stream_of(comm) else {
+    let Some(slot) = native_stream_of(comm) else {
         return create(p, request);
     };
     if request.is_null() {
@@ -253,7 +260,7 @@ pub unsafe fn nonblocking_collective(
         return create(p, request);
     }
     let state = Box::into_raw(Box::new(WrappedCollective {
-        native,
+        slot,
         inner: MPI_REQUEST_NULL,
         outer: MPI_REQUEST_NULL,
         error: MPI_SUCCESS,
@@ -289,9 +296,7 @@ unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) 
             return MPI_SUCCESS;
         }
         let p = pmpi::pmpi();
-        if let Some(progress) = p.PMPIX_Stream_progress {
-            progress(st.native);
-        }
+        progress_turn(st.slot);
         let mut flag = 0;
         let mut status = MPI_Status::default();
         let rc = (p.PMPI_Test)(&mut st.inner, &mut flag, &mut status);

@@ -3,7 +3,7 @@
 //! with one bounds check and no lookup.
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 const HANDLE_BASE: u32 = 0xbc00_0000;
@@ -21,6 +21,51 @@ pub struct StreamSlot {
     pub policy_owned: AtomicBool,
     /// `MPIX_Start_progress_thread`'s thread on this stream.
     pub progress: Mutex<Option<BackgroundThread>>,
+    /// Who drives the stream's endpoint now (a [`Driver`], 0 for nobody). A native stream's reserved VCI
+    /// has no lock in MPICH, so two threads driving it at once would corrupt it silently: every driver
+    /// of ours takes this first (docs/architecture.md, "Threads and endpoints").
+    driver: AtomicU8,
+}
+
+/// Who drives a stream's endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Driver {
+    /// A thread inside one of our calls (`MPIX_Stream_progress`, a native-fix interposer), for the
+    /// duration of that call.
+    Call = 1,
+    /// `MPIX_Start_progress_thread`'s thread, until `MPIX_Stop_progress_thread`.
+    ProgressThread = 2,
+    /// The enqueue engine of a queue-backed stream, for the stream's life.
+    Engine = 3,
+}
+
+impl Driver {
+    fn from_u8(v: u8) -> Option<Driver> {
+        match v {
+            1 => Some(Driver::Call),
+            2 => Some(Driver::ProgressThread),
+            3 => Some(Driver::Engine),
+            _ => None,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Driver::Call => "another thread's call (MPIX_Stream_progress or an operation on the stream's communicator)",
+            Driver::ProgressThread => "its progress thread (MPIX_Start_progress_thread)",
+            Driver::Engine => "its enqueue engine thread",
+        }
+    }
+}
+
+/// A [`Driver::Call`] claim, released when dropped.
+pub struct CallClaim<'a>(&'a StreamSlot);
+
+impl Drop for CallClaim<'_> {
+    fn drop(&mut self) {
+        self.0.driver.store(0, Ordering::Release);
+    }
 }
 
 impl StreamSlot {
@@ -32,12 +77,39 @@ impl StreamSlot {
             pending: AtomicU32::new(0),
             policy_owned: AtomicBool::new(false),
             progress: Mutex::new(None),
+            driver: AtomicU8::new(0),
         }
     }
 
     #[inline]
     pub fn native(&self) -> MPIX_Stream {
         self.native.load(Ordering::Acquire)
+    }
+
+    /// Claims the endpoint for the duration of one call; `Err` names who drives it now.
+    #[inline]
+    pub fn drive_for_call(&self) -> Result<CallClaim<'_>, Driver> {
+        match self.driver.compare_exchange(0, Driver::Call as u8, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => Ok(CallClaim(self)),
+            Err(current) => Err(Driver::from_u8(current).unwrap_or(Driver::Call)),
+        }
+    }
+
+    /// Claims the endpoint for a thread of ours until [`release_driver`](Self::release_driver).
+    pub fn take_driver(&self, who: Driver) -> Result<(), Driver> {
+        self.driver
+            .compare_exchange(0, who as u8, Ordering::Acquire, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(|current| Driver::from_u8(current).unwrap_or(Driver::Call))
+    }
+
+    pub fn release_driver(&self, who: Driver) {
+        let _ = self.driver.compare_exchange(who as u8, 0, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Who drives the endpoint now.
+    pub fn driver(&self) -> Option<Driver> {
+        Driver::from_u8(self.driver.load(Ordering::Acquire))
     }
 }
 
@@ -110,6 +182,7 @@ impl StreamTable {
         slot.comms.store(0, Ordering::Release);
         slot.pending.store(0, Ordering::Release);
         slot.policy_owned.store(false, Ordering::Release);
+        slot.driver.store(0, Ordering::Release);
         slot.in_use.store(true, Ordering::Release);
         Some(index)
     }
@@ -148,5 +221,22 @@ mod tests {
         assert_eq!(t.lookup(0x1234).err().unwrap(), LookupError::Invalid);
         assert_eq!(t.lookup(StreamTable::handle(7)).err().unwrap(), LookupError::Invalid);
         assert_eq!(t.in_use(), 1);
+    }
+
+    #[test]
+    fn one_driver_at_a_time() {
+        let t = StreamTable::new(1);
+        let slot = t.slot(t.allocate().unwrap());
+        {
+            let _claim = slot.drive_for_call().unwrap();
+            assert_eq!(slot.drive_for_call().err(), Some(Driver::Call));
+            assert_eq!(slot.take_driver(Driver::ProgressThread), Err(Driver::Call));
+        }
+        slot.take_driver(Driver::ProgressThread).unwrap();
+        assert_eq!(slot.drive_for_call().err(), Some(Driver::ProgressThread));
+        slot.release_driver(Driver::Engine); // not the holder: no effect
+        assert_eq!(slot.driver(), Some(Driver::ProgressThread));
+        slot.release_driver(Driver::ProgressThread);
+        assert!(slot.drive_for_call().is_ok());
     }
 }
