@@ -47,9 +47,19 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             }
         };
         let detected = backend::detect(p, &config);
+        let wrote = match detected.configure_mpich() {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("mpixstream: {e}");
+                std::process::exit(1);
+            }
+        };
         let rc = call(p);
         if rc != MPI_SUCCESS {
             return rc;
+        }
+        if wrote {
+            detected.after_init();
         }
         match start_runtime(p, config, detected) {
             Ok(rt) => {

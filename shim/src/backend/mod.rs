@@ -30,6 +30,21 @@ pub struct Detected {
     pub reason: String,
     /// The explicit pool size actually in force.
     pub pool: u32,
+    /// MPICH control variables to write before `PMPI_Init*` ([`Detected::configure_mpich`]).
+    control_variables: Vec<(&'static str, u32)>,
+}
+
+impl Detected {
+    /// Just before `PMPI_Init*`: gives MPICH the pool sizes. Returns whether
+    /// [`Detected::after_init`] has work to do.
+    pub unsafe fn configure_mpich(&self) -> Result<bool, String> {
+        native::write_control_variables(&self.control_variables)
+    }
+
+    /// Just after a successful `PMPI_Init*`, when `configure_mpich` returned true.
+    pub unsafe fn after_init(&self) {
+        native::finish_control_variables();
+    }
 }
 
 /// Parses "MPICH Version:  5.0.2" out of `MPI_Get_library_version`'s text.
@@ -73,11 +88,11 @@ pub fn detect(p: &Pmpi, config: &Config) -> Detected {
         }
         (BackendChoice::Auto, false) => (Backend::Serial, "no native streams in this MPICH".to_string()),
     };
-    let pool = match backend {
+    let (pool, control_variables) = match backend {
         Backend::Native => native::configure_pools(config),
-        Backend::Serial => config.streams,
+        Backend::Serial => (config.streams, Vec::new()),
     };
-    Detected { backend, library, version, reason, pool }
+    Detected { backend, library, version, reason, pool, control_variables }
 }
 
 impl Backend {

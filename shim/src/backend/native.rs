@@ -2,27 +2,99 @@
 use crate::config::Config;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
-use std::os::raw::c_int;
-use std::sync::Mutex;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
 const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 
-/// Sets MPICH's pool sizes from ours before `PMPI_Init*` (MPICH reads them during init). A value the
-/// user set directly on MPICH's variable wins, and is the pool we report.
-pub fn configure_pools(config: &Config) -> u32 {
+/// MPICH's pool sizes to write before `PMPI_Init*`, from ours. A value the user set directly on MPICH's
+/// variable (in the environment, which MPICH reads itself) wins when `MPIXSTREAM_STREAMS` is unset, and
+/// is the pool we report. Returns (pool in force, variables to write).
+pub fn configure_pools(config: &Config) -> (u32, Vec<(&'static str, u32)>) {
     let user_reserve = std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok());
+    let mut writes = Vec::new();
     let pool = match user_reserve {
         Some(n) if !config.streams_set => n,
         _ => {
-            std::env::set_var(RESERVE, config.streams.to_string());
+            writes.push((RESERVE, config.streams));
             config.streams
         }
     };
-    if let Some(n) = config.implicit_vcis {
-        std::env::set_var(IMPLICIT, n.to_string());
+    let implicit = match config.implicit_vcis {
+        Some(n) => {
+            writes.push((IMPLICIT, n));
+            n
+        }
+        None => {
+            std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
+        }
+    };
+    let _ = IMPLICIT_IN_FORCE.set(implicit);
+    (pool, writes)
+}
+
+static IMPLICIT_IN_FORCE: OnceLock<u32> = OnceLock::new();
+
+/// Writes MPICH's control variables through the MPI tool interface, between `MPI_T_init_thread` and
+/// `PMPI_Init*` (MPICH reads its control variables once, at the first of the two). Not `setenv`:
+/// changing the environment of a process whose other threads may read it at the same time is a data
+/// race in C. Returns whether `MPI_T_finalize` must follow `PMPI_Init*` (it must not come before it:
+/// MPICH would forget the values).
+pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<bool, String> {
+    if writes.is_empty() {
+        return Ok(false);
     }
-    pool
+    type InitThread = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
+    type GetIndex = unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int;
+    type HandleAlloc = unsafe extern "C" fn(c_int, *mut c_void, *mut *mut c_void, *mut c_int) -> c_int;
+    type Write = unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int;
+    type HandleFree = unsafe extern "C" fn(*mut *mut c_void) -> c_int;
+    let sym = |name: &CStr| {
+        let p = mpixstream_wrappers::pmpi::lookup(name);
+        if p.is_null() {
+            Err(format!("the MPI library has no {}", name.to_string_lossy()))
+        } else {
+            Ok(p)
+        }
+    };
+    let init: InitThread = std::mem::transmute(sym(c"PMPI_T_init_thread")?);
+    let get_index: GetIndex = std::mem::transmute(sym(c"PMPI_T_cvar_get_index")?);
+    let alloc: HandleAlloc = std::mem::transmute(sym(c"PMPI_T_cvar_handle_alloc")?);
+    let write: Write = std::mem::transmute(sym(c"PMPI_T_cvar_write")?);
+    let free: HandleFree = std::mem::transmute(sym(c"PMPI_T_cvar_handle_free")?);
+    let mut provided = 0;
+    if init(MPI_THREAD_SINGLE, &mut provided) != MPI_SUCCESS {
+        return Err("MPI_T_init_thread failed".into());
+    }
+    for &(name, value) in writes {
+        let cname = std::ffi::CString::new(name).unwrap_or_default();
+        let (mut index, mut count) = (0, 0);
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        if get_index(cname.as_ptr(), &mut index) != MPI_SUCCESS {
+            return Err(format!("MPICH has no control variable {name}"));
+        }
+        if alloc(index, std::ptr::null_mut(), &mut handle, &mut count) != MPI_SUCCESS {
+            return Err(format!("cannot open MPICH's control variable {name}"));
+        }
+        let v = value as c_int;
+        let rc = write(handle, &v as *const c_int as *const c_void);
+        free(&mut handle);
+        if rc != MPI_SUCCESS {
+            return Err(format!("cannot set MPICH's control variable {name}={value} (error {rc})"));
+        }
+    }
+    Ok(true)
+}
+
+/// After `PMPI_Init*`: balances [`write_control_variables`]'s `MPI_T_init_thread`.
+pub unsafe fn finish_control_variables() {
+    let p = mpixstream_wrappers::pmpi::lookup(c"PMPI_T_finalize");
+    if !p.is_null() {
+        let f: unsafe extern "C" fn() -> c_int = std::mem::transmute(p);
+        f();
+    }
 }
 
 /// Our model of MPICH's reserved-VCI allocation, for the report: `MPID_Allocate_vci` (ch4_vci.c) gives
@@ -41,9 +113,9 @@ pub fn vci_of(native: MPIX_Stream) -> Option<u32> {
     Some(implicit_vcis_in_force() + pos as u32)
 }
 
-/// MPICH's implicit pool size as read at `MPI_Init` (we set the variable before it, or the user did).
+/// MPICH's implicit pool size in force (what we wrote, or what the user set on MPICH's variable).
 pub fn implicit_vcis_in_force() -> u32 {
-    std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
+    IMPLICIT_IN_FORCE.get().copied().unwrap_or(1)
 }
 
 pub fn create_stream() -> Result<MPIX_Stream, String> {
