@@ -9,6 +9,7 @@ use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// What the policy did, for the report.
 #[derive(Default)]
@@ -51,6 +52,9 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
+    if let Some(i) = take_retired() {
+        return attach_native(rt, Some(i), true, rt.streams.slot(i).native(), newcomm);
+    }
     let mut index = rt.streams.allocate();
     if index.is_none() {
         STATS.exhausted.fetch_add(1, Ordering::Relaxed);
@@ -74,14 +78,33 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
             }
         }
     }
+    attach_native(rt, index, false, native, newcomm)
+}
+
+/// Replaces `*newcomm` by a native stream communicator on `native` (on the native backend; a
+/// collective every member makes, whatever its own stream) and records it. `reused`: the stream is a
+/// retired one.
+unsafe fn attach_native(
+    rt: &Runtime,
+    index: Option<usize>,
+    reused: bool,
+    native: MPIX_Stream,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let p = pmpi();
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
         let rc = rt.backend.stream_comm_create(*newcomm, native, &mut streamed);
         if rc != MPI_SUCCESS {
             if let Some(i) = index {
-                // No communicator ever used it: MPICH holds no reference, so it can go at once.
-                let _ = rt.backend.free_stream(native);
-                rt.streams.release(i);
+                // Give the stream back as it came: a retired one stays retired, a new one (no
+                // communicator ever used it, so MPICH holds no reference) goes at once.
+                if reused {
+                    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+                } else {
+                    let _ = rt.backend.free_stream(native);
+                    rt.streams.release(i);
+                }
             }
             return rc;
         }
@@ -101,15 +124,26 @@ fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
 
 /// Gives back a stream the policy created, once the last communicator using it is freed.
 ///
-/// On the native backend the stream is retired, not freed: `MPI_Comm_free` only marks a communicator
-/// for deallocation, and MPICH keeps its reference to the native stream while operations on it are
-/// pending (a buffered send, a request not yet waited for), so freeing the native stream now could fail
-/// inside MPICH, whose error handler aborts. A retired stream keeps its slot until `MPI_Finalize`; once
-/// the pool is used up, later communicators stay implicit, which the report counts.
+/// On the native backend the stream is retired, not freed: MPICH 5.0.2 keeps a reference to a native
+/// stream from every stream communicator made with it, even after `MPI_Comm_free` (its
+/// `MPIX_Stream_free` then fails, fatally under the default handler). A retired stream keeps its slot
+/// and its native stream, and the next policy communicator reuses it ([`take_retired`]), so the policy
+/// never stops applying after `MPIXSTREAM_STREAMS` communicators. (A request still pending on the freed
+/// communicator then shares the endpoint with the new one: complete a communicator's requests before
+/// the next communicator is created, as single-threaded programs do.)
 pub fn release_stream(rt: &Runtime, index: usize) {
     if rt.backend == Backend::Native {
         STATS.retired.fetch_add(1, Ordering::Relaxed);
+        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(index);
         return;
     }
     rt.streams.release(index);
+}
+
+/// Retired native policy streams, ready for the next policy communicator.
+static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A retired policy stream (its slot still holds its native stream), if any.
+fn take_retired() -> Option<usize> {
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).pop()
 }
