@@ -26,9 +26,16 @@ mpich_pypi_prefix() {
   if [ "$1" = 5.0.2 ]; then echo "$MPIXSTREAM_ROOT/.deps/mpich5"; else echo "$MPIXSTREAM_ROOT/.deps/mpich-$1"; fi
 }
 
+# Unsets the settings (MPICH_ENV) of the MPICH selected last.
+mpich_unselect() {
+  local kv
+  for kv in ${MPICH_ENV:-}; do unset "${kv%%=*}"; done
+  MPICH_ENV=""
+}
+
 mpich_select() {
   local name=$1 prefix env="" kv
-  for kv in ${MPICH_ENV:-}; do unset "${kv%%=*}"; done
+  mpich_unselect
   case "$name" in
     deb)
       MPICH_NAME=deb MPICH_PREFIX=/usr MPICC=/usr/bin/mpicc.mpich MPIEXEC=/usr/bin/mpiexec.mpich ;;
@@ -65,10 +72,11 @@ mpich_select() {
 # looks for at run time), else serial.
 mpich_backend_of() {
   local libdir lib
-  libdir=$("$1" -link_info 2>/dev/null | tr ' ' '\n' | sed -n 's/^-L//p' | head -1)
+  libdir=$("$1" -link_info 2>/dev/null | tr ' ' '\n' | awk 'sub(/^-L/, "") && !found { print; found = 1 }')
   for lib in "$libdir/libmpi.so.12" "$libdir/libmpi.so" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
     if [ -e "$lib" ]; then
-      if nm -D --defined-only "$lib" 2>/dev/null | grep -qw MPIX_Stream_create; then echo native; else echo serial; fi
+      # grep reads all of nm's output (no -q): a pipe closed early would fail under pipefail.
+      if nm -D --defined-only "$lib" 2>/dev/null | grep -w MPIX_Stream_create >/dev/null; then echo native; else echo serial; fi
       return
     fi
   done

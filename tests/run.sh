@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on both MPICHs,
-# and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
+# Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on each selected
+# MPICH, and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
 # Prints PASS/FAIL per test and closes with "N passed, M failed".
-#   tests/run.sh [--quick] [--only PATTERN]
+#   tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]
 #     --quick: skip the MPICH conformance harness
+#     --only:  run only the tests whose name contains PATTERN (C table rows are named
+#              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone)
+#     --mpich: comma list of the MPICHs the C table runs on (names or prefixes, scripts/env.sh),
+#              default deb,5; a row of TESTS for "serial" (or deb) runs on every selected build whose
+#              backend is serial, a row for "native" (or 5) on every native one. The script tests
+#              and the conformance harness always use deb and 5.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 quick=0
 only=""
+mpichs=deb,5
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
-    *) echo "usage: tests/run.sh [--quick] [--only PATTERN]" >&2; exit 2 ;;
+    --mpich) mpichs=$2; shift 2 ;;
+    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]" >&2; exit 2 ;;
   esac
+done
+# Each selected build: its name and its backend class (what mpixstream will pick on it).
+builds=()
+for m in ${mpichs//,/ }; do
+  mpich_select "$m" || { echo "tests/run.sh: MPICH '$m' unavailable"; echo "0 passed, 1 failed"; exit 1; }
+  builds+=("$m:$MPICH_BACKEND")
 done
 
 passed=0
@@ -44,8 +58,9 @@ fi
 
 echo "== C tests"
 build_dir=$root/build/tests
-for mpich in deb 5; do
-  mpich_select $mpich
+for build in "${builds[@]}"; do
+  mpich_select "${build%:*}"
+  mpich=$MPICH_NAME
   mkdir -p "$build_dir/$mpich"
   for src in tests/c/*.c; do
     prog=$(basename "$src" .c)
@@ -58,10 +73,22 @@ for mpich in deb 5; do
   done
 done
 
-while read -r prog nps mpichs expect envs; do
+# A row's class list (serial/deb, native/5) -> the selected builds of those classes.
+row_builds() {
+  local b cls
+  for b in "${builds[@]}"; do
+    for cls in ${1//,/ }; do
+      case "$cls" in deb) cls=serial ;; 5) cls=native ;; esac
+      [ "${b#*:}" = "$cls" ] && { echo "${b%:*}"; break; }
+    done
+  done
+}
+
+while read -r prog nps classes expect envs; do
   [[ -z "$prog" || "$prog" == \#* ]] && continue
-  for mpich in ${mpichs//,/ }; do
-    mpich_select $mpich
+  for build in $(row_builds "$classes"); do
+    mpich_select "$build"
+    mpich=$MPICH_NAME
     for np in ${nps//,/ }; do
       name="$prog np=$np mpich=$mpich${envs:+ [$envs]}"
       [ "$envs" = "-" ] && name="$prog np=$np mpich=$mpich"
@@ -83,6 +110,7 @@ while read -r prog nps mpichs expect envs; do
 done < tests/c/TESTS
 
 echo "== script tests"
+mpich_unselect  # no netmod settings of the last build leak into the script tests
 for t in tests/scripts/*.sh; do
   [ -f "$t" ] || continue
   name=$(basename "$t" .sh)
