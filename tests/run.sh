@@ -34,6 +34,7 @@ done
 
 passed=0
 failed=0
+known=0
 failures=()
 logdir=$root/build/test-logs
 mkdir -p "$logdir"
@@ -46,6 +47,11 @@ verdict() { # name status(0=pass) log
   fi
 }
 selected() { [ -z "$only" ] || [[ "$1" == *$only* ]]; }
+# tests/c/KNOWN: the reason a row (build, program, nprocs) times out because of that MPICH, if listed.
+known_reason() {
+  awk -v b="$1" -v p="$2" -v n="$3" '$1 == b && $2 == p && ("," $3 ",") ~ ("," n ",") {
+    $1 = $2 = $3 = ""; sub(/^ +/, ""); print; found = 1; exit } END { exit !found }' tests/c/KNOWN 2>/dev/null
+}
 
 echo "== build"
 cargo build --release --quiet --workspace || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -100,6 +106,9 @@ while read -r prog nps classes expect envs; do
       rc=$?
       # A rank killed (timeout, MPI_Abort) leaves MPICH's shared memory behind.
       [ $rc -ne 0 ] && bash scripts/shm_cleanup.sh
+      if [ $rc -eq 124 ] && reason=$(known_reason "$mpich" "$prog" "$np"); then
+        echo "KNOWN $name: timed out; a defect of this MPICH: $reason"; known=$((known + 1)); continue
+      fi
       case "$expect" in
         pass) [ $rc -eq 0 ] && grep -q " No Errors" "$log"; verdict "$name" $? "$log" ;;
         fail:*) text=${expect#fail:}; text=${text//\~/ }
@@ -138,5 +147,6 @@ fi
 if [ $failed -gt 0 ]; then
   echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
+[ $known -gt 0 ] && echo "$known known (timed out on a defect of that MPICH, reproduced without mpixstream: tests/c/KNOWN)"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
