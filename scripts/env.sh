@@ -1,19 +1,84 @@
-# Sourced by the scripts: picks an MPICH by name and exports its tools.
-#   mpich_select deb   -> Debian's MPICH 4.0.2 (serial backend)
-#   mpich_select 5     -> PyPI's MPICH 5.0.2 in .deps/mpich5 (native backend)
+# Sourced by the scripts: picks an MPICH by name (or prefix) and exports its tools.
+#   mpich_select deb      -> Debian's MPICH 4.0.2 at /usr (serial backend)
+#   mpich_select 5        -> PyPI's MPICH 5.0.2 in .deps/mpich5 (native backend, ch4:ucx)
+#   mpich_select 5-ofi    -> the same MPICH 5.0.2 over its ch4:ofi netmod (libfabric tcp on lo, no shared memory)
+#   mpich_select X.Y.Z    -> PyPI's MPICH X.Y.Z in .deps/mpich-X.Y.Z (scripts/install.sh --mpich X.Y.Z);
+#                            5.0.2 is the same as 5
+#   mpich_select PREFIX   -> any MPICH installed under the directory PREFIX (PREFIX/bin/mpicc, mpiexec)
+# Exports MPICH_NAME (used in test names and build directories), MPICH_PREFIX, MPICC, MPIEXEC,
+# MPICH_BACKEND (native when the library has MPIX_Stream_create, else serial: what mpixstream will pick)
+# and MPICH_ENV (the KEY=VALUE settings the build needs in the ranks' environment; also exported, so
+# mpiexec passes them on). Selecting another MPICH unsets the previous one's MPICH_ENV.
 MPIXSTREAM_ROOT=${MPIXSTREAM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 MPIXSTREAM_LIB=${MPIXSTREAM_LIB:-$MPIXSTREAM_ROOT/target/release/libmpixstream.so}
 export MPIXSTREAM_ROOT MPIXSTREAM_LIB
 
+# The PyPI versions scripts/install.sh --mpich knows to be wheels of a full MPICH (mpicc, mpiexec).
+MPICH_PYPI_VERSIONS="4.0.3 4.1.3 4.2.3 4.3.2 5.0.2"
+# Every build the test scripts know by name (scripts/test_all_mpich.sh runs them all).
+MPICH_ALL_NAMES="deb 5 4.0.3 4.1.3 4.2.3 4.3.2 5-ofi"
+# ch4:ofi on one machine: libfabric's tcp provider on the loopback, and no shared-memory shortcut, so
+# every message crosses the netmod.
+MPICH_OFI_ENV="MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo MPIR_CVAR_NOLOCAL=1"
+
+# The directory a PyPI version is installed into.
+mpich_pypi_prefix() {
+  if [ "$1" = 5.0.2 ]; then echo "$MPIXSTREAM_ROOT/.deps/mpich5"; else echo "$MPIXSTREAM_ROOT/.deps/mpich-$1"; fi
+}
+
+# Unsets the settings (MPICH_ENV) of the MPICH selected last.
+mpich_unselect() {
+  local kv
+  for kv in ${MPICH_ENV:-}; do unset "${kv%%=*}"; done
+  MPICH_ENV=""
+}
+
 mpich_select() {
-  case "$1" in
+  local name=$1 prefix env="" kv
+  mpich_unselect
+  case "$name" in
     deb)
-      MPICH_NAME=deb MPICH_PREFIX=/usr
-      MPICC=/usr/bin/mpicc.mpich MPIEXEC=/usr/bin/mpiexec.mpich ;;
-    5)
-      MPICH_NAME=5 MPICH_PREFIX=$MPIXSTREAM_ROOT/.deps/mpich5
-      MPICC=$MPICH_PREFIX/bin/mpicc MPIEXEC=$MPICH_PREFIX/bin/mpiexec ;;
-    *) echo "mpich_select: unknown MPICH '$1' (deb or 5)" >&2; return 1 ;;
+      MPICH_NAME=deb MPICH_PREFIX=/usr MPICC=/usr/bin/mpicc.mpich MPIEXEC=/usr/bin/mpiexec.mpich ;;
+    5 | 5.0.2 | 5-ofi)
+      prefix=$(mpich_pypi_prefix 5.0.2)
+      MPICH_NAME=${name/5.0.2/5} MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec
+      [ "$name" = 5-ofi ] && env=$MPICH_OFI_ENV ;;
+    [0-9].[0-9]*.[0-9]*)
+      prefix=$(mpich_pypi_prefix "$name")
+      MPICH_NAME=$name MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec ;;
+    */*)
+      prefix=$(cd "$name" 2>/dev/null && pwd) || { echo "mpich_select: no directory '$name'" >&2; return 1; }
+      # A name usable in file names and test names: the prefix without its slashes.
+      MPICH_NAME=$(echo "${prefix#/}" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_$//')
+      MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec ;;
+    *)
+      echo "mpich_select: unknown MPICH '$name' (deb, 5, 5-ofi, a PyPI version X.Y.Z, or a prefix directory)" >&2
+      return 1 ;;
   esac
-  export MPICH_NAME MPICH_PREFIX MPICC MPIEXEC
+  if [ ! -x "$MPICC" ] || [ ! -x "$MPIEXEC" ]; then
+    case "$name" in
+      [0-9].[0-9]*.[0-9]*) echo "mpich_select: MPICH $name is not installed; run: scripts/install.sh --mpich $name" >&2 ;;
+      *) echo "mpich_select: MPICH '$name' has no $MPICC or $MPIEXEC" >&2 ;;
+    esac
+    return 1
+  fi
+  MPICH_BACKEND=$(mpich_backend_of "$MPICC")
+  MPICH_ENV=$env
+  for kv in $env; do export "${kv?}"; done
+  export MPICH_NAME MPICH_PREFIX MPICC MPIEXEC MPICH_BACKEND MPICH_ENV
+}
+
+# native if the libmpi that mpicc links has MPIX_Stream_create (what mpixstream's backend detection
+# looks for at run time), else serial.
+mpich_backend_of() {
+  local libdir lib
+  libdir=$("$1" -link_info 2>/dev/null | tr ' ' '\n' | awk 'sub(/^-L/, "") && !found { print; found = 1 }')
+  for lib in "$libdir/libmpi.so.12" "$libdir/libmpi.so" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
+    if [ -e "$lib" ]; then
+      # grep reads all of nm's output (no -q): a pipe closed early would fail under pipefail.
+      if nm -D --defined-only "$lib" 2>/dev/null | grep -w MPIX_Stream_create >/dev/null; then echo native; else echo serial; fi
+      return
+    fi
+  done
+  echo serial
 }

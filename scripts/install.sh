@@ -1,29 +1,98 @@
 #!/usr/bin/env bash
-# Brings what mpixstream needs onto a fresh Debian machine; idempotent and quiet.
-#   - Debian's MPICH 4.0.2 (mpich, libmpich-dev): the "serial" backend's reference build
-#   - PyPI's MPICH 5.0.2 into .deps/mpich5: the "native" backend's reference build
-#   - python tools for the report/plot scripts (into .deps/py)
+# Brings what mpixstream needs onto a fresh Debian machine, or installs mpixstream into a prefix;
+# idempotent and quiet.
+#
+#   scripts/install.sh                   the development setup (what scripts/test.sh and demo.sh need):
+#       - Debian's MPICH 4.0.2 (mpich, libmpich-dev): the "serial" backend's reference build
+#       - PyPI's MPICH 5.0.2 into .deps/mpich5: the "native" backend's reference build
+#       - python tools for the report/plot scripts (into .deps/py), mpi4py (into .deps/mpi4py)
+#       - cmake and pkg-config (the install test builds a program both ways)
+#   scripts/install.sh --prefix DIR      builds (cargo build --release) and installs into DIR:
+#       lib/libmpixstream.so, lib/libmpixstream_tools.so, include/mpix_stream.h, bin/mpixrun (finds
+#       the libraries relative to itself), share/mpixstream/ (mpixrun's helpers),
+#       lib/pkgconfig/mpixstream.pc, lib/cmake/mpixstream/mpixstream-config{,-version}.cmake
+#       (imported target mpixstream::mpixstream)
+#   scripts/install.sh --mpich X.Y.Z[,X.Y.Z...]
+#                                        PyPI's `mpich` X.Y.Z into .deps/mpich-X.Y.Z (5.0.2: .deps/mpich5),
+#                                        for scripts/env.sh's `mpich_select X.Y.Z` (tests/run.sh --mpich)
+# --prefix and --mpich may be combined; either one skips the development setup.
 # Everything project-local lives under .deps/ (git-ignored).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
+prefix="" mpichs=""
+usage() { sed -n '2,/^set /p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) [ $# -ge 2 ] || usage; prefix=$2; shift 2 ;;
+    --mpich) [ $# -ge 2 ] || usage; mpichs="$mpichs ${2//,/ }"; shift 2 ;;
+    -h | --help) usage 0 ;;
+    *) echo "install.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
 mkdir -p "$deps"
 
-need_apt=()
-for pkg in mpich libmpich-dev gcc make python3-pip; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
-done
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "install: apt-get install ${need_apt[*]}"
+apt_install() { # packages...: installs those missing, quietly
+  local need=() pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  echo "install: apt-get install ${need[*]}"
   if [ ! -f "$deps/.apt-updated" ]; then apt-get update -qq >/dev/null && touch "$deps/.apt-updated"; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+pip_mpich() { # version: PyPI's mpich wheel into its .deps directory (scripts/env.sh mpich_pypi_prefix)
+  local dir
+  case "$1" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "install.sh: --mpich wants a version X.Y.Z, not '$1'" >&2; exit 2 ;; esac
+  if [ "$1" = 5.0.2 ]; then dir=$deps/mpich5; else dir=$deps/mpich-$1; fi
+  [ -x "$dir/bin/mpicc" ] && return 0
+  echo "install: PyPI mpich==$1 into ${dir#"$root"/}"
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
+    --prefix "$dir" "mpich==$1"
+  [ -x "$dir/bin/mpicc" ] || { echo "install.sh: PyPI's mpich==$1 has no bin/mpicc (not a full MPICH wheel)" >&2; exit 1; }
+}
+
+need_cargo() {
+  command -v cargo >/dev/null 2>&1 && return 0
+  echo "install: cargo is missing; install a Rust toolchain (rustup) first" >&2
+  exit 1
+}
+
+install_prefix() { # dir
+  local dir version rel
+  need_cargo
+  mkdir -p "$1"
+  dir=$(cd "$1" && pwd)
+  (cd "$root" && cargo build --release --quiet --workspace)
+  version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
+  rel=$root/target/release
+  install -d "$dir/lib/pkgconfig" "$dir/lib/cmake/mpixstream" "$dir/include" "$dir/bin" "$dir/share/mpixstream"
+  install -m 755 "$rel/libmpixstream.so" "$rel/libmpixstream_tools.so" "$dir/lib/"
+  install -m 644 "$root/include/mpix_stream.h" "$dir/include/"
+  install -m 755 "$root/scripts/mpixrun" "$dir/bin/mpixrun"
+  install -m 644 "$root/scripts/compare.py" "$dir/share/mpixstream/"
+  echo "$version" >"$dir/share/mpixstream/version"
+  # mpixrun's MPICH names (deb, 5, X.Y.Z) resolve in the checkout this prefix was installed from; a
+  # prefix directory works anywhere.
+  { echo "MPIXSTREAM_ROOT=\${MPIXSTREAM_ROOT:-$root}"; cat "$root/scripts/env.sh"; } >"$dir/share/mpixstream/env.sh"
+  sed -e "s|@PREFIX@|$dir|g" -e "s|@VERSION@|$version|g" "$root/scripts/templates/mpixstream.pc.in" \
+    >"$dir/lib/pkgconfig/mpixstream.pc"
+  sed -e "s|@VERSION@|$version|g" "$root/scripts/templates/mpixstream-config.cmake.in" \
+    >"$dir/lib/cmake/mpixstream/mpixstream-config.cmake"
+  sed -e "s|@VERSION@|$version|g" "$root/scripts/templates/mpixstream-config-version.cmake.in" \
+    >"$dir/lib/cmake/mpixstream/mpixstream-config-version.cmake"
+}
+
+if [ -n "$prefix" ] || [ -n "$mpichs" ]; then
+  for v in $mpichs; do pip_mpich "$v"; done
+  [ -z "$prefix" ] || install_prefix "$prefix"
+  exit 0
 fi
 
-if [ ! -x "$deps/mpich5/bin/mpicc" ]; then
-  echo "install: PyPI mpich==5.0.2 into .deps/mpich5"
-  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
-    --prefix "$deps/mpich5" mpich==5.0.2
-fi
+apt_install mpich libmpich-dev gcc make python3-pip cmake pkg-config
+pip_mpich 5.0.2
 
 if [ ! -f "$deps/py/.done" ]; then
   echo "install: python tools (matplotlib, jsonschema) into .deps/py"
@@ -39,7 +108,4 @@ if [ ! -f "$deps/mpi4py/.done" ]; then
   touch "$deps/mpi4py/.done"
 fi
 
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "install: cargo is missing; install a Rust toolchain (rustup) first" >&2
-  exit 1
-fi
+need_cargo

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs every test; ends with "N passed, M failed".
 #   scripts/test.sh [tests/run.sh options]
+# Besides Debian 4.0.2 and MPICH 5.0.2, the C test table also runs on one extra MPICH build chosen
+# by the day (scripts/mpich_rotation.sh; MPIXTEST_ROTATION=none turns it off, =NAME picks one);
+# scripts/test_all_mpich.sh runs the table on every build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install.sh"
-exec bash "$root/tests/run.sh" "$@"
+extra=$(bash "$root/scripts/mpich_rotation.sh")
+case "$extra" in
+  [0-9]*.[0-9]*.[0-9]*) bash "$root/scripts/install.sh" --mpich "$extra" ;;
+esac
+exec bash "$root/tests/run.sh" --mpich "deb,5${extra:+,$extra}" "$@"

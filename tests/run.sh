@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on both MPICHs,
-# and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
+# Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on each selected
+# MPICH, and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
 # Prints PASS/FAIL per test and closes with "N passed, M failed".
-#   tests/run.sh [--quick] [--only PATTERN]
+#   tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]
 #     --quick: skip the MPICH conformance harness
+#     --only:  run only the tests whose name contains PATTERN (C table rows are named
+#              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone)
+#     --mpich: comma list of the MPICHs the C table runs on (names or prefixes, scripts/env.sh),
+#              default deb,5; a row of TESTS for "serial" (or deb) runs on every selected build whose
+#              backend is serial, a row for "native" (or 5) on every native one. The script tests
+#              and the conformance harness always use deb and 5.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 quick=0
 only=""
+mpichs=deb,5
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
-    *) echo "usage: tests/run.sh [--quick] [--only PATTERN]" >&2; exit 2 ;;
+    --mpich) mpichs=$2; shift 2 ;;
+    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]" >&2; exit 2 ;;
   esac
+done
+# Each selected build: its name and its backend class (what mpixstream will pick on it).
+builds=()
+for m in ${mpichs//,/ }; do
+  mpich_select "$m" || { echo "tests/run.sh: MPICH '$m' unavailable"; echo "0 passed, 1 failed"; exit 1; }
+  builds+=("$m:$MPICH_BACKEND")
 done
 
 passed=0
 failed=0
+known=0
 failures=()
 logdir=$root/build/test-logs
 mkdir -p "$logdir"
@@ -32,6 +47,11 @@ verdict() { # name status(0=pass) log
   fi
 }
 selected() { [ -z "$only" ] || [[ "$1" == *$only* ]]; }
+# tests/c/KNOWN: the reason a row (build, program, nprocs) times out because of that MPICH, if listed.
+known_reason() {
+  awk -v b="$1" -v p="$2" -v n="$3" '$1 == b && $2 == p && ("," $3 ",") ~ ("," n ",") {
+    $1 = $2 = $3 = ""; sub(/^ +/, ""); print; found = 1; exit } END { exit !found }' tests/c/KNOWN 2>/dev/null
+}
 
 echo "== build"
 cargo build --release --quiet --workspace || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -44,8 +64,9 @@ fi
 
 echo "== C tests"
 build_dir=$root/build/tests
-for mpich in deb 5; do
-  mpich_select $mpich
+for build in "${builds[@]}"; do
+  mpich_select "${build%:*}"
+  mpich=$MPICH_NAME
   mkdir -p "$build_dir/$mpich"
   for src in tests/c/*.c; do
     prog=$(basename "$src" .c)
@@ -58,10 +79,22 @@ for mpich in deb 5; do
   done
 done
 
-while read -r prog nps mpichs expect envs; do
+# A row's class list (serial/deb, native/5) -> the selected builds of those classes.
+row_builds() {
+  local b cls
+  for b in "${builds[@]}"; do
+    for cls in ${1//,/ }; do
+      case "$cls" in deb) cls=serial ;; 5) cls=native ;; esac
+      [ "${b#*:}" = "$cls" ] && { echo "${b%:*}"; break; }
+    done
+  done
+}
+
+while read -r prog nps classes expect envs; do
   [[ -z "$prog" || "$prog" == \#* ]] && continue
-  for mpich in ${mpichs//,/ }; do
-    mpich_select $mpich
+  for build in $(row_builds "$classes"); do
+    mpich_select "$build"
+    mpich=$MPICH_NAME
     for np in ${nps//,/ }; do
       name="$prog np=$np mpich=$mpich${envs:+ [$envs]}"
       [ "$envs" = "-" ] && name="$prog np=$np mpich=$mpich"
@@ -73,6 +106,9 @@ while read -r prog nps mpichs expect envs; do
       rc=$?
       # A rank killed (timeout, MPI_Abort) leaves MPICH's shared memory behind.
       [ $rc -ne 0 ] && bash scripts/shm_cleanup.sh
+      if [ $rc -eq 124 ] && reason=$(known_reason "$mpich" "$prog" "$np"); then
+        echo "KNOWN $name: timed out; a defect of this MPICH: $reason"; known=$((known + 1)); continue
+      fi
       case "$expect" in
         pass) [ $rc -eq 0 ] && grep -q " No Errors" "$log"; verdict "$name" $? "$log" ;;
         fail:*) text=${expect#fail:}; text=${text//\~/ }
@@ -83,6 +119,7 @@ while read -r prog nps mpichs expect envs; do
 done < tests/c/TESTS
 
 echo "== script tests"
+mpich_unselect  # no netmod settings of the last build leak into the script tests
 for t in tests/scripts/*.sh; do
   [ -f "$t" ] || continue
   name=$(basename "$t" .sh)
@@ -110,5 +147,6 @@ fi
 if [ $failed -gt 0 ]; then
   echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
+[ $known -gt 0 ] && echo "$known known (timed out on a defect of that MPICH, reproduced without mpixstream: tests/c/KNOWN)"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 pub struct Runtime {
     pub config: Config,
     pub backend: Backend,
-    /// `MPI_Get_library_version`'s first line.
+    /// The MPI build: MPICH's version, netmod in use and library path (`mpich_build::describe`).
     pub library: String,
     pub rank: c_int,
     pub size: c_int,

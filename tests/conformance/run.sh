@@ -3,12 +3,13 @@
 # 4.0.2 source package) against an installed MPICH, with libmpixstream
 # preloaded into the ranks.  See README.md in this directory.
 #
-#   run.sh [--mpich deb|5] [--policy implicit|explicit]
+#   run.sh [--mpich NAME|PREFIX] [--policy implicit|explicit]
 #          [--preload PATH | --no-preload] [--list FILE]
 #          [--known FILE] [--max-np N] [--timeout S] [--logs DIR]
 #          [--check-known] [-v|--verbose]
 #
-#   --mpich       MPICH to build against and run with (scripts/env.sh), default deb
+#   --mpich       MPICH to build against and run with: deb, 5, 5-ofi, a PyPI version X.Y.Z
+#                 (scripts/install.sh --mpich X.Y.Z) or a prefix (scripts/env.sh), default deb
 #   --policy      MPIXSTREAM_POLICY given to the ranks, default implicit
 #   --preload     library preloaded into the ranks (mpiexec -genv LD_PRELOAD),
 #                 default $MPIXSTREAM_LIB; --no-preload runs the plain MPICH

@@ -40,7 +40,7 @@ pub struct Description {
     pub policy_intercomm: u64,
     /// Native policy streams whose communicators are gone, kept until `MPI_Finalize`.
     pub policy_retired: u64,
-    /// `MPI_Get_library_version`'s first line, NUL-terminated.
+    /// The MPI build (version, netmod, library path: `mpich_build::describe`), NUL-terminated.
     pub library: [c_char; 256],
     pub backend_reason: [c_char; 256],
 }

@@ -11,6 +11,7 @@ mod serial;
 
 use crate::config::{BackendChoice, Config};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpich_build;
 use mpixstream_wrappers::pmpi::Pmpi;
 use std::os::raw::{c_char, c_int};
 
@@ -23,7 +24,7 @@ pub enum Backend {
 /// What we learnt about the loaded MPICH before `MPI_Init`.
 pub struct Detected {
     pub backend: Backend,
-    /// First line of `MPI_Get_library_version`.
+    /// The MPI build: MPICH's version, netmod in use and library path (`mpich_build::describe`).
     pub library: String,
     pub version: Option<(u32, u32, u32)>,
     /// Why the backend is what it is, for the banner.
@@ -69,7 +70,8 @@ pub fn detect(p: &Pmpi, config: &Config) -> Detected {
     } else {
         String::new()
     };
-    let library = text.lines().next().unwrap_or("unknown MPI library").trim().to_string();
+    let path = mpich_build::library_path_of(p.PMPI_Init as usize);
+    let library = mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref());
     let version = parse_mpich_version(&text);
     let has_native = p.PMPIX_Stream_create.is_some()
         && p.PMPIX_Stream_comm_create.is_some()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prints the extra MPICH build that CI (scripts/test.sh) runs the C test table on today, besides
+# Debian 4.0.2 and MPICH 5.0.2: one of 4.0.3 4.1.3 4.2.3 4.3.2 5-ofi, chosen by the day of the year,
+# so that every build is covered every few days while one CI run stays short (scripts/test_all_mpich.sh
+# runs them all). MPIXTEST_ROTATION=NAME forces a build, MPIXTEST_ROTATION=none turns it off.
+set -euo pipefail
+builds=(4.0.3 4.1.3 4.2.3 4.3.2 5-ofi)
+if [ -n "${MPIXTEST_ROTATION:-}" ]; then
+  [ "$MPIXTEST_ROTATION" = none ] && exit 0
+  echo "$MPIXTEST_ROTATION"
+  exit 0
+fi
+day=$((10#$(date -u +%j)))
+echo "${builds[day % ${#builds[@]}]}"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Defects of other MPICH builds than the two reference ones, reproduced WITHOUT mpixstream (and, where it
+# matters, with it), each against a control build. Run under the shared lock on a shared machine:
+#   flock /tmp/mpix-heavy.lock bash tests/mpich_builds/run.sh        (about 2 minutes)
+# 1. idup_stream_comm.c: MPI_Comm_idup of a native stream communicator hangs on MPICH 5.0.2 over
+#    ch4:ofi (5-ofi), with or without mpixstream; completes over ch4:ucx (5).
+# 2. threaded_improbe.c: 4 threads polling MPI_Improbe move messages far more slowly than 1 thread over
+#    ch4:ofi (tcp); over ch4:ucx they do not.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/scripts/env.sh"
+here=$root/tests/mpich_builds
+out=$root/build/mpich_builds; mkdir -p "$out"
+completed() { # prints how many ranks said "completed" in 20 s
+  timeout 20 "$@" 2>/dev/null </dev/null | grep -c completed
+  bash "$root/scripts/shm_cleanup.sh"
+}
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+for b in 5 5-ofi; do
+  mpich_select $b || exit 1
+  "$MPICC" -O2 "$here/idup_stream_comm.c" -o "$out/idup-$b" || exit 1
+  "$MPICC" -O2 -DT=1 "$here/threaded_improbe.c" -o "$out/improbe1-$b" -lpthread || exit 1
+  "$MPICC" -O2 -DT=4 "$here/threaded_improbe.c" -o "$out/improbe4-$b" -lpthread || exit 1
+  for mode in all half; do
+    without=$(MPIR_CVAR_CH4_RESERVE_VCIS=1 completed "$MPIEXEC" -n 2 "$out/idup-$b" $mode)
+    with=$(completed "$root/scripts/mpixrun" -n 2 "$out/idup-$b" $mode)
+    echo "[$b] MPI_Comm_idup of a stream comm ($mode ranks with a stream): without mpixstream $without/2 ranks completed in 20 s, with it $with/2"
+  done
+  t=$(date +%s%N); r1=$(completed "$MPIEXEC" -n 2 "$out/improbe1-$b" 8000); t1=$(ms "$t")
+  t=$(date +%s%N); r4=$(completed "$MPIEXEC" -n 2 "$out/improbe4-$b" 2000); t4=$(ms "$t")
+  echo "[$b] 8000 messages per rank by MPI_Improbe polling, without mpixstream: 1 thread $r1/2 ranks completed in $t1 ms; 4 threads x 2000: $r4/2 in $t4 ms"
+done
