@@ -613,6 +613,7 @@ mod tests {
              ::std::os::raw::c_int"
         );
         generate_fn_types(&rows).unwrap();
+        assert!(generate_next(&rows).contains("resolve_once(&SLOT, c\"MPI_Sendrecv\", c\"PMPI_Sendrecv\")"));
         generate_lean(&rows).unwrap();
         generate_tools(&rows).unwrap();
         assert!(generate_pmpi_table(&rows)
