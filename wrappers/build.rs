@@ -1,5 +1,5 @@
 //! Generates, from the list of MPI prototypes `mpi.prototypes`, the Rust that is typed from them (see
-//! `src/prototype_list.rs`): the function-pointer types, the next-definition lookups, the PMPI table and
+//! `src/prototype_list.rs`): the function-pointer types, the PMPI table and
 //! the interposer macros of both libraries, into `$OUT_DIR`.
 #[path = "src/prototype_list.rs"]
 mod prototype_list;
@@ -21,7 +21,6 @@ fn generate(text: &str, out: &Path) -> Result<(), String> {
     let rows = prototype_list::parse(text)?;
     let files = [
         ("fn_types.rs", prototype_list::generate_fn_types(&rows)?),
-        ("next.rs", prototype_list::generate_next(&rows)),
         ("pmpi_table.rs", prototype_list::generate_pmpi_table(&rows)),
         ("lean_interposers.rs", prototype_list::generate_lean(&rows)?),
         ("tools_interposers.rs", prototype_list::generate_tools(&rows)?),

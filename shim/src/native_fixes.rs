@@ -50,23 +50,23 @@ pub unsafe fn sendrecv(
         Err(code) => return code,
     };
     if native_stream_of(comm).is_none() {
-        return next::MPI_Sendrecv()(
+        return next!(MPI_Sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
     }
     let mut reqs = [MPI_REQUEST_NULL; 2];
     let mut statuses = [MPI_Status::default(); 2];
-    let rc = next::MPI_Irecv()(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
+    let rc = next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let rc = next::MPI_Isend()(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
+    let rc = next!(MPI_Isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
     if rc != MPI_SUCCESS {
         (p.PMPI_Cancel)(&mut reqs[0]);
         (p.PMPI_Request_free)(&mut reqs[0]);
         return rc;
     }
-    let rc = next::MPI_Waitall()(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
+    let rc = next!(MPI_Waitall)(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
     if status_is_real(status) {
         *status = statuses[0];
     }
@@ -79,7 +79,7 @@ pub unsafe fn sendrecv(
 
 /// The resolved MPI entry points, or `MPI_ERR_OTHER` when no MPI library is loaded (every interposer
 /// here starts with this). What they forward to is the next definition in the preload chain
-/// (`next::MPI_*`: the tools library's counters when it is loaded, else MPICH's), so that nothing we
+/// (`next!`: the tools library's counters when it is loaded, else MPICH's), so that nothing we
 /// route is invisible to the report.
 fn chain() -> Result<&'static Pmpi, c_int> {
     pmpi::load().map_err(|_| MPI_ERR_OTHER)
@@ -106,10 +106,10 @@ pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_
         return code;
     }
     match native_stream_of(comm) {
-        None => next::MPI_Probe()(source, tag, comm, status),
+        None => next!(MPI_Probe)(source, tag, comm, status),
         Some(native) => poll_on_stream(native, || {
             let mut flag = 0;
-            let rc = next::MPI_Iprobe()(source, tag, comm, &mut flag, status);
+            let rc = next!(MPI_Iprobe)(source, tag, comm, &mut flag, status);
             (rc, flag != 0)
         }),
     }
@@ -127,10 +127,10 @@ pub unsafe fn mprobe(
         return code;
     }
     match native_stream_of(comm) {
-        None => next::MPI_Mprobe()(source, tag, comm, message, status),
+        None => next!(MPI_Mprobe)(source, tag, comm, message, status),
         Some(native) => poll_on_stream(native, || {
             let mut flag = 0;
-            let rc = next::MPI_Improbe()(source, tag, comm, &mut flag, message, status);
+            let rc = next!(MPI_Improbe)(source, tag, comm, &mut flag, message, status);
             (rc, flag != 0)
         }),
     }
@@ -146,7 +146,7 @@ pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int
     if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
         progress(native);
     }
-    next::MPI_Iprobe()(source, tag, comm, flag, status)
+    next!(MPI_Iprobe)(source, tag, comm, flag, status)
 }
 
 /// `MPI_Improbe`: as `MPI_Iprobe`.
@@ -165,7 +165,7 @@ pub unsafe fn improbe(
     if let (Some(native), Some(progress)) = (native_stream_of(comm), p.PMPIX_Stream_progress) {
         progress(native);
     }
-    next::MPI_Improbe()(source, tag, comm, flag, message, status)
+    next!(MPI_Improbe)(source, tag, comm, flag, message, status)
 }
 
 /// A nonblocking collective on a native stream communicator, handed to the application as an MPICH

@@ -1,4 +1,4 @@
-//! The one way to reach "the next definition in the preload chain": `next::MPI_Irecv()` is the
+//! The one way to reach "the next definition in the preload chain": `next!(MPI_Irecv)` is the
 //! `MPI_Irecv` that follows the calling library (the tools library's counting interposer when it is
 //! loaded after us, else MPICH's), looked up once and kept in a static of the calling library. Where
 //! nothing follows in the global scope (MPICH loaded with `RTLD_LOCAL`, as Python does), it is the
@@ -6,9 +6,11 @@
 //! routes around native defects and its nonblocking collectives, and every interposer of the tools
 //! library, so a call routed by one library is still seen by the libraries behind it.
 //!
-//! One accessor per row of `wrappers/mpi.prototypes`, generated; a missing definition aborts with its
-//! name (an interposer cannot forward a call to nothing).
-#![allow(non_snake_case)]
+//! `next!` takes the name of a row of `wrappers/mpi.prototypes` and has its generated type
+//! (`fn_types::MPI_Irecv`): a name that is not listed does not compile. Its slot is a static of the
+//! crate where it is written, so the hot path reads it directly (a static of this crate would be reached
+//! through the GOT from another crate). A missing definition aborts with its name (an interposer cannot
+//! forward a call to nothing).
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,4 +47,42 @@ fn resolve(slot: &AtomicUsize, name: &CStr, pmpi_name: &CStr) -> usize {
     addr
 }
 
-include!(concat!(env!("OUT_DIR"), "/next.rs"));
+/// The next definition of the listed function `$name` in the preload chain, as its
+/// `fn_types::$name`; see the module's documentation.
+#[macro_export]
+macro_rules! next {
+    ($name:ident) => {{
+        static SLOT: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+        const NAME: &::std::ffi::CStr =
+            match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("a function name without NUL"),
+            };
+        const PMPI_NAME: &::std::ffi::CStr =
+            match ::std::ffi::CStr::from_bytes_with_nul(concat!("P", stringify!($name), "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("a function name without NUL"),
+            };
+        let addr = $crate::next::resolve_once(&SLOT, NAME, PMPI_NAME);
+        // SAFETY: a non-zero address of the symbol whose C prototype is the row's.
+        #[allow(unused_unsafe)]
+        let f = unsafe { ::std::mem::transmute::<usize, $crate::fn_types::$name>(addr) };
+        f
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_next_definition_is_found_once_and_typed() {
+        // No MPI in a unit test: the slot logic, with a symbol every process has behind it (libc's).
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static SLOT: AtomicUsize = AtomicUsize::new(0);
+        let a = super::resolve_once(&SLOT, c"getpid", c"getpid");
+        assert_ne!(a, 0);
+        assert_eq!(SLOT.load(Ordering::Relaxed), a);
+        // Once stored, the slot is what is returned (no second lookup).
+        SLOT.store(a + 1, Ordering::Relaxed);
+        assert_eq!(super::resolve_once(&SLOT, c"getpid", c"getpid"), a + 1);
+    }
+}

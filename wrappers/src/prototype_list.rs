@@ -370,27 +370,6 @@ pub fn generate_fn_types(rows: &[Row]) -> Result<String, String> {
     Ok(s)
 }
 
-/// `next.rs`: one lookup of the next definition per row.
-pub fn generate_next(rows: &[Row]) -> String {
-    let mut s = String::from(GENERATED);
-    for r in rows {
-        let (name, pname) = (&r.name, r.pmpi_name());
-        writeln!(
-            s,
-            "/// The next definition of `{name}` after this library (else `{pname}`), looked up once.\n\
-             #[inline]\n\
-             pub fn {name}() -> crate::fn_types::{name} {{\n\
-             \x20   static SLOT: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);\n\
-             \x20   let addr = resolve_once(&SLOT, c\"{name}\", c\"{pname}\");\n\
-             \x20   // SAFETY: a non-zero address of the symbol whose C prototype is the row's.\n\
-             \x20   unsafe {{ ::std::mem::transmute::<usize, crate::fn_types::{name}>(addr) }}\n\
-             }}"
-        )
-        .unwrap();
-    }
-    s
-}
-
 /// `pmpi_table.rs`: the struct of resolved `PMPI_*` entry points and its resolver.
 pub fn generate_pmpi_table(rows: &[Row]) -> String {
     let mut s = String::from(GENERATED);
@@ -475,7 +454,7 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 "use $fixes as fixes;\n\
                  // Through the next definition, so that the tools library still counts it.\n\
                  fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
-                 $crate::next::{}()({})\n}})",
+                 $crate::next!({})({})\n}})",
                 r.name,
                 all_args(r)
             ),
@@ -509,7 +488,7 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
             s,
             "{FN_ATTRS}{} {{\n\
              use $counting as counting;\n\
-             let next = $crate::next::{name}();\n\
+             let next = $crate::next!({name});\n\
              counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}}\n",
             signature(r, "$crate::ffi::")?,
             name = r.name,
@@ -613,7 +592,6 @@ mod tests {
              ::std::os::raw::c_int"
         );
         generate_fn_types(&rows).unwrap();
-        assert!(generate_next(&rows).contains("resolve_once(&SLOT, c\"MPI_Sendrecv\", c\"PMPI_Sendrecv\")"));
         generate_lean(&rows).unwrap();
         generate_tools(&rows).unwrap();
         assert!(generate_pmpi_table(&rows)
