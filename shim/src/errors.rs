@@ -6,8 +6,8 @@
 //! `MPI_Error_string` returns the message and a fatal handler prints it. Our `MPI_Error_class`
 //! interposer maps our dynamic classes back to the standard ones (MPICH 4.0.2's `MPI_Add_error_code`
 //! on a predefined class yields codes with garbage strings, so we cannot use predefined classes there).
-use crate::handles;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::handles;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::collections::HashMap;
 use std::ffi::CString;

@@ -8,7 +8,7 @@
 //! Contents, from the bottom layer up (a module imports only modules above it in this list):
 //! - [`config`]: every `MPIXSTREAM_*` setting, one table, one strict parser;
 //! - [`hex`]: the `MPIX_Info_set_hex` text form; [`info`]: reading info values;
-//!   [`handles`]: MPICH's handle layout; [`thread`]: the one background-thread helper;
+//!   [`thread`]: the one background-thread helper;
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
 //! - [`streams`]: the stream table (handle bits index it);
 //! - [`backend`]: `native` or `serial`, chosen at `MPI_Init*`; [`progress`]: progress threads;
@@ -26,7 +26,6 @@ pub mod comms;
 pub mod config;
 pub mod enqueue;
 pub mod errors;
-pub mod handles;
 pub mod hex;
 pub mod info;
 pub mod interposed;

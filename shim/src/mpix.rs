@@ -1,13 +1,13 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
 use crate::comms::{CommEntry, Origin};
 use crate::errors::{self, raise, Class};
-use crate::handles;
 use crate::hex;
 use crate::info::info_get_string;
 use crate::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::handles;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};

@@ -15,9 +15,9 @@ use crate::backend::Backend;
 use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::{self, next_definition, Pmpi};
+use mpixstream_wrappers::next;
+use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
-use std::sync::OnceLock;
 
 /// The stream behind `comm` if it is a native stream communicator of this process.
 #[inline]
@@ -55,30 +55,28 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    // The next definitions in the preload chain (the tools library's counters when it is loaded,
-    // else MPICH's), so that nothing we route is invisible to the report.
-    let (p, next) = match chain() {
+    let p = match chain() {
         Ok(c) => c,
         Err(code) => return code,
     };
     if native_stream_of(comm).is_none() {
-        return (next.sendrecv)(
+        return next!(MPI_Sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
     }
     let mut reqs = [MPI_REQUEST_NULL; 2];
     let mut statuses = [MPI_Status::default(); 2];
-    let rc = (next.irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
+    let rc = next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let rc = (next.isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
+    let rc = next!(MPI_Isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
     if rc != MPI_SUCCESS {
         (p.PMPI_Cancel)(&mut reqs[0]);
         (p.PMPI_Request_free)(&mut reqs[0]);
         return rc;
     }
-    let rc = (next.waitall)(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
+    let rc = next!(MPI_Waitall)(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
     if status_is_real(status) {
         *status = statuses[0];
     }
@@ -89,63 +87,12 @@ pub unsafe fn sendrecv(
     rc
 }
 
-type SendrecvFn = unsafe extern "C" fn(
-    *const c_void,
-    c_int,
-    MPI_Datatype,
-    c_int,
-    c_int,
-    *mut c_void,
-    c_int,
-    MPI_Datatype,
-    c_int,
-    c_int,
-    MPI_Comm,
-    *mut MPI_Status,
-) -> c_int;
-type IrecvFn =
-    unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
-type IsendFn =
-    unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int;
-type WaitallFn = unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int;
-type ProbeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int;
-type IprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int;
-type MprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int;
-type ImprobeFn = unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int;
-
-/// The `MPI_*` definitions that follow ours in the preload chain.
-struct NextMpi {
-    sendrecv: SendrecvFn,
-    irecv: IrecvFn,
-    isend: IsendFn,
-    waitall: WaitallFn,
-    probe: ProbeFn,
-    iprobe: IprobeFn,
-    mprobe: MprobeFn,
-    improbe: ImprobeFn,
-}
-
-fn next_mpi(p: &'static Pmpi) -> &'static NextMpi {
-    static NEXT: OnceLock<NextMpi> = OnceLock::new();
-    NEXT.get_or_init(|| unsafe {
-        NextMpi {
-            sendrecv: next_definition(c"MPI_Sendrecv", p.PMPI_Sendrecv),
-            irecv: next_definition(c"MPI_Irecv", p.PMPI_Irecv),
-            isend: next_definition(c"MPI_Isend", p.PMPI_Isend),
-            waitall: next_definition(c"MPI_Waitall", p.PMPI_Waitall),
-            probe: next_definition(c"MPI_Probe", p.PMPI_Probe),
-            iprobe: next_definition(c"MPI_Iprobe", p.PMPI_Iprobe),
-            mprobe: next_definition(c"MPI_Mprobe", p.PMPI_Mprobe),
-            improbe: next_definition(c"MPI_Improbe", p.PMPI_Improbe),
-        }
-    })
-}
-
-/// The resolved MPI entry points and the next definitions in the chain, or `MPI_ERR_OTHER` when no
-/// MPI library is loaded (every interposer here starts with this).
-fn chain() -> Result<(&'static Pmpi, &'static NextMpi), c_int> {
-    let p = pmpi::load().map_err(|_| MPI_ERR_OTHER)?;
-    Ok((p, next_mpi(p)))
+/// The resolved MPI entry points, or `MPI_ERR_OTHER` when no MPI library is loaded (every interposer
+/// here starts with this). What they forward to is the next definition in the preload chain
+/// (`next!`: the tools library's counters when it is loaded, else MPICH's), so that nothing we
+/// route is invisible to the report.
+fn chain() -> Result<&'static Pmpi, c_int> {
+    pmpi::load().map_err(|_| MPI_ERR_OTHER)
 }
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
@@ -162,15 +109,14 @@ unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bo
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let (_, next) = match chain() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    if let Err(code) = chain() {
+        return code;
+    }
     match native_stream_of(comm) {
-        None => (next.probe)(source, tag, comm, status),
+        None => next!(MPI_Probe)(source, tag, comm, status),
         Some(slot) => poll_on_stream(slot, || {
             let mut flag = 0;
-            let rc = (next.iprobe)(source, tag, comm, &mut flag, status);
+            let rc = next!(MPI_Iprobe)(source, tag, comm, &mut flag, status);
             (rc, flag != 0)
         }),
     }
@@ -184,15 +130,14 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    let (_, next) = match chain() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    if let Err(code) = chain() {
+        return code;
+    }
     match native_stream_of(comm) {
-        None => (next.mprobe)(source, tag, comm, message, status),
+        None => next!(MPI_Mprobe)(source, tag, comm, message, status),
         Some(slot) => poll_on_stream(slot, || {
             let mut flag = 0;
-            let rc = (next.improbe)(source, tag, comm, &mut flag, message, status);
+            let rc = next!(MPI_Improbe)(source, tag, comm, &mut flag, message, status);
             (rc, flag != 0)
         }),
     }
@@ -201,14 +146,13 @@ pub unsafe fn mprobe(
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let (_, next) = match chain() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    if let Err(code) = chain() {
+        return code;
+    }
     if let Some(slot) = native_stream_of(comm) {
         progress_turn(slot);
     }
-    (next.iprobe)(source, tag, comm, flag, status)
+    next!(MPI_Iprobe)(source, tag, comm, flag, status)
 }
 
 /// `MPI_Improbe`: as `MPI_Iprobe`.
@@ -220,14 +164,13 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    let (_, next) = match chain() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    if let Err(code) = chain() {
+        return code;
+    }
     if let Some(slot) = native_stream_of(comm) {
         progress_turn(slot);
     }
-    (next.improbe)(source, tag, comm, flag, message, status)
+    next!(MPI_Improbe)(source, tag, comm, flag, message, status)
 }
 
 /// A nonblocking collective on a native stream communicator, handed to the application as an MPICH

@@ -6,8 +6,7 @@ use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-const HANDLE_BASE: u32 = 0xbc00_0000;
-const HANDLE_MASK: u32 = 0xfc00_0000;
+use mpixstream_wrappers::handles::{self, Kind, Object};
 
 pub struct StreamSlot {
     in_use: AtomicBool,
@@ -147,8 +146,9 @@ impl StreamTable {
         self.slots.len()
     }
 
+    /// Stream `index`'s handle: MPICH's direct stream handle of that index (`0xbc000000 | index`).
     pub fn handle(index: usize) -> MPIX_Stream {
-        (HANDLE_BASE | index as u32) as MPIX_Stream
+        handles::make(Kind::Direct, Object::Stream, index as u32)
     }
 
     /// The slot of a live stream.
@@ -157,11 +157,7 @@ impl StreamTable {
         if handle == MPIX_STREAM_NULL {
             return Err(LookupError::Null);
         }
-        let h = handle as u32;
-        if h & HANDLE_MASK != HANDLE_BASE {
-            return Err(LookupError::Invalid);
-        }
-        let index = (h & !HANDLE_MASK) as usize;
+        let index = handles::direct_index(handle, Object::Stream).ok_or(LookupError::Invalid)? as usize;
         let slot = self.slots.get(index).ok_or(LookupError::Invalid)?;
         if !slot.in_use.load(Ordering::Acquire) {
             return Err(LookupError::Freed);
@@ -213,7 +209,7 @@ mod tests {
         assert_ne!(a, b);
         assert!(t.allocate().is_none());
         let ha = StreamTable::handle(a);
-        assert_eq!(ha as u32 & HANDLE_MASK, HANDLE_BASE);
+        assert_eq!(ha as u32 & 0xfc00_0000, 0xbc00_0000);
         assert_eq!(t.lookup(ha).unwrap().0, a);
         t.release(a);
         assert_eq!(t.lookup(ha).err().unwrap(), LookupError::Freed);

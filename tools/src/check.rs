@@ -5,11 +5,15 @@
 //! it leaves. A second thread finding the slot taken is a violation: we print the first one (the
 //! communicator, both threads, both calls) and abort the job with `MPI_Abort` before the second thread
 //! reaches MPICH.
-use crate::state::{self, CommRec};
+//!
+//! Below the interposers (`counting`), above the records (`state`): what it needs from the setup (the
+//! pool's size, this rank) it is given by [`init`].
+use crate::state::CommRec;
+use crate::thread::thread_id;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Who is inside a call on one stream right now.
 #[derive(Default)]
@@ -22,22 +26,15 @@ pub struct Owner {
     comm: AtomicI32,
 }
 
-thread_local! {
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
+/// Owner slots, one per stream of the pool (set once, at `MPI_Init`).
+static OWNERS: OnceLock<Box<[Owner]>> = OnceLock::new();
+/// This rank in `MPI_COMM_WORLD`, for the violation message (-1: unknown).
+static RANK: AtomicI32 = AtomicI32::new(-1);
 
-/// The calling thread's kernel id (never 0).
-#[inline]
-pub fn thread_id() -> u32 {
-    TID.with(|t| {
-        let v = t.get();
-        if v != 0 {
-            return v;
-        }
-        let id = (unsafe { libc::syscall(libc::SYS_gettid) } as u32).max(1);
-        t.set(id);
-        id
-    })
+/// Prepares the owner slots of a pool of `pool` streams, on rank `rank`.
+pub fn init(pool: usize, rank: i32) {
+    RANK.store(rank, Ordering::Relaxed);
+    let _ = OWNERS.set((0..pool).map(|_| Owner::default()).collect());
 }
 
 /// Holds the owner slots a call took; releases them when the call returns.
@@ -74,7 +71,7 @@ fn owner_of(rec: &CommRec) -> Option<&'static Owner> {
         return None;
     }
     let i = rec.stream? as usize;
-    state::setup()?.owners.get(i)
+    OWNERS.get()?.get(i)
 }
 
 /// Enters a call on `rec`'s communicator.
@@ -135,7 +132,7 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
         std::hint::spin_loop();
     }
     let other_comm = owner.comm.load(Ordering::Relaxed);
-    let rank = state::setup().and_then(|s| s.description).map_or(-1, |d| d.rank);
+    let rank = RANK.load(Ordering::Relaxed);
     let stream = rec.stream.map_or("-".to_string(), |s| s.to_string());
     let vci = rec.vci.map_or("unknown".to_string(), |v| v.to_string());
     let same = if other_comm == rec.handle {

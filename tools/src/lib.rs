@@ -1,28 +1,41 @@
-//! libmpixstream_tools.so: what the lean library must not carry (DESIGN.md §3), preloaded after
-//! libmpixstream.so only when asked for (`scripts/mpixrun` adds it when `MPIXSTREAM_REPORT` or
-//! `MPIXSTREAM_CHECK` is set):
+//! libmpixstream_tools.so: what the lean library must not carry (it would cost every application),
+//! preloaded after libmpixstream.so only when asked for (`scripts/mpixrun` adds it when
+//! `MPIXSTREAM_REPORT` or `MPIXSTREAM_CHECK` is set):
 //! - traffic counters per communicator and per stream/endpoint (messages and bytes, sent and received),
 //!   and a report at `MPI_Finalize` (a table on rank 0's stderr and a JSON file, `docs/report.schema.json`);
 //! - the one-thread-per-communicator check of the explicit policy (`MPIXSTREAM_CHECK`).
 //!
-//! The communication interposers come from the one table in `mpixstream_wrappers::tools`; what they do is
-//! in [`hooks`]. The stream mapping (which communicator carries which stream, on which VCI) is asked of
-//! the lean library through its small C query API (`shim/src/query.rs`), never duplicated here.
+//! The modules, from the top down (each uses only those below it):
+//! - this file: the interposers (generated from the rows of `wrappers/mpi.prototypes` with a `tools:`
+//!   role) and the two calls of the lean library, which start the state and the check at `MPI_Init` and
+//!   write the report at `MPI_Finalize`;
+//! - [`counting`]: what each interposer does (count, track requests, enter the check);
+//! - [`check`]: the one-thread check; [`report`]: the report, from what it is given;
+//! - [`state`]: the records of communicators, requests and messages, and what is switched on;
+//! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
+//!   [`json`], [`thread`].
 #![allow(clippy::missing_safety_doc)]
 
 pub mod check;
-pub mod hooks;
+pub mod counting;
 pub mod json;
 pub mod report;
 pub mod shim;
 pub mod state;
+pub mod thread;
 
-mpixstream_wrappers::comm_call_interposers!(crate::hooks);
+mpixstream_wrappers::comm_call_interposers!(crate::counting);
 
 /// Called by the lean library at the end of `MPI_Init*`.
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_init() {
-    let r = std::panic::catch_unwind(|| unsafe { state::init() });
+    let r = std::panic::catch_unwind(|| unsafe {
+        if let Some(setup) = state::init() {
+            let d = setup.description;
+            check::init(d.map_or(0, |d| d.pool.max(0) as usize), d.map_or(-1, |d| d.rank));
+            state::start();
+        }
+    });
     if r.is_err() {
         eprintln!("mpixstream-tools: internal error at MPI_Init; counters and checks are off");
     }
@@ -31,7 +44,15 @@ pub extern "C" fn mpixstream_tools_init() {
 /// Called by the lean library at the start of `MPI_Finalize`, while MPI is still fully up.
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_finalize() {
-    let r = std::panic::catch_unwind(|| unsafe { state::finalize() });
+    let r = std::panic::catch_unwind(|| unsafe {
+        if !state::on() {
+            return;
+        }
+        if let (true, Some(setup)) = (state::report_on(), state::setup()) {
+            report::write(setup, &state::all_records(), state::check_mode());
+        }
+        state::stop();
+    });
     if r.is_err() {
         eprintln!("mpixstream-tools: internal error while writing the report");
     }

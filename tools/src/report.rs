@@ -1,11 +1,14 @@
 //! The report at `MPI_Finalize` (`MPIXSTREAM_REPORT`): every rank describes its communicators and
 //! endpoints; rank 0 gathers them, prints a table on stderr and writes one JSON file for the job
 //! (`docs/report.schema.json`).
+//!
+//! Given everything it reports as parameters (the setup, the records, the check mode): it reads no
+//! state of its own.
 use crate::json::{self, opt, traffic};
 use crate::shim;
-use crate::state::{self, CommRec};
+use crate::state::{CommRec, Setup};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::{self, pmpi};
+use mpixstream_wrappers::pmpi::pmpi;
 use mpixstream_wrappers::tools::Description;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -46,8 +49,8 @@ fn thread_level_name(level: c_int) -> &'static str {
     }
 }
 
-fn check_name() -> &'static str {
-    match state::check_mode() {
+fn check_name(mode: u8) -> &'static str {
+    match mode {
         1 => "policy",
         2 => "all",
         _ => "off",
@@ -215,37 +218,10 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-type GatherFn = unsafe extern "C" fn(
-    *const c_void,
-    c_int,
-    MPI_Datatype,
-    *mut c_void,
-    c_int,
-    MPI_Datatype,
-    c_int,
-    MPI_Comm,
-) -> c_int;
-type GathervFn = unsafe extern "C" fn(
-    *const c_void,
-    c_int,
-    MPI_Datatype,
-    *mut c_void,
-    *const c_int,
-    *const c_int,
-    MPI_Datatype,
-    c_int,
-    MPI_Comm,
-) -> c_int;
-
 /// Gathers every rank's bytes to rank 0 of `MPI_COMM_WORLD` (collective; `PMPI_*`, so never counted).
 unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
-    let g = pmpi::lookup(c"PMPI_Gather");
-    let gv = pmpi::lookup(c"PMPI_Gatherv");
-    if g.is_null() || gv.is_null() {
-        return None;
-    }
-    let g: GatherFn = std::mem::transmute::<*mut c_void, GatherFn>(g);
-    let gv: GathervFn = std::mem::transmute::<*mut c_void, GathervFn>(gv);
+    let p = pmpi();
+    let (g, gv) = (p.PMPI_Gather, p.PMPI_Gatherv);
     let len = bytes.len() as c_int;
     let mut lens = vec![0 as c_int; if rank == 0 { size as usize } else { 1 }];
     if g(
@@ -290,15 +266,16 @@ unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>>
     Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
 }
 
-pub unsafe fn write() {
-    let Some(setup) = state::setup() else { return };
+/// Writes the report of `records` (every communicator seen, in creation order); collective over
+/// `MPI_COMM_WORLD`.
+pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     // Fresh: the policy's counters have moved since MPI_Init.
     let d = shim::get().describe().or(setup.description);
     let p = pmpi();
     let (mut rank, mut size) = (0, 1);
     (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
     (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
-    let comms: Vec<Snapshot> = state::all_records().iter().map(|r| snapshot(r)).collect();
+    let comms: Vec<Snapshot> = records.iter().map(|r| snapshot(r)).collect();
     let (j, t) = rank_part(rank, d.as_ref(), &comms);
     // One buffer per rank: JSON, NUL, table text.
     let mut part = j.into_bytes();
@@ -335,11 +312,11 @@ pub unsafe fn write() {
     };
     let path = setup.report_path.clone().unwrap_or_default();
     let mut doc = String::new();
-    let _ = write!(
+    let _ = writeln!(
         doc,
         "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
          \"policy\":\"{}\",\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
-         \"thread_level\":\"{}\",\"check\":\"{}\",\"ranks\":[{}]}}\n",
+         \"thread_level\":\"{}\",\"check\":\"{}\",\"ranks\":[{}]}}",
         json::string(&library),
         json::string(&reason),
         policy_name(d.as_ref()),
@@ -348,7 +325,7 @@ pub unsafe fn write() {
         opt(reserved_base),
         json::string(vci_basis),
         thread_level_name(d.map_or(-1, |d| d.thread_level)),
-        check_name(),
+        check_name(check_mode),
         jsons.join(",")
     );
     let written = std::fs::write(&path, doc.as_bytes());
@@ -361,7 +338,7 @@ pub unsafe fn write() {
         reserved_base.map_or(String::new(), |b| format!(" on reserved VCIs {b}..{}", b + d.map_or(0, |d| d.pool) - 1)),
         opt_dash(implicit_vcis.map(|v| v as u32)),
         thread_level_name(d.map_or(-1, |d| d.thread_level)),
-        check_name()
+        check_name(check_mode)
     );
     let _ = writeln!(
         out,

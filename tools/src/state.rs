@@ -1,8 +1,13 @@
 //! The tools library's state: what is switched on, one record per communicator seen (counters and its
 //! stream mapping), and the requests and matched messages whose completion we must attribute.
+//!
+//! The bottom of the tools library (above only the query API of `shim` and `thread`): it calls nothing
+//! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
 use crate::shim::{self, Origin};
+use crate::thread::thread_id;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::handles;
 use mpixstream_wrappers::pmpi::{self, pmpi};
 use mpixstream_wrappers::tools::Description;
 use std::cell::Cell;
@@ -82,6 +87,25 @@ impl CommRec {
     }
 }
 
+#[cfg(test)]
+impl CommRec {
+    /// A record as `rec` would make it, without asking MPI.
+    pub fn for_test(handle: MPI_Comm) -> CommRec {
+        CommRec {
+            id: 0,
+            handle,
+            name: String::new(),
+            size: 1,
+            stream: None,
+            origin: Origin::None,
+            vci: None,
+            checked: false,
+            freed: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+}
+
 #[inline]
 fn bytes_of(count: MPI_Count, datatype: MPI_Datatype) -> u64 {
     let mut size: MPI_Count = 0;
@@ -95,8 +119,6 @@ fn bytes_of(count: MPI_Count, datatype: MPI_Datatype) -> u64 {
 pub struct Setup {
     pub description: Option<Description>,
     pub report_path: Option<String>,
-    /// Owner slots of the one-thread check, one per stream of the pool.
-    pub owners: Box<[crate::check::Owner]>,
 }
 
 static SETUP: OnceLock<Setup> = OnceLock::new();
@@ -134,16 +156,9 @@ pub fn rec(comm: MPI_Comm) -> Option<&'static CommRec> {
     Some(r)
 }
 
-/// MPICH's handle layout: kind in bits 30-31 (0 = invalid), object type in bits 26-29 (1 = communicator).
-fn looks_like_comm(comm: MPI_Comm) -> bool {
-    let kind = (comm as u32) >> 30;
-    let object = ((comm as u32) >> 26) & 0xf;
-    kind != 0 && object == 1
-}
-
 #[cold]
 fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
-    if !looks_like_comm(comm) {
+    if !handles::is_comm(comm) {
         return None;
     }
     if let Some(reg) = REGISTRY.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -194,9 +209,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         // callback MPICH runs when the communicator goes.
         let keyval = KEYVAL.load(Ordering::Acquire);
         if keyval != 0 {
-            if let Some(set_attr) = SET_ATTR.get().copied().flatten() {
-                unsafe { set_attr(comm, keyval, r as *const CommRec as *mut c_void) };
-            }
+            unsafe { (p.PMPI_Comm_set_attr)(comm, keyval, r as *const CommRec as *mut c_void) };
         }
     }
     Some(r)
@@ -209,32 +222,13 @@ fn comm_name(comm: MPI_Comm) -> String {
     if comm == MPI_COMM_SELF {
         return "MPI_COMM_SELF".into();
     }
-    let Some(get_name) = GET_NAME.get().copied().flatten() else {
-        return String::new();
-    };
     let mut buf = [0 as c_char; 129];
     let mut len = 0;
-    if unsafe { get_name(comm, buf.as_mut_ptr(), &mut len) } != MPI_SUCCESS {
+    if unsafe { (pmpi().PMPI_Comm_get_name)(comm, buf.as_mut_ptr(), &mut len) } != MPI_SUCCESS {
         return String::new();
     }
     let bytes: Vec<u8> = buf[..(len.clamp(0, 128) as usize)].iter().map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
-}
-
-type SetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int;
-type GetNameFn = unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int;
-type DeleteFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
-type CreateKeyvalFn = unsafe extern "C" fn(*const c_void, Option<DeleteFn>, *mut c_int, *mut c_void) -> c_int;
-static SET_ATTR: OnceLock<Option<SetAttrFn>> = OnceLock::new();
-static GET_NAME: OnceLock<Option<GetNameFn>> = OnceLock::new();
-
-unsafe fn lookup<T>(name: &std::ffi::CStr) -> Option<T> {
-    let p = pmpi::lookup(name);
-    if p.is_null() {
-        None
-    } else {
-        Some(std::mem::transmute_copy::<*mut c_void, T>(&p))
-    }
 }
 
 /// MPICH calls this when a communicator we saw is freed.
@@ -304,7 +298,7 @@ pub fn next_seq() -> u64 {
         s.set(v);
         v
     });
-    ((crate::check::thread_id() as u64) << 32) ^ n
+    ((thread_id() as u64) << 32) ^ n
 }
 
 /// Whether the environment switches something on (the value "0", "no", "false" or empty is off).
@@ -315,7 +309,9 @@ fn env_on(name: &str) -> Option<String> {
     }
 }
 
-pub unsafe fn init() {
+/// Reads the settings and, when counting or checking is asked for, resolves the MPI entry points and
+/// prepares the records; returns the setup then. Nothing is counted until [`start`].
+pub unsafe fn init() -> Option<&'static Setup> {
     let report = env_on("MPIXSTREAM_REPORT");
     let check = match env_on("MPIXSTREAM_CHECK").as_deref() {
         None => 0,
@@ -327,54 +323,45 @@ pub unsafe fn init() {
         }
     };
     if report.is_none() && check == 0 {
-        return;
+        return None;
     }
-    if pmpi::load().is_err() {
+    let Ok(p) = pmpi::load() else {
         eprintln!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
-        return;
-    }
+        return None;
+    };
     let description = shim::get().describe();
     if description.is_none() {
         eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
     }
-    let pool = description.map_or(0, |d| d.pool.max(0) as usize);
-    let _ = SET_ATTR.set(lookup(c"PMPI_Comm_set_attr"));
-    let _ = GET_NAME.set(lookup(c"PMPI_Comm_get_name"));
-    if let Some(create) = lookup::<CreateKeyvalFn>(c"PMPI_Comm_create_keyval") {
-        let mut kv = 0;
-        // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
-        if create(std::ptr::null(), Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
-            KEYVAL.store(kv, Ordering::Release);
-        }
+    let mut kv = 0;
+    // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
+    if (p.PMPI_Comm_create_keyval)(None, Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
+        KEYVAL.store(kv, Ordering::Release);
     }
     let report_path = report.map(|v| match v.as_str() {
         "1" | "yes" | "true" | "on" => format!("mpixstream-report.{}.json", std::process::id()),
         path => path.to_string(),
     });
-    let _ = SETUP.set(Setup {
-        description,
-        report_path,
-        owners: (0..pool).map(|_| crate::check::Owner::default()).collect(),
-    });
+    let setup = SETUP.get_or_init(|| Setup { description, report_path });
     *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry { live: HashMap::new(), all: Vec::new() });
-    REPORT.store(SETUP.get().is_some_and(|s| s.report_path.is_some()), Ordering::Relaxed);
+    REPORT.store(setup.report_path.is_some(), Ordering::Relaxed);
     CHECK.store(check, Ordering::Relaxed);
+    Some(setup)
+}
+
+/// Switches counting and checking on (after [`init`] and what depends on it).
+pub fn start() {
     ON.store(true, Ordering::Release);
+}
+
+/// Switches them off (at `MPI_Finalize`, after the report).
+pub fn stop() {
+    ON.store(false, Ordering::Release);
 }
 
 /// Every record, in creation order.
 pub fn all_records() -> Vec<&'static CommRec> {
     REGISTRY.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or_else(Vec::new, |r| r.all.clone())
-}
-
-pub unsafe fn finalize() {
-    if !on() {
-        return;
-    }
-    if report_on() {
-        crate::report::write();
-    }
-    ON.store(false, Ordering::Release);
 }
 
 #[cfg(test)]
@@ -383,14 +370,11 @@ mod tests {
     use std::hash::{BuildHasher, BuildHasherDefault};
 
     #[test]
-    fn communicator_handles_by_shape() {
-        assert!(looks_like_comm(MPI_COMM_WORLD));
-        assert!(looks_like_comm(MPI_COMM_SELF));
-        assert!(looks_like_comm(0x8400_0006u32 as i32));
-        assert!(looks_like_comm(0xc400_0001u32 as i32));
-        assert!(!looks_like_comm(MPI_COMM_NULL));
-        assert!(!looks_like_comm(0x2c00_0000)); // a request
-        assert!(!looks_like_comm(12345));
+    fn no_record_for_what_is_not_a_communicator() {
+        // Decided by the handle's shape, before any MPI call (none is possible here).
+        assert!(rec(MPI_COMM_NULL).is_none());
+        assert!(rec(MPI_REQUEST_NULL).is_none());
+        assert!(rec(12345).is_none());
     }
 
     #[test]

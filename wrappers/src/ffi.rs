@@ -28,6 +28,9 @@ pub type MPI_Grequest_free_function = unsafe extern "C" fn(*mut c_void) -> c_int
 pub type MPI_Grequest_cancel_function = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 pub type MPIX_Grequest_poll_function = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
 pub type MPIX_Grequest_wait_function = unsafe extern "C" fn(c_int, *mut *mut c_void, f64, *mut MPI_Status) -> c_int;
+pub type MPI_Comm_copy_attr_function =
+    unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+pub type MPI_Comm_delete_attr_function = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int;
 
 pub const MPI_SUCCESS: c_int = 0;
 pub const MPI_ERR_BUFFER: c_int = 1;
@@ -105,3 +108,9 @@ macro_rules! cstr {
 }
 
 pub type CStrPtr = *const c_char;
+
+/// A handle from its bits (MPICH's handles are `int`s whose top bit is often set).
+#[inline]
+pub const fn c_handle(bits: u32) -> c_int {
+    bits as c_int
+}

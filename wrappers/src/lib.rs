@@ -1,13 +1,26 @@
 //! The MPI side of mpixstream, shared by every library we build:
 //! - [`ffi`]: the MPICH ABI (handles are `int`, constants as in MPICH's `mpi.h`; identical in 4.0 and 5.x),
+//!   and [`handles`]: MPICH's handle layout (kind, object type, index);
+//! - `mpi.prototypes` (in this crate's folder): the one list of the MPI functions we touch, in C as in
+//!   `mpi.h`, with each row's roles; `build.rs` generates from it [`fn_types`], the table in [`pmpi`]
+//!   and the interposer macros of [`interpose`] and [`tools`];
 //! - [`pmpi`]: the `PMPI_*` entry points we call, resolved at run time from whichever MPICH is loaded,
-//!   so that one build of the library serves Debian's `libmpich.so.12` and PyPI's `libmpi.so.12`,
-//! - [`interpose`]: the tables from which the `MPI_*` interposers are generated,
+//!   so that one build of the library serves Debian's `libmpich.so.12` and PyPI's `libmpi.so.12`;
+//! - [`next`]: `next!(MPI_X)`, the next definition of a listed function in the preload chain, looked up
+//!   once;
+//! - [`interpose`]: the lean library's interposers; [`tools`]: what the lean library and the tools
+//!   library share, and the tools library's interposers;
 //! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path).
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod ffi;
+pub mod fn_types;
+pub mod handles;
 pub mod interpose;
 pub mod mpich_build;
+pub mod next;
 pub mod pmpi;
 pub mod tools;
+
+#[cfg(test)]
+mod prototype_list;
