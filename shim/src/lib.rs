@@ -5,7 +5,7 @@
 //! The library is inert until the application calls `MPI_Init*` (no constructor does work), so it can
 //! be preloaded into `mpiexec`, shells and non-MPI programs without effect.
 //!
-//! Contents, from the bottom layer up (a module imports only modules above it in this list):
+//! Contents, from the bottom layer up (a module imports only modules listed before it):
 //! - [`config`]: every `MPIXSTREAM_*` setting, one table, one strict parser;
 //! - [`hex`]: the `MPIX_Info_set_hex` text form; [`info`]: reading info values;
 //!   [`thread`]: the one background-thread helper;
