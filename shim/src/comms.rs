@@ -1,10 +1,8 @@
 //! Which communicators carry a stream: keyed by communicator handle (off the hot path: ordinary calls
 //! on a stream communicator go straight to MPICH and never look here).
-use crate::multiplex::Multiplex;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 /// Who attached the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,9 +23,6 @@ pub struct CommEntry {
 #[derive(Default)]
 pub struct CommTable {
     map: DashMap<MPI_Comm, CommEntry>,
-    /// Multiplex stream communicators (`crate::multiplex`), kept apart from `map`: their ordinary
-    /// traffic is the parent's, so to everything that reads `map` they are conventional communicators.
-    multiplex: DashMap<MPI_Comm, Arc<Multiplex>>,
     /// How many entries `map` holds: lets an interposer skip the lookup entirely (one relaxed load)
     /// while no stream communicator exists.
     stream_comms: AtomicUsize,
@@ -62,38 +57,6 @@ impl CommTable {
         self.stream_comms.fetch_sub(1, Ordering::Release);
         rt.streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
         Some(entry)
-    }
-
-    /// The multiplex communicator behind `comm` (one hash lookup and a reference count: the
-    /// `MPIX_Stream_send`/`recv` path).
-    #[inline]
-    pub fn multiplex(&self, comm: MPI_Comm) -> Option<Arc<Multiplex>> {
-        self.multiplex.get(&comm).map(|e| e.value().clone())
-    }
-
-    /// Records the multiplex communicator `comm`; counts an attachment on each of its local streams.
-    pub fn attach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: Arc<Multiplex>) {
-        for &s in m.streams.iter().flatten() {
-            rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
-        }
-        if let Some(old) = self.multiplex.insert(comm, m) {
-            // A reused handle whose free we did not see: drop the stale attachments.
-            for &s in old.streams.iter().flatten() {
-                rt.streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-    }
-
-    /// Forgets the multiplex communicator `comm` if it is still `m` (the handle may have been reused);
-    /// releases the attachments of its streams.
-    pub fn detach_multiplex(&self, rt: &crate::runtime::Runtime, comm: MPI_Comm, m: &Arc<Multiplex>) -> bool {
-        let Some((_, old)) = self.multiplex.remove_if(&comm, |_, v| Arc::ptr_eq(v, m)) else {
-            return false;
-        };
-        for &s in old.streams.iter().flatten() {
-            rt.streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
-        }
-        true
     }
 
     pub fn entries(&self) -> Vec<(MPI_Comm, CommEntry)> {

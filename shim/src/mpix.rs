@@ -196,8 +196,8 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
         if comm == MPI_COMM_NULL {
             return raise(MPI_COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
         }
-        if let Some(mx) = rt.comms.multiplex(comm) {
-            return crate::multiplex::get_stream(&mx, idx, stream);
+        if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+            return crate::multiplex::get_stream(mx, idx, stream);
         }
         let entry = rt.comms.get(comm);
         // A communicator without a stream has one local stream, MPIX_STREAM_NULL (conventional behaviour).
