@@ -24,8 +24,9 @@
 //!   Every communicator in which this process attached stream `j` is on VCI `j`, so a receive on `j`
 //!   (any source, any source index, any tag) only ever touches VCI `j` (and `P_j`, implicit).
 //!   Cost: `2S + S(S-1)B` communicators, i.e. context ids (MPICH has about 2000 per process), each a
-//!   collective at creation (an allgather of VCIs and a context-id agreement) and about a kilobyte of
-//!   MPICH memory; a receive with a wildcard source or source index probes `2 + (S-1)B` of them.
+//!   collective at creation (an allgather of VCIs and a context-id agreement) and an MPICH
+//!   communicator object with an `N`-entry VCI table; an engine turn of an index probes
+//!   `2 + (S-1)B` of them.
 //! - **Pooled** (serial backend, or beyond the bound): `P_0 .. P_{S-1}` only, one per destination
 //!   index, on MPICH's implicit pool, tag `tag * S + source index`: `S` context ids.
 use mpixstream_wrappers::ffi::*;

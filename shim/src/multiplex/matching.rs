@@ -60,6 +60,8 @@ pub struct EngineState {
     unexpected: VecDeque<Unexpected>,
     /// Matched, received with `MPI_Imrecv`, not complete yet.
     pub inflight: Vec<Inflight>,
+    /// The hidden communicator the last message came from: the next turn probes it first.
+    cursor: usize,
 }
 
 struct Unexpected {
@@ -264,7 +266,7 @@ impl MatchingEngine {
         }
         self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.progress_stream();
-        let mut next = 0;
+        let mut next = st.cursor;
         let mut found = None;
         for _ in 0..PROBE_BUDGET {
             let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next) else {
@@ -277,6 +279,7 @@ impl MatchingEngine {
             }
             st.unexpected.push_back(Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag });
         }
+        st.cursor = next;
         self.sync_queued(&st);
         found
     }
@@ -316,7 +319,7 @@ impl MatchingEngine {
             }
         }
         let mut drained = false;
-        let mut next = 0;
+        let mut next = st.cursor;
         if !st.posted.is_empty() {
             self.progress_stream();
         }
@@ -337,6 +340,7 @@ impl MatchingEngine {
                 None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
             }
         }
+        st.cursor = next;
         self.sync_queued(st);
         self.idle_skips.store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
     }
