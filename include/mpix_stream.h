@@ -40,6 +40,9 @@ int MPIX_Stop_progress_thread(MPIX_Stream stream);
  * Ordinary MPI calls on the new communicator behave as on its parent. */
 int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream array_of_streams[],
                                       MPI_Comm *newcomm);
+/* Ours: the largest tag indexed calls on multiplex communicator comm accept (MPI_TAG_UB divided by the
+ * largest count of any process, as the source index travels in the tag on some hidden communicators). */
+int MPIX_Comm_multiplex_tag_ub(MPI_Comm comm, int *tag_ub);
 int MPIX_Stream_send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, int source_stream_index, int dest_stream_index);
 int MPIX_Stream_isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,

@@ -2,12 +2,10 @@
 //! on a stream communicator go straight to MPICH and never look here). The interposers that route
 //! around native defects ask [`CommTable::stream_of`] on every call once a stream communicator exists:
 //! a direct-mapped cache indexed by handle bits answers them without hashing or locking.
-use crate::multiplex::Multiplex;
 use crate::streams::StreamTable;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 /// Who attached the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,9 +28,6 @@ const CACHE_SLOTS: usize = 4096;
 
 pub struct CommTable {
     map: DashMap<MPI_Comm, CommEntry>,
-    /// Multiplex stream communicators (`crate::multiplex`), kept apart from `map`: their ordinary
-    /// traffic is the parent's, so to everything that reads `map` they are conventional communicators.
-    multiplex: DashMap<MPI_Comm, Arc<Multiplex>>,
     /// How many entries `map` holds: lets an interposer skip the lookup entirely (one relaxed load)
     /// while no stream communicator exists.
     stream_comms: AtomicUsize,
@@ -49,7 +44,6 @@ impl Default for CommTable {
     fn default() -> Self {
         CommTable {
             map: DashMap::new(),
-            multiplex: DashMap::new(),
             stream_comms: AtomicUsize::new(0),
             cache: (0..CACHE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU32::new(1),
@@ -120,38 +114,6 @@ impl CommTable {
         self.stream_comms.fetch_sub(1, Ordering::Release);
         streams.slot(entry.stream).comms.fetch_sub(1, Ordering::AcqRel);
         Some(entry)
-    }
-
-    /// The multiplex communicator behind `comm` (one hash lookup and a reference count: the
-    /// `MPIX_Stream_send`/`recv` path).
-    #[inline]
-    pub fn multiplex(&self, comm: MPI_Comm) -> Option<Arc<Multiplex>> {
-        self.multiplex.get(&comm).map(|e| e.value().clone())
-    }
-
-    /// Records the multiplex communicator `comm`; counts an attachment on each of its local streams.
-    pub fn attach_multiplex(&self, streams: &StreamTable, comm: MPI_Comm, m: Arc<Multiplex>) {
-        for &s in m.streams.iter().flatten() {
-            streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
-        }
-        if let Some(old) = self.multiplex.insert(comm, m) {
-            // A reused handle whose free we did not see: drop the stale attachments.
-            for &s in old.streams.iter().flatten() {
-                streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-    }
-
-    /// Forgets the multiplex communicator `comm` if it is still `m` (the handle may have been reused);
-    /// releases the attachments of its streams.
-    pub fn detach_multiplex(&self, streams: &StreamTable, comm: MPI_Comm, m: &Arc<Multiplex>) -> bool {
-        let Some((_, old)) = self.multiplex.remove_if(&comm, |_, v| Arc::ptr_eq(v, m)) else {
-            return false;
-        };
-        for &s in old.streams.iter().flatten() {
-            streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
-        }
-        true
     }
 
     pub fn entries(&self) -> Vec<(MPI_Comm, CommEntry)> {

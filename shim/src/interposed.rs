@@ -185,11 +185,9 @@ pub unsafe fn comm_constructed(
         if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
             return rc;
         }
-        // A blocking dup of a multiplex communicator is multiplex too (an idup gives a plain one).
-        if matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo) {
-            if let Some(mx) = rt.comms.multiplex(parent) {
-                return crate::multiplex::inherit(rt, &mx, newcomm);
-            }
+        // A dup of a multiplex communicator is multiplex too.
+        if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm) {
+            return rc;
         }
         let parent_entry = rt.comms.get(parent);
         match parent_entry {
@@ -223,7 +221,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                 return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
-        let multiplex = runtime::active().and_then(|rt| rt.comms.multiplex(handle));
+        let multiplex = runtime::active().and_then(|_| crate::multiplex::registry::lookup(handle));
         let rc = (p.PMPI_Comm_free)(comm);
         if rc == MPI_SUCCESS {
             if let Some(rt) = runtime::active() {

@@ -218,8 +218,8 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
                 &format!("0x{:08x} is not a communicator handle", comm as u32),
             );
         }
-        if let Some(mx) = rt.comms.multiplex(comm) {
-            return crate::multiplex::get_stream(&mx, idx, stream);
+        if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+            return crate::multiplex::get_stream(mx, idx, stream);
         }
         let entry = rt.comms.get(comm);
         if entry.is_none() {

@@ -1,7 +1,8 @@
 /* Errors of multiplex stream communicators, with MPI_ERRORS_RETURN: classes and readable messages.
  * Creation: negative count, invalid or freed stream in the array, null arguments, MPI_COMM_NULL (all
  * processes fail together when one passes bad arguments). Indexed calls: index out of range, no stream
- * attached at that index, MPIX_ANY_INDEX as a destination index, tag out of the multiplex range, bad
+ * attached at that index, MPIX_ANY_INDEX as a destination index, tag out of the multiplex range (and the
+ * bound from MPIX_Comm_multiplex_tag_ub), bad
  * ranks, negative count, null request, a non-multiplex communicator, truncation. Streams attached to a
  * multiplex communicator cannot be freed until it is. Run on 2 processes or more. */
 #include "mpixtest.h"
@@ -72,6 +73,12 @@ int main(int argc, char **argv) {
     int *ub, flag;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     int max = (*ub - 1) / 2;
+    /* the bound is queryable; on other communicators the query is an error */
+    int queried = -1;
+    OK(MPIX_Comm_multiplex_tag_ub(mx, &queried));
+    CHECK(queried == max, "MPIX_Comm_multiplex_tag_ub: %d, expected %d", queried, max);
+    EXPECT_ERR(MPIX_Comm_multiplex_tag_ub(MPI_COMM_WORLD, &queried), MPI_ERR_COMM, "not a multiplex");
+    EXPECT_ERR(MPIX_Comm_multiplex_tag_ub(mx, NULL), MPI_ERR_ARG, "null pointer");
     EXPECT_ERR(MPIX_Stream_send(&x, 1, MPI_INT, peer, max + 1, mx, 0, 0), MPI_ERR_TAG, "tags run from 0 to");
     EXPECT_ERR(MPIX_Stream_isend(&x, 1, MPI_INT, peer, -3, mx, 0, 0, &r), MPI_ERR_TAG, "tag -3 is invalid");
     EXPECT_ERR(MPIX_Stream_send(&x, 1, MPI_INT, peer, MPI_ANY_TAG, mx, 0, 0), MPI_ERR_TAG, "invalid");

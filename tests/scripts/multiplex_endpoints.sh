@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Where multiplex traffic goes, per message, on the native backend (MPICH 5.0.2), with the UCX probe
-# (tests/probe; DESIGN.md §4). Thread i of each rank owns stream i of a multiplex communicator (3
-# streams per rank); rank 0's thread i sends 100*(i+1) indexed messages from index i to rank 1's
-# index i, received with MPIX_ANY_INDEX. Indexed traffic runs on MPICH's implicit (locked) pool, never
-# on the streams' reserved workers, whichever thread sends: with the implicit pool of 1 VCI all 600
-# messages use worker 0 and the reserved workers stay idle; with MPIXSTREAM_IMPLICIT_VCIS=3 they stay
-# on implicit workers (0..2), off the reserved ones (3..), each destination index on its own worker.
+# Where multiplex traffic goes, per message, with the UCX probe (tests/probe, tests/probe/README.md).
+# Two ranks, 3 streams each (workers 1..3 with MPICH's implicit pool of 1: worker 1+i is stream i),
+# thread i of each rank owns index i. In a run with SHIFT s, rank 0's thread i sends 100*(i+1) indexed
+# messages from its index i to rank 1's index (i+s)%3, which receives them on its thread (i+s)%3; the
+# pairs of one run form a permutation, so each worker's count is one pair's. SHIFT 0, 1, 2 cover all
+# nine (i, j) pairs, received three ways (full wildcards; named source and index: the direct path;
+# MPIX_ANY_INDEX with a named source). On the native backend, for every pair:
+#   rank 0's worker of stream i sends exactly 100*(i+1), rank 1's worker of stream j receives exactly
+#   that many, every other reserved worker stays at 0, and the implicit worker 0 carries exactly what
+#   it carries in a run without indexed messages (creation and finalize only).
+# With MPIXSTREAM_BACKEND=serial everything stays on worker 0, and the payloads are still right.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -17,15 +21,25 @@ cat > "$out/mxprobe.c" <<'C'
 #include "mpix_stream.h"
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #define T 3
 static MPI_Comm mx;
-static int rank;
+static int rank, shift, scale, bad;
 static void *run(void *arg) {
-    int i = (int)(long)arg, n = 100 * (i + 1);
-    long v = 0;
-    for (int k = 0; k < n; k++) {
-        if (rank == 0) MPIX_Stream_send(&v, 1, MPI_LONG, 1, k, mx, i, i);
-        else MPIX_Stream_recv(&v, 1, MPI_LONG, 0, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, i, MPI_STATUS_IGNORE);
+    int me = (int)(long)arg;
+    if (rank == 0) {
+        int j = (me + shift) % T, n = scale * (me + 1);
+        for (int k = 0; k < n; k++) { long v = 1000 * me + k; MPIX_Stream_send(&v, 1, MPI_LONG, 1, k, mx, me, j); }
+    } else {
+        int i = (me - shift + T) % T, n = scale * (i + 1);
+        for (int k = 0; k < n; k++) {
+            long v = -1;
+            MPI_Status st;
+            if (shift == 0) MPIX_Stream_recv(&v, 1, MPI_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, me, &st);
+            else if (shift == 1) MPIX_Stream_recv(&v, 1, MPI_LONG, 0, k, mx, i, me, &st);
+            else MPIX_Stream_recv(&v, 1, MPI_LONG, 0, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, me, &st);
+            if (v != 1000 * i + k || st.MPI_TAG != k || st.MPI_SOURCE != 0) bad++;
+        }
     }
     return NULL;
 }
@@ -33,6 +47,8 @@ int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    shift = atoi(getenv("SHIFT"));
+    scale = atoi(getenv("SCALE"));
     MPIX_Stream s[T];
     for (int i = 0; i < T; i++) MPIX_Stream_create(MPI_INFO_NULL, &s[i]);
     MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, T, s, &mx);
@@ -41,7 +57,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
     MPI_Comm_free(&mx);
     for (int i = 0; i < T; i++) MPIX_Stream_free(&s[i]);
-    if (rank == 0) printf("done\n");
+    if (rank == 1) printf(bad ? "BAD %d\n" : "payloads ok\n", bad);
     MPI_Finalize();
     return 0;
 }
@@ -53,34 +69,47 @@ run_probe() { # dir, extra env...
   local d=$1; shift
   rm -rf "$d"; mkdir -p "$d"
   env "$@" UCXPROBE_DIR="$d" MPIXSTREAM_STREAMS=3 MPIR_CVAR_NOLOCAL=1 UCX_NET_DEVICES=lo \
-    MPIXRUN_PRELOAD_EXTRA="$out/ucxprobe.so" timeout 60 "$root/scripts/mpixrun" -n 2 "$out/mxprobe" </dev/null
+    MPIXRUN_PRELOAD_EXTRA="$out/ucxprobe.so" timeout 60 "$root/scripts/mpixrun" -n 2 "$out/mxprobe" </dev/null \
+    >"$d.out" 2>&1
+  grep -q "payloads ok" "$d.out"; check "payloads and statuses right ($(basename "$d"))" $?
 }
 get() { python3 "$root/tests/probe/summarize.py" "$1" --get "$2" "$3" "$4"; }
-sum_workers() { # dir rank field first last
-  local t=0; for w in $(seq "$4" "$5"); do t=$((t + $(get "$1" "$2" "$w" "$3"))); done; echo $t
-}
 check() { # description, condition result (0/1)
   if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
 }
 
-# implicit pool of 1: worker 0 implicit, workers 1..3 the streams
-run_probe "$out/one"
-python3 "$root/tests/probe/summarize.py" "$out/one"
-s0=$(get "$out/one" 0 0 sends); r0=$(get "$out/one" 1 0 recvs)
-[ "$s0" -ge 600 ]; check "implicit pool of 1: rank 0 sends all 600 indexed messages on worker 0 ($s0 sends)" $?
-[ "$r0" -ge 600 ]; check "implicit pool of 1: rank 1 receives them on worker 0 ($r0 recvs)" $?
-rs=$(sum_workers "$out/one" 0 sends 1 3); rr=$(sum_workers "$out/one" 1 recvs 1 3)
-[ "$rs" -eq 0 ] && [ "$rr" -eq 0 ]; check "implicit pool of 1: reserved workers 1-3 idle ($rs sends, $rr recvs)" $?
+# baseline: no indexed message at all (worker 0 carries creation and finalize traffic only)
+run_probe "$out/base" SHIFT=0 SCALE=0
+b0s=$(get "$out/base" 0 0 sends); b0r=$(get "$out/base" 0 0 recvs)
+b1s=$(get "$out/base" 1 0 sends); b1r=$(get "$out/base" 1 0 recvs)
+how=("full wildcards" "named source and index (direct path)" "MPIX_ANY_INDEX, named source")
+for shift in 0 1 2; do
+  d=$out/shift$shift
+  run_probe "$d" SHIFT=$shift SCALE=100
+  python3 "$root/tests/probe/summarize.py" "$d"
+  for i in 0 1 2; do
+    j=$(((i + shift) % 3)); n=$((100 * (i + 1)))
+    s=$(get "$d" 0 $((1 + i)) sends); r=$(get "$d" 1 $((1 + j)) recvs)
+    [ "$s" -eq "$n" ] && [ "$r" -eq "$n" ]
+    check "pair $i -> $j (${how[$shift]}): worker of stream $i sent $s, peer's worker of stream $j received $r, expected $n" $?
+    # nothing else on those workers: rank 0's stream worker receives nothing, rank 1's sends nothing
+    x=$(( $(get "$d" 0 $((1 + i)) recvs) + $(get "$d" 1 $((1 + j)) sends) ))
+    [ "$x" -eq 0 ]; check "pair $i -> $j: no traffic the other way on those workers ($x)" $?
+  done
+  w0="$(get "$d" 0 0 sends)/$(get "$d" 0 0 recvs)/$(get "$d" 1 0 sends)/$(get "$d" 1 0 recvs)"
+  [ "$w0" = "$b0s/$b0r/$b1s/$b1r" ]
+  check "shift $shift: implicit worker 0 carries exactly the baseline ($w0 sends/recvs of rank 0, rank 1)" $?
+done
 
-# implicit pool of 3: workers 0..2 implicit, 3..5 the streams
-run_probe "$out/three" MPIXSTREAM_IMPLICIT_VCIS=3
-python3 "$root/tests/probe/summarize.py" "$out/three"
-s=$(sum_workers "$out/three" 0 sends 0 2); r=$(sum_workers "$out/three" 1 recvs 0 2)
-[ "$s" -ge 600 ] && [ "$r" -ge 600 ]; check "implicit pool of 3: indexed traffic on implicit workers 0-2 ($s sends, $r recvs)" $?
-# each destination index has its own hidden communicator, and MPICH gives consecutive communicators
-# consecutive VCIs: the three indices' 100, 200, 300 messages land on three different workers
-m=$(for w in 0 1 2; do get "$out/three" 1 $w mrecvs; done | sort -n | tr '\n' ' ')
-[ "$m" = "100 200 300 " ]; check "implicit pool of 3: one implicit worker per destination index (mrecvs per worker: $m)" $?
-rs=$(sum_workers "$out/three" 0 sends 3 5); rr=$(sum_workers "$out/three" 1 recvs 3 5)
-[ "$rs" -eq 0 ] && [ "$rr" -eq 0 ]; check "implicit pool of 3: reserved workers 3-5 idle ($rs sends, $rr recvs)" $?
+# serial backend: everything on worker 0, still correct
+d=$out/serial
+run_probe "$d" SHIFT=1 SCALE=100 MPIXSTREAM_BACKEND=serial
+python3 "$root/tests/probe/summarize.py" "$d"
+s0=$(get "$d" 0 0 sends); r0=$(get "$d" 1 0 recvs)
+[ "$s0" -ge 600 ] && [ "$r0" -ge 600 ]; check "serial: all 600 indexed messages on worker 0 ($s0 sends, $r0 recvs)" $?
+other=$(python3 "$root/tests/probe/summarize.py" "$d" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(v.get("sends", 0) + v.get("recvs", 0) for r in d.values() for w, v in r.items() if w not in ("0",)))')
+[ "$other" -eq 0 ]; check "serial: no other worker used ($other operations)" $?
 [ $fails -eq 0 ]

@@ -1,0 +1,335 @@
+//! Which hidden communicator carries an indexed message, and on which endpoints.
+//!
+//! Two layouts, chosen once per multiplex communicator (the same on every process: it depends only on
+//! the backend, the number of processes `N` and the largest count `S`, all known after the creation's
+//! allgather):
+//!
+//! - **Streams** (native backend, within `MAX_HIDDEN_COMMS`): the streams' own reserved VCIs. A native
+//!   stream communicator records, for each rank, the VCI of the stream that rank attached, so a hidden
+//!   stream communicator in which this rank attaches stream `i` and the peer attaches stream `j`
+//!   carries `(i -> j)` from VCI `i` to the peer's VCI `j`. The set:
+//!   - `D_i` for each index `i`: every rank attaches its stream `i` (messages `i -> i`);
+//!   - `C_{i,j,b}` for `i != j` and each bit `b < B = ceil(log2 N)` of the rank: ranks whose bit `b`
+//!     is 0 attach stream `i`, ranks whose bit is 1 attach stream `j`. A message `A(i) -> B(j)`,
+//!     `A != B`, `i != j`, uses the lowest bit `b` where `A` and `B` differ: `C_{i,j,b}` if `A`'s bit
+//!     is 0, else `C_{j,i,b}`. Each (sender, source index, receiver, destination index) thus goes
+//!     through exactly one communicator (MPI's order per pair holds), and the source index follows
+//!     from (communicator, sender rank): the tag carries the user's tag unchanged.
+//!   - `P_j` for each destination index `j`, on the implicit pool (a split never inherits a stream):
+//!     messages a process sends to itself between two different indices (no communicator can attach
+//!     two streams of one rank); tag `tag * S + source index`.
+//!
+//!   A process that lacks index `i` (smaller count) or whose entry `i` is `MPIX_STREAM_NULL` attaches
+//!   `MPIX_STREAM_NULL` where it would attach stream `i`: that index is on the implicit pool.
+//!   Every communicator in which this process attached stream `j` is on VCI `j`, so a receive on `j`
+//!   (any source, any source index, any tag) only ever touches VCI `j` (and `P_j`, implicit).
+//!   Cost: `2S + S(S-1)B` communicators, i.e. context ids (MPICH has about 2000 per process), each a
+//!   collective at creation (an allgather of VCIs and a context-id agreement) and an MPICH
+//!   communicator object with an `N`-entry VCI table; an engine turn of an index probes
+//!   `2 + (S-1)B` of them.
+//! - **Pooled** (serial backend, or beyond the bound): `P_0 .. P_{S-1}` only, one per destination
+//!   index, on MPICH's implicit pool, tag `tag * S + source index`: `S` context ids.
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::c_int;
+
+/// At most this many hidden communicators per multiplex communicator (about an eighth of MPICH's
+/// context ids); a communicator that would need more uses the pooled layout.
+pub const MAX_HIDDEN_COMMS: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Streams,
+    Pooled,
+}
+
+/// How a message found on a hidden communicator tells its source index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceIndex {
+    /// In the tag: `tag * S + index` (the `P_j`).
+    InTag,
+    /// Always this index (`D_i`).
+    Fixed(c_int),
+    /// `C_{i,j,b}`: `i` from senders whose bit `b` is 0, `j` from the others.
+    ByRankBit { zero: c_int, one: c_int, bit: u32 },
+}
+
+impl SourceIndex {
+    /// (user tag, source index) of a message from `source` with hidden tag `tag`, `width` = `S`.
+    #[inline]
+    pub fn decode(self, source: c_int, tag: c_int, width: c_int) -> (c_int, c_int) {
+        match self {
+            SourceIndex::InTag => (tag / width, tag % width),
+            SourceIndex::Fixed(i) => (tag, i),
+            SourceIndex::ByRankBit { zero, one, bit } => (tag, if (source >> bit) & 1 == 0 { zero } else { one }),
+        }
+    }
+}
+
+/// A hidden communicator a receive on some local index takes messages from.
+#[derive(Clone, Copy, Debug)]
+pub struct Source {
+    pub comm: MPI_Comm,
+    pub index: SourceIndex,
+}
+
+/// The route of one message: hidden communicator and whether the tag carries the source index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub comm: MPI_Comm,
+    pub tag_in_tag: bool,
+}
+
+pub struct Endpoints {
+    pub layout: Layout,
+    rank: c_int,
+    width: usize,
+    bits: usize,
+    /// `P_j`, by destination index.
+    pooled: Box<[MPI_Comm]>,
+    /// Streams layout: `pair[(i * S + j) * B' + b]` is `C_{i,j,b}`, and `pair[(i * S + i) * B']` is
+    /// `D_i` (`B' = max(B, 1)`); empty in the pooled layout.
+    pair: Box<[MPI_Comm]>,
+}
+
+/// `ceil(log2 n)`: the rank bits that tell any two ranks of `n` apart.
+pub fn rank_bits(n: usize) -> usize {
+    if n <= 1 {
+        0
+    } else {
+        (usize::BITS - (n - 1).leading_zeros()) as usize
+    }
+}
+
+/// Hidden communicators the streams layout needs for `n` processes and `s` indices.
+pub fn streams_layout_cost(n: usize, s: usize) -> usize {
+    2 * s + s * s.saturating_sub(1) * rank_bits(n)
+}
+
+/// The layout of a new multiplex communicator.
+pub fn choose_layout(native: bool, n: usize, s: usize) -> Layout {
+    if native && s > 0 && streams_layout_cost(n, s) <= MAX_HIDDEN_COMMS {
+        Layout::Streams
+    } else {
+        Layout::Pooled
+    }
+}
+
+/// For the streams layout, in creation order: `(i, j, b)` of each communicator (`i == j`: `D_i`).
+fn pair_slots(width: usize, bits: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let b1 = bits.max(1);
+    (0..width).flat_map(move |i| {
+        (0..width).flat_map(move |j| (0..b1).filter(move |&b| i != j || b == 0).map(move |b| (i, j, b)))
+    })
+}
+
+impl Endpoints {
+    fn b1(&self) -> usize {
+        self.bits.max(1)
+    }
+
+    /// Collective over `base` (an implicit-pool communicator with the user's group and ranks): the
+    /// hidden communicators of `layout`. `attach(i)` is this process's native stream at index `i`
+    /// (`MPIX_STREAM_NULL` where it has none); `stream_comm` makes a stream communicator (the backend's
+    /// `MPIX_Stream_comm_create`).
+    pub unsafe fn build(
+        layout: Layout,
+        base: MPI_Comm,
+        rank: c_int,
+        size: usize,
+        width: usize,
+        attach: &dyn Fn(usize) -> MPIX_Stream,
+        stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream, *mut MPI_Comm) -> c_int,
+    ) -> Result<Endpoints, c_int> {
+        let p = pmpi();
+        let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
+        let mut ep = Endpoints { layout, rank, width, bits, pooled: Box::new([]), pair: Box::new([]) };
+        let mut pooled = Vec::with_capacity(width);
+        let mut made: Vec<MPI_Comm> = Vec::new();
+        let fail = |made: &mut Vec<MPI_Comm>, rc: c_int| {
+            for c in made.iter_mut() {
+                (p.PMPI_Comm_free)(c);
+            }
+            Err(rc)
+        };
+        for _ in 0..width {
+            let mut c = MPI_COMM_NULL;
+            let rc = (p.PMPI_Comm_dup)(base, &mut c);
+            if rc != MPI_SUCCESS {
+                return fail(&mut made, rc);
+            }
+            (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
+            pooled.push(c);
+            made.push(c);
+        }
+        if layout == Layout::Streams {
+            let b1 = bits.max(1);
+            let mut pair = vec![MPI_COMM_NULL; width * width * b1];
+            for (i, j, b) in pair_slots(width, bits) {
+                let mine = if i == j || (rank >> b) & 1 == 0 { i } else { j };
+                let mut c = MPI_COMM_NULL;
+                let rc = stream_comm(base, attach(mine), &mut c);
+                if rc != MPI_SUCCESS {
+                    return fail(&mut made, rc);
+                }
+                (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
+                pair[(i * width + j) * b1 + b] = c;
+                made.push(c);
+            }
+            ep.pair = pair.into_boxed_slice();
+        }
+        ep.pooled = pooled.into_boxed_slice();
+        Ok(ep)
+    }
+
+    /// The communicator of a message from `(from, si)` to `(to, di)` (indices already checked).
+    #[inline]
+    pub fn route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Route {
+        if self.layout == Layout::Pooled || (from == to && si != di) {
+            return Route { comm: self.pooled[di], tag_in_tag: true };
+        }
+        let b1 = self.b1();
+        let slot = if si == di {
+            (si * self.width + si) * b1
+        } else {
+            let b = (from ^ to).trailing_zeros() as usize;
+            if (from >> b) & 1 == 0 {
+                (si * self.width + di) * b1 + b
+            } else {
+                (di * self.width + si) * b1 + b
+            }
+        };
+        Route { comm: self.pair[slot], tag_in_tag: false }
+    }
+
+    /// Every hidden communicator on which this process receives for its local index `j`.
+    pub fn sources(&self, j: usize) -> Vec<Source> {
+        let mut out = vec![Source { comm: self.pooled[j], index: SourceIndex::InTag }];
+        if self.layout == Layout::Streams {
+            let (s, b1) = (self.width, self.b1());
+            out.push(Source { comm: self.pair[(j * s + j) * b1], index: SourceIndex::Fixed(j as c_int) });
+            for b in 0..self.bits {
+                for i in (0..s).filter(|&i| i != j) {
+                    // This process attached j in C_{i,j,b} if its bit b is 1, in C_{j,i,b} if 0.
+                    let (zero, one) = if (self.rank >> b) & 1 == 1 { (i, j) } else { (j, i) };
+                    out.push(Source {
+                        comm: self.pair[(zero * s + one) * b1 + b],
+                        index: SourceIndex::ByRankBit { zero: zero as c_int, one: one as c_int, bit: b as u32 },
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// How many hidden communicators this holds.
+    pub fn count(&self) -> usize {
+        self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()
+    }
+
+    /// Frees the hidden communicators (once; the caller makes sure of it).
+    pub unsafe fn free(&self) {
+        let p = pmpi();
+        for &c in self.pooled.iter().chain(self.pair.iter()) {
+            if c != MPI_COMM_NULL {
+                let mut c = c;
+                (p.PMPI_Comm_free)(&mut c);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn fake(layout: Layout, rank: c_int, size: usize, width: usize) -> Endpoints {
+        // Distinct fake handles: pooled 1000 + j, pair (i, j, b) encoded, so routes can be compared.
+        let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
+        let b1 = bits.max(1);
+        let pooled = (0..width).map(|j| 1000 + j as MPI_Comm).collect();
+        let mut pair = vec![MPI_COMM_NULL; if layout == Layout::Streams { width * width * b1 } else { 0 }];
+        if layout == Layout::Streams {
+            for (i, j, b) in pair_slots(width, bits) {
+                pair[(i * width + j) * b1 + b] = (10_000 + (i * 100 + j) * 10 + b) as MPI_Comm;
+            }
+        }
+        Endpoints { layout, rank, width, bits, pooled, pair: pair.into_boxed_slice() }
+    }
+
+    /// The index rank `rank` attached in hidden communicator `comm` (test helper: which stream).
+    #[cfg(test)]
+    fn attached(&self, rank: c_int, comm: MPI_Comm) -> Option<usize> {
+        let b1 = self.b1();
+        let pos = self.pair.iter().position(|&c| c == comm)?;
+        let (ij, b) = (pos / b1, pos % b1);
+        let (i, j) = (ij / self.width, ij % self.width);
+        Some(if i == j || (rank >> b) & 1 == 0 { i } else { j })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_and_cost() {
+        assert_eq!(rank_bits(1), 0);
+        assert_eq!(rank_bits(2), 1);
+        assert_eq!(rank_bits(4), 2);
+        assert_eq!(rank_bits(5), 3);
+        assert_eq!(streams_layout_cost(4, 4), 8 + 12 * 2);
+        assert_eq!(choose_layout(true, 4, 4), Layout::Streams);
+        assert_eq!(choose_layout(false, 4, 4), Layout::Pooled);
+        assert_eq!(choose_layout(true, 64, 16), Layout::Pooled);
+        assert_eq!(choose_layout(true, 4, 0), Layout::Pooled);
+    }
+
+    /// Every (sender, source index, receiver, destination index) goes through exactly one hidden
+    /// communicator, in which the sender attached its source index and the receiver its destination
+    /// index; the receiver finds it among its sources for that index and decodes the right source
+    /// index; self messages between two indices use the pooled one.
+    #[test]
+    fn every_pair_has_one_comm_with_the_right_streams() {
+        for n in 1..=9usize {
+            for s in 1..=4usize {
+                let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake(Layout::Streams, r as c_int, n, s)).collect();
+                for a in 0..n {
+                    for b in 0..n {
+                        for i in 0..s {
+                            for j in 0..s {
+                                let r = eps[a].route(a as c_int, i, b as c_int, j);
+                                let src = eps[b].sources(j);
+                                let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
+                                assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
+                                let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
+                                assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
+                                if a == b && i != j {
+                                    assert!(r.tag_in_tag);
+                                    continue;
+                                }
+                                assert!(!r.tag_in_tag);
+                                assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
+                                assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
+                                // Both ends agree on the communicator.
+                                assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
+                            }
+                        }
+                    }
+                }
+                // Every communicator a process receives on for j is one where it attached j.
+                for (r, ep) in eps.iter().enumerate() {
+                    for j in 0..s {
+                        for x in ep.sources(j).iter().skip(1) {
+                            assert_eq!(ep.attached(r as c_int, x.comm), Some(j));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pooled_layout_routes_by_destination_index() {
+        let ep = Endpoints::fake(Layout::Pooled, 1, 4, 3);
+        assert_eq!(ep.route(1, 2, 0, 1), Route { comm: 1001, tag_in_tag: true });
+        assert_eq!(ep.sources(2).len(), 1);
+        assert_eq!(ep.count(), 3);
+    }
+}

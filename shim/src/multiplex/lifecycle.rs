@@ -1,0 +1,294 @@
+//! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
+//! communicator is multiplex with the same streams), free, and the queries
+//! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
+use super::endpoints::{self, Endpoints, Layout};
+use super::{progress, registry, Multiplex};
+use crate::backend::Backend;
+use crate::errors::{raise, Class};
+use crate::mpix_entry;
+use crate::runtime::Runtime;
+use crate::streams::{LookupError, StreamTable};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::interpose::CommCtor;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::Ordering;
+
+/// Collective over `user` (the user's new communicator): the hidden communicators and the record.
+unsafe fn build(
+    rt: &Runtime,
+    user: MPI_Comm,
+    rank: c_int,
+    counts: Box<[c_int]>,
+    tag_ub: c_int,
+    streams: Box<[Option<usize>]>,
+) -> Result<&'static Multiplex, c_int> {
+    let p = pmpi();
+    let size = counts.len();
+    let width = counts.iter().copied().max().unwrap_or(0).max(0) as usize;
+    let native = rt.backend == Backend::Native;
+    let mut layout = endpoints::choose_layout(native, size, width);
+    if layout == Layout::Streams {
+        // MPICH 5.0.2 loses messages (shared-memory path) between a rank's implicit VCI and a peer's
+        // reserved one: the streams layout only when no process attached MPIX_STREAM_NULL.
+        let mine: c_int = streams.iter().any(|s| s.is_none()) as c_int;
+        let mut any_null: c_int = 0;
+        let rc = (p.PMPI_Allreduce)(
+            &mine as *const c_int as *const c_void,
+            &mut any_null as *mut c_int as *mut c_void,
+            1,
+            MPI_INT,
+            MPI_MAX,
+            user,
+        );
+        if rc != MPI_SUCCESS {
+            return Err(rc);
+        }
+        if any_null != 0 {
+            layout = Layout::Pooled;
+            if rank == 0 && rt.config.verbose {
+                eprintln!(
+                    "mpixstream: a multiplex communicator with MPIX_STREAM_NULL entries: its indexed traffic runs \
+                     on MPICH's implicit pool"
+                );
+            }
+        }
+    }
+    if native && layout == Layout::Pooled && width > 0 && rank == 0 {
+        eprintln!(
+            "mpixstream: a multiplex communicator of {size} processes and {width} stream indices would need {} \
+             hidden communicators on the streams' endpoints (bound {}); its indexed traffic runs on MPICH's \
+             implicit pool instead",
+            endpoints::streams_layout_cost(size, width),
+            endpoints::MAX_HIDDEN_COMMS
+        );
+    }
+    // A split never inherits a stream: the base is on the implicit pool on every backend.
+    let mut base = MPI_COMM_NULL;
+    let rc = (p.PMPI_Comm_split)(user, 0, rank, &mut base);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    (p.PMPI_Comm_set_errhandler)(base, MPI_ERRORS_RETURN);
+    let attach = |i: usize| -> MPIX_Stream {
+        match streams.get(i).copied().flatten() {
+            Some(slot) => rt.streams.slot(slot).native(),
+            None => MPIX_STREAM_NULL,
+        }
+    };
+    let stream_comm =
+        |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
+    let built = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm);
+    (p.PMPI_Comm_free)(&mut base);
+    let endpoints = built?;
+    let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
+    let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
+    let mx = registry::register(rt, mx);
+    progress::ensure_started(rt);
+    Ok(mx)
+}
+
+/// Standard class number -> our class (for agreeing on an error at creation).
+fn class_of(standard: c_int) -> Class {
+    match standard {
+        MPI_ERR_ARG => Class::Arg,
+        MPI_ERR_COUNT => Class::Count,
+        MPIX_ERR_STREAM => Class::Stream,
+        MPI_ERR_COMM => Class::Comm,
+        _ => Class::Other,
+    }
+}
+
+/// The local arguments of `MPIX_Stream_comm_create_multiplex`: the stream slots, or the error.
+unsafe fn local_streams(
+    rt: &Runtime,
+    count: c_int,
+    array: *const MPIX_Stream,
+    newcomm: *mut MPI_Comm,
+) -> Result<Box<[Option<usize>]>, (Class, String)> {
+    if newcomm.is_null() {
+        return Err((Class::Arg, "the newcomm argument is a null pointer".into()));
+    }
+    if count < 0 {
+        return Err((Class::Count, format!("count {count} is negative")));
+    }
+    if count > 0 && array.is_null() {
+        return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        let h = *array.add(i);
+        match rt.streams.lookup(h) {
+            Ok((slot, _)) => out.push(Some(slot)),
+            Err(LookupError::Null) => out.push(None),
+            Err(e) => return Err((Class::Stream, format!("array_of_streams[{i}]: {}", e.describe(h)))),
+        }
+    }
+    Ok(out.into_boxed_slice())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
+    comm: MPI_Comm,
+    count: c_int,
+    array_of_streams: *mut MPIX_Stream,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    mpix_entry("MPIX_Stream_comm_create_multiplex", |rt| unsafe {
+        const F: &str = "MPIX_Stream_comm_create_multiplex";
+        let p = pmpi();
+        if comm == MPI_COMM_NULL {
+            return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
+        }
+        let mut inter = 0;
+        let rc = (p.PMPI_Comm_test_inter)(comm, &mut inter);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        if inter != 0 {
+            return raise(
+                comm,
+                Class::Comm,
+                F,
+                "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
+            );
+        }
+        let local = local_streams(rt, count, array_of_streams, newcomm);
+        // Every process learns every count (and whether anyone's arguments were wrong, so that all
+        // fail together instead of some waiting in a collective the others skipped).
+        let mine: c_int = match &local {
+            Ok(s) => s.len() as c_int,
+            Err((class, _)) => -1 - class.standard(),
+        };
+        let (mut rank, mut size) = (0, 0);
+        (p.PMPI_Comm_rank)(comm, &mut rank);
+        (p.PMPI_Comm_size)(comm, &mut size);
+        let mut counts = vec![0 as c_int; size as usize].into_boxed_slice();
+        let rc = (p.PMPI_Allgather)(
+            &mine as *const c_int as *const c_void,
+            1,
+            MPI_INT,
+            counts.as_mut_ptr() as *mut c_void,
+            1,
+            MPI_INT,
+            comm,
+        );
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        let streams = match local {
+            Err((class, msg)) => return raise(comm, class, F, &msg),
+            Ok(s) => s,
+        };
+        if let Some(r) = counts.iter().position(|&c| c < 0) {
+            return raise(
+                comm,
+                class_of(-1 - counts[r]),
+                F,
+                &format!("rank {r} passed invalid arguments (see its error); no communicator was created"),
+            );
+        }
+        let mut ub: *mut c_int = std::ptr::null_mut();
+        let mut flag = 0;
+        (p.PMPI_Comm_get_attr)(comm, MPI_TAG_UB, &mut ub as *mut *mut c_int as *mut c_void, &mut flag);
+        let tag_ub = if flag != 0 && !ub.is_null() { *ub } else { 32767 };
+        let mut user = MPI_COMM_NULL;
+        let rc = (p.PMPI_Comm_dup)(comm, &mut user);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        match build(rt, user, rank, counts, tag_ub, streams) {
+            Ok(_) => {
+                *newcomm = user;
+                MPI_SUCCESS
+            }
+            Err(rc) => {
+                (p.PMPI_Comm_free)(&mut user);
+                rc
+            }
+        }
+    })
+}
+
+/// After a communicator constructor made `*newcomm` from `parent`: a blocking dup
+/// (`MPI_Comm_dup`/`MPI_Comm_dup_with_info`) of a multiplex communicator is multiplex too, with the
+/// same streams and indices and its own hidden communicators (collective, like the dup itself).
+/// `None`: `parent` is not multiplex or the constructor does not make a multiplex child.
+pub unsafe fn comm_constructed(
+    rt: &Runtime,
+    kind: CommCtor,
+    parent: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+) -> Option<c_int> {
+    if !matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo) {
+        return None;
+    }
+    let parent = registry::lookup(parent)?;
+    Some(match build(rt, *newcomm, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
+        Ok(_) => MPI_SUCCESS,
+        Err(rc) => {
+            (pmpi().PMPI_Comm_free)(newcomm);
+            rc
+        }
+    })
+}
+
+/// After `MPI_Comm_free` of a multiplex communicator (`mx`, looked up before the free): its streams
+/// are detached at once, its hidden communicators freed as soon as no receive on it is pending.
+pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &'static Multiplex) {
+    if registry::unregister(rt, handle, mx) {
+        mx.maybe_release();
+    }
+}
+
+impl Multiplex {
+    /// Frees the hidden communicators once the user has freed the communicator and no receive is
+    /// pending (a normal context: never from MPICH's free or cancel callbacks).
+    pub(super) fn maybe_release(&self) {
+        if !self.freed.load(Ordering::Acquire) || self.pending.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        unsafe {
+            for e in self.engines.iter() {
+                // Messages nobody received: take them out of MPICH so that nothing stays matched.
+                e.drain_unexpected();
+            }
+            self.endpoints.free();
+        }
+    }
+}
+
+/// `MPIX_Comm_get_stream` on a multiplex communicator.
+pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+    const F: &str = "MPIX_Comm_get_stream";
+    let n = mx.streams.len();
+    if idx < 0 || idx as usize >= n {
+        return raise(
+            mx.comm,
+            Class::Arg,
+            F,
+            &format!("index {idx} is out of range: this process attached {n} stream(s) to the multiplex communicator"),
+        );
+    }
+    *stream = mx.streams[idx as usize].map_or(MPIX_STREAM_NULL, StreamTable::handle);
+    MPI_SUCCESS
+}
+
+/// Ours: the largest tag an indexed call on multiplex communicator `comm` accepts.
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: MPI_Comm, tag_ub: *mut c_int) -> c_int {
+    const F: &str = "MPIX_Comm_multiplex_tag_ub";
+    mpix_entry(F, |rt| unsafe {
+        let Some(mx) = registry::lookup(comm) else {
+            return super::errors::not_multiplex(rt, comm, F);
+        };
+        if tag_ub.is_null() {
+            return raise(comm, Class::Arg, F, "the tag_ub argument is a null pointer");
+        }
+        *tag_ub = mx.max_tag;
+        MPI_SUCCESS
+    })
+}

@@ -1,0 +1,425 @@
+//! The matching engine of one local index: the receives that could not go straight to MPICH (a
+//! wildcard source or source index, or anything posted behind one), matched against messages pulled
+//! out of MPICH with `MPI_Improbe` on every hidden communicator of the index.
+//!
+//! A turn pulls messages in MPI order per hidden communicator (each carries whole (sender, source
+//! index) pairs, so per-pair order is MPI's), decodes tag and source index, and gives each to the
+//! first posted receive that matches, in posting order, else appends it to the unexpected queue, which
+//! a new receive searches first, in order. So MPI's non-overtaking rule holds per (process, source
+//! index) pair for every combination of wildcards.
+//!
+//! A matched message is received with `MPI_Imrecv`, never a blocking receive inside a turn (a turn may
+//! run inside a generalized request's poll function, under the engine's lock); a blocking receive
+//! that takes its own message receives it outside the lock.
+use super::endpoints::Source;
+use super::Multiplex;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Messages one turn of an engine pulls out of MPICH at most.
+const PROBE_BUDGET: usize = 64;
+
+/// See `MatchingEngine::idle_skips` (blocking receives always probe).
+const IDLE_POLL_SKIPS: u32 = 8;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub struct MatchingEngine {
+    /// The hidden communicators this process receives on for this index.
+    sources: Box<[Source]>,
+    /// Whether those include a reserved (lock-free) VCI: then only the index's owner may turn it.
+    pub on_reserved_vci: bool,
+    /// The native stream of that VCI (`MPIX_STREAM_NULL` if none): MPICH's `MPI_Improbe` on a stream
+    /// communicator does not drive the stream's VCI, so a turn drives it first.
+    stream: MPIX_Stream,
+    /// Set by a cancel function: the next turn looks for cancelled receives.
+    pub cancels: AtomicBool,
+    /// Poll functions still to skip since a turn found MPICH empty. `MPI_Testall` over many of our
+    /// requests calls the poll function of each: after an empty probe the next `IDLE_POLL_SKIPS` skip
+    /// theirs instead of each paying empty `MPI_Improbe`s (passes of MPICH's progress engine).
+    idle_skips: AtomicU32,
+    /// Turns run so far (written under `state`'s lock), and the count the progress thread saw last.
+    pub turns: AtomicU64,
+    pub watched: AtomicU64,
+    /// Posted plus unexpected entries (written under `state`'s lock): 0 lets a fully named receive
+    /// go straight to MPICH (nothing it could overtake is queued here).
+    queued: AtomicUsize,
+    pub state: Mutex<EngineState>,
+}
+
+#[derive(Default)]
+pub struct EngineState {
+    pub posted: VecDeque<Arc<RecvOp>>,
+    unexpected: VecDeque<Unexpected>,
+    /// Matched, received with `MPI_Imrecv`, not complete yet.
+    pub inflight: Vec<Inflight>,
+    /// The hidden communicator the last message came from: the next turn probes it first.
+    cursor: usize,
+}
+
+struct Unexpected {
+    msg: MPI_Message,
+    status: MPI_Status,
+    source: c_int,
+    sidx: c_int,
+    tag: c_int,
+}
+
+pub struct Inflight {
+    op: Arc<RecvOp>,
+    req: MPI_Request,
+    source: c_int,
+    tag: c_int,
+}
+
+/// One posted receive.
+pub struct RecvOp {
+    pub mx: &'static Multiplex,
+    pub index: usize,
+    pub buf: *mut c_void,
+    pub count: MPI_Count,
+    pub datatype: MPI_Datatype,
+    pub source: c_int,
+    pub tag: c_int,
+    pub sidx: c_int,
+    /// The generalized request of a nonblocking receive (`MPI_REQUEST_NULL` for a blocking one); set
+    /// before the receive is posted.
+    pub greq: AtomicI32,
+    pub cancel: AtomicBool,
+    done: AtomicBool,
+    /// Written once, by `finish`, before `done` is set; read only once `done` is seen.
+    outcome: UnsafeCell<Outcome>,
+}
+
+// The buffer pointer belongs to the application, which keeps it valid until the receive completes.
+unsafe impl Send for RecvOp {}
+unsafe impl Sync for RecvOp {}
+
+#[derive(Clone, Copy, Default)]
+pub struct Outcome {
+    /// The receive's status, with the user's tag.
+    pub status: MPI_Status,
+    pub error: c_int,
+    pub cancelled: bool,
+}
+
+/// Whether a message (source, source index, tag) matches a receive's (source, tag, source index),
+/// wildcards included.
+#[inline]
+pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int, tag: c_int) -> bool {
+    (want.0 == MPI_ANY_SOURCE || want.0 == source)
+        && (want.1 == MPI_ANY_TAG || want.1 == tag)
+        && (want.2 == super::MPIX_ANY_INDEX || want.2 == sidx)
+}
+
+impl RecvOp {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mx: &'static Multiplex,
+        index: usize,
+        buf: *mut c_void,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        envelope: (c_int, c_int, c_int),
+        done: Option<Outcome>,
+    ) -> RecvOp {
+        RecvOp {
+            mx,
+            index,
+            buf,
+            count,
+            datatype,
+            source: envelope.0,
+            tag: envelope.1,
+            sidx: envelope.2,
+            greq: AtomicI32::new(MPI_REQUEST_NULL),
+            cancel: AtomicBool::new(false),
+            done: AtomicBool::new(done.is_some()),
+            outcome: UnsafeCell::new(done.unwrap_or_default()),
+        }
+    }
+
+    #[inline]
+    fn matches(&self, source: c_int, sidx: c_int, tag: c_int) -> bool {
+        envelope_matches((self.source, self.tag, self.sidx), source, sidx, tag)
+    }
+
+    #[inline]
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// The outcome of a finished receive.
+    #[inline]
+    pub fn outcome(&self) -> Outcome {
+        debug_assert!(self.is_done());
+        unsafe { *self.outcome.get() }
+    }
+
+    /// Records the outcome and signals completion (a nonblocking receive's request completes).
+    unsafe fn finish(&self, outcome: Outcome) {
+        *self.outcome.get() = outcome;
+        self.done.store(true, Ordering::Release);
+        self.mx.pending.fetch_sub(1, Ordering::AcqRel);
+        let greq = self.greq.load(Ordering::Acquire);
+        if greq != MPI_REQUEST_NULL {
+            (pmpi().PMPI_Grequest_complete)(greq);
+        }
+    }
+}
+
+impl MatchingEngine {
+    /// `stream`: the native stream of this index's reserved VCI, or `MPIX_STREAM_NULL`.
+    pub fn new(sources: Box<[Source]>, stream: MPIX_Stream) -> MatchingEngine {
+        MatchingEngine {
+            sources,
+            on_reserved_vci: stream != MPIX_STREAM_NULL,
+            stream,
+            cancels: AtomicBool::new(false),
+            idle_skips: AtomicU32::new(0),
+            turns: AtomicU64::new(0),
+            watched: AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
+            state: Default::default(),
+        }
+    }
+
+    /// Nothing is posted or unexpected here (a read without the lock; see `queued`).
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.queued.load(Ordering::Acquire) == 0
+    }
+
+    #[inline]
+    fn sync_queued(&self, st: &EngineState) {
+        self.queued.store(st.posted.len() + st.unexpected.len(), Ordering::Release);
+    }
+
+    /// One pass of progress on this index's reserved VCI (MPICH's global progress skips it).
+    #[inline]
+    unsafe fn progress_stream(&self) {
+        if self.stream != MPIX_STREAM_NULL {
+            if let Some(progress) = pmpi().PMPIX_Stream_progress {
+                progress(self.stream);
+            }
+        }
+    }
+
+    /// The next message MPICH holds on any of this index's hidden communicators: (message, status,
+    /// source index, user tag).
+    unsafe fn pull(&self, mx: &Multiplex, next: &mut usize) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
+        let p = pmpi();
+        let n = self.sources.len();
+        for k in 0..n {
+            let src = self.sources[(*next + k) % n];
+            let mut flag = 0;
+            let mut msg = MPI_MESSAGE_NULL;
+            let mut status = MPI_Status::default();
+            let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status);
+            if rc == MPI_SUCCESS && flag != 0 {
+                // Stay on this communicator: its next message is likely there too.
+                *next = (*next + k) % n;
+                let (tag, sidx) = src.index.decode(status.MPI_SOURCE, status.MPI_TAG, mx.width);
+                return Some((msg, status, sidx, tag));
+            }
+        }
+        None
+    }
+
+    /// Adds a receive: takes the first matching unexpected message, else joins the posted queue.
+    pub unsafe fn post(&self, mx: &Multiplex, st: &mut EngineState, op: Arc<RecvOp>) {
+        mx.pending.fetch_add(1, Ordering::AcqRel);
+        match st.unexpected.iter().position(|u| op.matches(u.source, u.sidx, u.tag)) {
+            Some(i) => {
+                let u = st.unexpected.remove(i).unwrap_or_else(|| unreachable!());
+                start(st, op, u.msg, &u.status, u.tag);
+            }
+            None => st.posted.push_back(op),
+        }
+        self.sync_queued(st);
+    }
+
+    /// For a blocking receive (`want`: source, tag, source index), when no receive is posted on this
+    /// engine: the first matching message, from the unexpected queue or pulled out of MPICH now
+    /// (messages pulled that do not match join the unexpected queue). The caller receives it outside
+    /// the engine's lock. None: post and wait.
+    pub unsafe fn take_first(
+        &self,
+        mx: &Multiplex,
+        want: (c_int, c_int, c_int),
+    ) -> Option<(MPI_Message, MPI_Status, c_int)> {
+        let mut st = lock(&self.state);
+        if !st.posted.is_empty() || mx.released.load(Ordering::Acquire) {
+            return None;
+        }
+        if let Some(i) = st.unexpected.iter().position(|u| envelope_matches(want, u.source, u.sidx, u.tag)) {
+            let u = st.unexpected.remove(i)?;
+            self.sync_queued(&st);
+            return Some((u.msg, u.status, u.tag));
+        }
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.progress_stream();
+        let mut next = st.cursor;
+        let mut found = None;
+        for _ in 0..PROBE_BUDGET {
+            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next) else {
+                self.idle_skips.store(IDLE_POLL_SKIPS, Ordering::Relaxed);
+                break;
+            };
+            if envelope_matches(want, status.MPI_SOURCE, sidx, tag) {
+                found = Some((msg, status, tag));
+                break;
+            }
+            st.unexpected.push_back(Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag });
+        }
+        st.cursor = next;
+        self.sync_queued(&st);
+        found
+    }
+
+    /// One turn: cancellations, in-flight receives, then new messages (until `target` is done or
+    /// MPICH has no more, at most `PROBE_BUDGET`). Messages are pulled only while a receive is posted.
+    pub unsafe fn drive(&self, mx: &Multiplex, st: &mut EngineState, target: Option<&RecvOp>) {
+        if mx.released.load(Ordering::Acquire) {
+            return;
+        }
+        self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let p = pmpi();
+        if self.cancels.swap(false, Ordering::AcqRel) {
+            let mut i = 0;
+            while i < st.posted.len() {
+                if st.posted[i].cancel.load(Ordering::Acquire) {
+                    if let Some(op) = st.posted.remove(i) {
+                        op.finish(Outcome { cancelled: true, ..Default::default() });
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < st.inflight.len() {
+            let mut flag = 0;
+            let mut status = MPI_Status::default();
+            let rc = (p.PMPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status);
+            if rc != MPI_SUCCESS || flag != 0 {
+                let f = st.inflight.swap_remove(i);
+                status.MPI_SOURCE = f.source;
+                status.MPI_TAG = f.tag;
+                f.op.finish(Outcome { status, error: rc, cancelled: false });
+            } else {
+                i += 1;
+            }
+        }
+        let mut drained = false;
+        let mut next = st.cursor;
+        if !st.posted.is_empty() {
+            self.progress_stream();
+        }
+        for _ in 0..PROBE_BUDGET {
+            if st.posted.is_empty() || target.is_some_and(|t| t.is_done()) {
+                break;
+            }
+            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next) else {
+                drained = true;
+                break;
+            };
+            let source = status.MPI_SOURCE;
+            match st.posted.iter().position(|op| op.matches(source, sidx, tag)) {
+                Some(i) => {
+                    let op = st.posted.remove(i).unwrap_or_else(|| unreachable!());
+                    start(st, op, msg, &status, tag);
+                }
+                None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
+            }
+        }
+        st.cursor = next;
+        self.sync_queued(st);
+        self.idle_skips.store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// Whether a poll function should skip its turn (see `idle_skips`); counts the skip.
+    #[inline]
+    pub fn skip_idle_poll(&self) -> bool {
+        let n = self.idle_skips.load(Ordering::Relaxed);
+        if n == 0 {
+            return false;
+        }
+        self.idle_skips.store(n - 1, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes every unreceived message out of MPICH (the communicator is being released).
+    pub unsafe fn drain_unexpected(&self) {
+        let p = pmpi();
+        let mut st = lock(&self.state);
+        for mut u in st.unexpected.drain(..) {
+            let bytes = status_bytes(&u.status);
+            let mut scratch = vec![0u8; bytes.max(1) as usize];
+            (p.PMPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
+        }
+        self.sync_queued(&st);
+    }
+}
+
+/// The byte count in an MPICH status (`MPIR_STATUS_GET_COUNT`: the low 32 bits in `count_lo`, the
+/// high ones above the cancelled bit), without a call into MPICH.
+#[inline]
+pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
+    (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
+}
+
+/// Starts receiving matched message `msg` into `op`'s buffer (engine lock held): `MPI_Imrecv`, done
+/// at once if MPICH completes it at once (eager data), else by a later turn.
+unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
+    let p = pmpi();
+    let mut req = MPI_REQUEST_NULL;
+    let rc = (p.PMPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req);
+    if rc != MPI_SUCCESS {
+        let mut got = *status;
+        got.MPI_TAG = tag;
+        op.finish(Outcome { status: got, error: rc, cancelled: false });
+        return;
+    }
+    let mut flag = 0;
+    let mut got = MPI_Status::default();
+    let rc = (p.PMPI_Test)(&mut req, &mut flag, &mut got);
+    if rc != MPI_SUCCESS || flag != 0 {
+        got.MPI_SOURCE = status.MPI_SOURCE;
+        got.MPI_TAG = tag;
+        op.finish(Outcome { status: got, error: rc, cancelled: false });
+    } else {
+        st.inflight.push(Inflight { op, req, source: status.MPI_SOURCE, tag });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_byte_count_as_mpich_stores_it() {
+        let mut st = MPI_Status::default();
+        st.count_lo = -1; // 0xffff_ffff
+        st.count_hi_and_cancelled = (3 << 1) | 1; // high part 3, cancelled
+        assert_eq!(status_bytes(&st), (3i64 << 32) | 0xffff_ffff);
+        st.count_lo = 24;
+        st.count_hi_and_cancelled = 0;
+        assert_eq!(status_bytes(&st), 24);
+    }
+
+    #[test]
+    fn wildcards_match() {
+        assert!(envelope_matches((MPI_ANY_SOURCE, MPI_ANY_TAG, -1), 3, 2, 9));
+        assert!(envelope_matches((3, 9, 2), 3, 2, 9));
+        assert!(!envelope_matches((3, 9, 1), 3, 2, 9));
+        assert!(!envelope_matches((2, MPI_ANY_TAG, -1), 3, 2, 9));
+    }
+}

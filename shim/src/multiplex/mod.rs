@@ -1,0 +1,151 @@
+//! Multiplex stream communicators (`docs/multiplex.md`), implemented entirely here on every backend:
+//! native MPICH 5.0.2's `MPIX_Stream_comm_create_multiplex` aborts, and no single native stream
+//! communicator can choose the (source endpoint, destination endpoint) pair per message.
+//!
+//! How a multiplex communicator works:
+//! - The user's handle is a plain `MPI_Comm_dup` of the parent: ordinary MPI calls on it behave as on
+//!   the parent (same group, attributes, error handler and endpoint).
+//! - Indexed traffic runs on hidden communicators (`endpoints`): on the native backend each message
+//!   from index `i` to index `j` leaves on stream `i`'s reserved VCI and arrives on the peer's stream
+//!   `j`'s reserved VCI; on the serial backend (and beyond a bound on their number) one hidden
+//!   communicator per destination index on MPICH's implicit pool, the source index in the tag.
+//! - A receive naming its source, source index and tag, with nothing queued on its index, is one MPICH
+//!   receive on the one hidden communicator that carries that pair (`p2p`, the direct path). Other
+//!   receives go through a matching engine per local index (`matching`): `MPI_Improbe` on every hidden
+//!   communicator of the index, matched in posting order, else kept in an unexpected queue, so
+//!   `MPI_ANY_SOURCE`, `MPI_ANY_TAG` and `MPIX_ANY_INDEX` keep MPI's order per pair.
+//! - Nonblocking engine receives are MPICH extended generalized requests (`requests`); a background
+//!   thread (`progress`) turns engines nobody turns, only those on MPICH's implicit (locked) pool.
+//! - `registry` maps a user handle to its record without a reference count on the hot path;
+//!   `lifecycle` creates, duplicates and frees; `errors` holds the error texts.
+//!
+//! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
+//! `registry`, `lifecycle`, `p2p` (the entry points), `errors`.
+pub mod endpoints;
+mod errors;
+pub mod lifecycle;
+mod matching;
+mod p2p;
+pub mod progress;
+pub mod registry;
+mod requests;
+
+use endpoints::{Endpoints, Layout};
+use matching::MatchingEngine;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+use mpixstream_wrappers::ffi::*;
+
+pub use lifecycle::{comm_constructed, comm_freed, get_stream};
+pub use progress::shutdown;
+
+/// Ours (native MPICH has none): the source index of a receive that accepts any source index.
+pub const MPIX_ANY_INDEX: c_int = -1;
+
+/// A multiplex stream communicator. Records live until the process exits (a few hundred bytes
+/// each; their hidden communicators are freed with them): the hot paths hold plain references, with
+/// no reference count, and a reused handle is told apart by `freed`.
+pub struct Multiplex {
+    /// The user's communicator.
+    pub comm: MPI_Comm,
+    pub rank: c_int,
+    /// Number of stream indices of every process of the communicator.
+    pub counts: Box<[c_int]>,
+    /// `S`: the largest count; the tag multiplier on pooled hidden communicators.
+    pub width: c_int,
+    /// `MPI_TAG_UB` of the parent.
+    pub tag_ub: c_int,
+    /// The largest user tag that fits: `(tag_ub - (S - 1)) / S` (`MPIX_Comm_multiplex_tag_ub`).
+    pub max_tag: c_int,
+    /// This process's streams by index (slots of the stream table); `None`: `MPIX_STREAM_NULL`.
+    pub streams: Box<[Option<usize>]>,
+    /// The hidden communicators.
+    endpoints: Endpoints,
+    /// One matching engine per local index.
+    engines: Box<[MatchingEngine]>,
+    /// Engine receives posted and not complete, over all engines.
+    pending: AtomicUsize,
+    /// The user freed the communicator; the hidden ones go when `pending` reaches 0.
+    freed: AtomicBool,
+    released: AtomicBool,
+}
+
+impl Multiplex {
+    fn new(
+        comm: MPI_Comm,
+        rank: c_int,
+        counts: Box<[c_int]>,
+        tag_ub: c_int,
+        streams: Box<[Option<usize>]>,
+        endpoints: Endpoints,
+        reserved: &dyn Fn(usize) -> MPIX_Stream,
+    ) -> Multiplex {
+        let width = counts.iter().copied().max().unwrap_or(0).max(0);
+        let max_tag = if width > 0 { (tag_ub - (width - 1)) / width } else { tag_ub };
+        let engines = (0..streams.len())
+            .map(|j| {
+                let stream = if endpoints.layout == Layout::Streams { reserved(j) } else { MPIX_STREAM_NULL };
+                MatchingEngine::new(endpoints.sources(j).into_boxed_slice(), stream)
+            })
+            .collect();
+        Multiplex {
+            comm,
+            rank,
+            counts,
+            width,
+            tag_ub,
+            max_tag,
+            streams,
+            endpoints,
+            engines,
+            pending: AtomicUsize::new(0),
+            freed: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+        }
+    }
+
+    fn size(&self) -> c_int {
+        self.counts.len() as c_int
+    }
+
+    /// Whether the indexed traffic of this communicator runs on the streams' own endpoints.
+    pub fn on_streams(&self) -> bool {
+        self.endpoints.layout == Layout::Streams
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mx(counts: &[c_int], local: usize, tag_ub: c_int) -> Multiplex {
+        let width = counts.iter().copied().max().unwrap_or(0);
+        Multiplex::new(
+            MPI_COMM_WORLD,
+            0,
+            counts.into(),
+            tag_ub,
+            vec![None; local].into_boxed_slice(),
+            Endpoints::fake(Layout::Pooled, 0, counts.len(), width as usize),
+            &|_| MPIX_STREAM_NULL,
+        )
+    }
+
+    #[test]
+    fn tags_round_trip_within_tag_ub() {
+        let m = mx(&[3, 1, 0], 3, 268_435_455);
+        assert_eq!(m.width, 3);
+        assert_eq!(m.max_tag, (268_435_455 - 2) / 3);
+        for &(tag, si) in &[(0, 0), (0, 2), (m.max_tag, 2), (12345, 1)] {
+            let enc = tag * m.width + si;
+            assert!(enc >= 0 && enc <= m.tag_ub);
+            assert_eq!(endpoints::SourceIndex::InTag.decode(0, enc, m.width), (tag, si));
+        }
+        let solo = mx(&[1, 1], 1, 32767);
+        assert_eq!(solo.max_tag, 32767);
+        let none = mx(&[0, 0], 0, 32767);
+        assert_eq!(none.width, 0);
+        assert_eq!(none.engines.len(), 0);
+    }
+}

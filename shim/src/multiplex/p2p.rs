@@ -1,0 +1,309 @@
+//! The indexed point-to-point entry points (`MPIX_Stream_send/isend/recv/irecv` and their `_c`
+//! forms).
+//!
+//! - A send is one MPICH send on the hidden communicator of its (source index, destination index,
+//!   peer) (`endpoints::route`): a cached record, range checks and arithmetic; no allocation, no
+//!   lock, no reference count, the request is MPICH's own.
+//! - The direct path: a receive on an index that has its own reserved VCI, naming its source rank
+//!   and source index, with nothing posted or unexpected in its index's engine, is one MPICH receive
+//!   on the one hidden communicator that carries that pair, with the user's tag (`MPI_ANY_TAG` too):
+//!   no engine turn, no generalized request, no allocation; the status and request are MPICH's.
+//!   Nothing it could overtake exists: every earlier receive of the index is in MPICH's queue before
+//!   it, and no message of the pair has been pulled out of MPICH.
+//! - Any other receive goes through its index's matching engine.
+use super::errors::{forward, not_multiplex};
+use super::matching::{lock, Outcome, RecvOp};
+use super::{registry, requests, Multiplex, MPIX_ANY_INDEX};
+use crate::errors::{raise, Class};
+use crate::mpix_entry;
+use crate::runtime::Runtime;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+/// Where a send goes: `None` for `MPI_PROC_NULL`, else (hidden communicator, hidden tag).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn send_route(
+    rt: &Runtime,
+    f: &str,
+    comm: MPI_Comm,
+    count: MPI_Count,
+    request: Option<*mut MPI_Request>,
+    dest: c_int,
+    tag: c_int,
+    si: c_int,
+    di: c_int,
+) -> Result<Option<(MPI_Comm, c_int)>, c_int> {
+    let Some(mx) = registry::lookup(comm) else {
+        return Err(not_multiplex(rt, comm, f));
+    };
+    if count < 0 {
+        return Err(raise(comm, Class::Count, f, &format!("count {count} is negative")));
+    }
+    if request.is_some_and(|r| r.is_null()) {
+        return Err(raise(comm, Class::Arg, f, "the request argument is a null pointer"));
+    }
+    let si = mx.local_index(si, "source_stream_index", f)?;
+    if dest == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    mx.check_rank(dest, "dest", f)?;
+    let di = mx.remote_index(dest, di, "dest_stream_index", f)?;
+    mx.check_tag(tag, false, f)?;
+    let route = mx.endpoints.route(mx.rank, si, dest, di);
+    let hidden_tag = if route.tag_in_tag { tag * mx.width + si as c_int } else { tag };
+    Ok(Some((route.comm, hidden_tag)))
+}
+
+enum RecvOut {
+    Blocking(*mut MPI_Status),
+    Nonblocking(*mut MPI_Request),
+}
+
+/// A receive from `MPI_PROC_NULL`: at once, source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, count 0 (set
+/// here: MPICH 4.0.2's own `MPI_Irecv` from `MPI_PROC_NULL` reports source 0).
+unsafe fn recv_proc_null(mx: &'static Multiplex, d: usize, out: RecvOut) -> c_int {
+    let p = pmpi();
+    let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
+    (p.PMPI_Status_set_elements_x)(&mut empty, MPI_BYTE, 0);
+    (p.PMPI_Status_set_cancelled)(&mut empty, 0);
+    match out {
+        RecvOut::Blocking(st) => {
+            if status_is_real(st) {
+                empty.MPI_ERROR = (*st).MPI_ERROR;
+                *st = empty;
+            }
+            MPI_SUCCESS
+        }
+        RecvOut::Nonblocking(r) => {
+            let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
+            let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
+            let op = Arc::new(RecvOp::new(mx, d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
+            let rc = requests::start(&op, r);
+            if rc != MPI_SUCCESS {
+                return forward(mx.comm, rc);
+            }
+            forward(mx.comm, (p.PMPI_Grequest_complete)(*r))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv(
+    rt: &Runtime,
+    f: &str,
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    si: c_int,
+    di: c_int,
+    out: RecvOut,
+) -> c_int {
+    let p = pmpi();
+    let Some(mx) = registry::lookup(comm) else {
+        return not_multiplex(rt, comm, f);
+    };
+    if let RecvOut::Nonblocking(r) = out {
+        if r.is_null() {
+            return raise(comm, Class::Arg, f, "the request argument is a null pointer");
+        }
+    }
+    let d = match mx.local_index(di, "dest_stream_index", f) {
+        Ok(d) => d,
+        Err(rc) => return rc,
+    };
+    if count < 0 {
+        return raise(comm, Class::Count, f, &format!("count {count} is negative"));
+    }
+    if source == MPI_PROC_NULL {
+        return recv_proc_null(mx, d, out);
+    }
+    let checked = (|| {
+        if source != MPI_ANY_SOURCE {
+            mx.check_rank(source, "source", f)?;
+            if si != MPIX_ANY_INDEX {
+                mx.remote_index(source, si, "source_stream_index", f)?;
+            }
+        } else if si != MPIX_ANY_INDEX && (si < 0 || si >= mx.width) {
+            return Err(mx.bad_index(mx.rank, si, "source_stream_index", f));
+        }
+        mx.check_tag(tag, true, f)
+    })();
+    if let Err(rc) = checked {
+        return rc;
+    }
+    let engine = &mx.engines[d];
+    if engine.on_reserved_vci && source != MPI_ANY_SOURCE && si != MPIX_ANY_INDEX && engine.is_idle() {
+        let route = mx.endpoints.route(source, si as usize, mx.rank, d);
+        if !route.tag_in_tag {
+            let rc = match out {
+                RecvOut::Blocking(status) => (p.PMPI_Recv_c)(buf, count, datatype, source, tag, route.comm, status),
+                RecvOut::Nonblocking(r) => (p.PMPI_Irecv_c)(buf, count, datatype, source, tag, route.comm, r),
+            };
+            return forward(comm, rc);
+        }
+    }
+    if let RecvOut::Blocking(status) = out {
+        // No receive posted before ours on this engine: the first matching message, already pulled or
+        // next out of MPICH, is ours; take it without queueing anything.
+        if let Some((mut msg, got, user_tag)) = engine.take_first(mx, (source, tag, si)) {
+            let mut st = MPI_Status::default();
+            let rc = (p.PMPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+            st.MPI_SOURCE = got.MPI_SOURCE;
+            st.MPI_TAG = user_tag;
+            if status_is_real(status) {
+                st.MPI_ERROR = (*status).MPI_ERROR;
+                *status = st;
+            }
+            return forward(comm, rc);
+        }
+    }
+    let op = Arc::new(RecvOp::new(mx, d, buf, count, datatype, (source, tag, si), None));
+    match out {
+        RecvOut::Nonblocking(request) => {
+            let rc = requests::start(&op, request);
+            if rc != MPI_SUCCESS {
+                return forward(comm, rc);
+            }
+            let mut st = lock(&engine.state);
+            engine.post(mx, &mut st, op);
+            MPI_SUCCESS
+        }
+        RecvOut::Blocking(status) => {
+            {
+                let mut st = lock(&engine.state);
+                engine.post(mx, &mut st, op.clone());
+                if !op.is_done() {
+                    engine.drive(mx, &mut st, Some(&op));
+                }
+            }
+            let mut idle = 0u32;
+            while !op.is_done() {
+                // Another thread may be driving this engine (and our receive with it).
+                match engine.state.try_lock() {
+                    Ok(mut st) => engine.drive(mx, &mut st, Some(&op)),
+                    Err(_) => std::thread::yield_now(),
+                }
+                idle = idle.wrapping_add(1);
+                if idle.is_multiple_of(64) {
+                    std::thread::yield_now();
+                }
+            }
+            let o = op.outcome();
+            if status_is_real(status) {
+                let keep = (*status).MPI_ERROR;
+                *status = o.status;
+                (*status).MPI_ERROR = keep;
+            }
+            forward(comm, o.error)
+        }
+    }
+}
+
+/// The indexed point-to-point entry points, in their `int` and large-count (`_c`) forms from one
+/// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator.
+macro_rules! indexed_p2p {
+    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $send(
+            buf: *const c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            dest: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+        ) -> c_int {
+            let f = stringify!($send);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                    Err(rc) => rc,
+                    Ok(None) => MPI_SUCCESS,
+                    Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h)),
+                }
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $isend(
+            buf: *const c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            dest: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            request: *mut MPI_Request,
+        ) -> c_int {
+            let f = stringify!($isend);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
+                    Err(rc) => rc,
+                    Ok(None) => {
+                        forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                    }
+                    Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request)),
+                }
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $recv(
+            buf: *mut c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            source: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            status: *mut MPI_Status,
+        ) -> c_int {
+            let f = stringify!($recv);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $irecv(
+            buf: *mut c_void,
+            count: $cnt,
+            datatype: MPI_Datatype,
+            source: c_int,
+            tag: c_int,
+            comm: MPI_Comm,
+            source_stream_index: c_int,
+            dest_stream_index: c_int,
+            request: *mut MPI_Request,
+        ) -> c_int {
+            let f = stringify!($irecv);
+            mpix_entry(f, |rt| unsafe {
+                let (si, di) = (source_stream_index, dest_stream_index);
+                let out = RecvOut::Nonblocking(request);
+                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+            })
+        }
+    };
+}
+
+indexed_p2p!(MPIX_Stream_send, MPIX_Stream_isend, MPIX_Stream_recv, MPIX_Stream_irecv, c_int, PMPI_Send, PMPI_Isend);
+indexed_p2p!(
+    MPIX_Stream_send_c,
+    MPIX_Stream_isend_c,
+    MPIX_Stream_recv_c,
+    MPIX_Stream_irecv_c,
+    MPI_Count,
+    PMPI_Send_c,
+    PMPI_Isend_c
+);
