@@ -12,6 +12,7 @@ pub mod enqueue;
 pub mod errors;
 pub mod hex;
 pub mod hooks;
+pub mod info;
 pub mod mpix;
 pub mod multiplex;
 pub mod native_fixes;

@@ -2,6 +2,7 @@
 use crate::comms::{CommEntry, Origin};
 use crate::errors::{raise, Class};
 use crate::hex;
+use crate::info::info_get_string;
 use crate::mpix_entry;
 use crate::progress::ProgressThread;
 use crate::runtime::Runtime;
@@ -28,25 +29,6 @@ unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
         return Ok(None);
     }
     info_get_string(info, c"type".as_ptr())
-}
-
-pub(crate) unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
-    let p = pmpi();
-    let (mut len, mut flag) = (0, 0);
-    let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    if flag == 0 {
-        return Ok(None);
-    }
-    let mut buf = vec![0u8; len as usize + 1];
-    let rc = (p.PMPI_Info_get)(info, key, len + 1, buf.as_mut_ptr() as *mut c_char, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    buf.truncate(len as usize);
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
 }
 
 #[no_mangle]
@@ -86,7 +68,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
             }
         }
         if let Some(spec) = queue {
-            if let Err(e) = crate::enqueue::attach(rt, index, spec) {
+            if let Err(e) = crate::enqueue::attach_queue(rt, index, spec) {
                 let _ = rt.backend.free_stream(rt.streams.slot(index).native());
                 rt.streams.release(index);
                 return raise(MPI_COMM_WORLD, Class::Other, F, &e);
@@ -144,7 +126,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
                 ),
             );
         }
-        if let Err((class, e)) = crate::enqueue::detach(index) {
+        if let Err((class, e)) = crate::enqueue::detach_queue(index) {
             return raise(MPI_COMM_WORLD, class, F, &e);
         }
         if let Err(e) = rt.backend.free_stream(slot.native()) {
