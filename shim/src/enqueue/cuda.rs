@@ -368,12 +368,15 @@ impl CudaQueue {
         self.recycle(&mut st);
         let mut staged = Staged::default();
         for b in bufs {
-            let Some((dev, bytes, lb)) = device_region(&b)? else {
+            let Some(region) = device_region(&b)? else {
                 continue;
             };
+            let (dev, bytes, lb) = (region.dev, region.bytes, region.true_lb);
             let idx = take(&mut st, bytes)?;
             let host = st.pool[idx].host;
-            if b.input {
+            // An output with gaps (a vector, indexed or struct type) is copied in too: the copy back
+            // covers the whole span, and the gaps must come back as the device had them.
+            if b.input || (b.output && region.gaps) {
                 check(
                     sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream),
                     "cuMemcpyDtoHAsync (staging)",
@@ -428,11 +431,31 @@ impl CudaQueue {
         }
     }
 
+    /// Whether the stream can still run what is queued on it: an error other than "not ready" from
+    /// `cuStreamQuery` is a context failure (a GPU fault is sticky: nothing queued will run). A
+    /// destroyed stream's handle is refused, but the work queued on it still runs (the driver's
+    /// documented behaviour), so that is not a failure.
+    pub fn health(&self) -> Result<(), String> {
+        unsafe {
+            let _g = CtxGuard::push(self.ctx)?;
+            match sys::cuStreamQuery(self.stream) {
+                sys::CUresult::CUDA_SUCCESS
+                | sys::CUresult::CUDA_ERROR_NOT_READY
+                | sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Ok(()),
+                r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
+            }
+        }
+    }
+
     /// Whether the stream has run everything queued on it (the application's work too).
     pub fn idle(&self) -> bool {
         unsafe {
             match CtxGuard::push(self.ctx) {
-                Ok(_g) => sys::cuStreamQuery(self.stream) == sys::CUresult::CUDA_SUCCESS,
+                // A failed context runs nothing more; a destroyed stream may still (not idle).
+                Ok(_g) => !matches!(
+                    sys::cuStreamQuery(self.stream),
+                    sys::CUresult::CUDA_ERROR_NOT_READY | sys::CUresult::CUDA_ERROR_INVALID_HANDLE
+                ),
                 Err(_) => true,
             }
         }
@@ -478,9 +501,20 @@ unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
     Ok(st.pool.len() - 1)
 }
 
-/// The device memory a buffer argument spans: (device address of its first byte, bytes, true lower
-/// bound), or None for host memory (pageable, pinned or managed: MPI reads it directly).
-unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
+/// The device memory a buffer argument spans.
+struct DeviceRegion {
+    /// Device address of its first byte.
+    dev: u64,
+    bytes: usize,
+    /// The datatype's true lower bound (MPI addresses the buffer at `ptr + true_lb`).
+    true_lb: i64,
+    /// Whether the span holds bytes the datatype does not cover.
+    gaps: bool,
+}
+
+/// The device memory a buffer argument spans, or None for host memory (pageable, pinned or managed:
+/// MPI reads it directly).
+unsafe fn device_region(b: &Buf) -> Result<Option<DeviceRegion>, String> {
     if b.ptr.is_null() || b.ptr == MPI_IN_PLACE || b.count <= 0 {
         return Ok(None);
     }
@@ -504,9 +538,10 @@ unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
         return Ok(None);
     }
     let p = pmpi();
-    let (mut lb, mut extent, mut tlb, mut textent) = (0, 0, 0, 0);
+    let (mut lb, mut extent, mut tlb, mut textent, mut size) = (0, 0, 0, 0, 0);
     if (p.PMPI_Type_get_extent_c)(b.dt, &mut lb, &mut extent) != MPI_SUCCESS
         || (p.PMPI_Type_get_true_extent_c)(b.dt, &mut tlb, &mut textent) != MPI_SUCCESS
+        || (p.PMPI_Type_size_c)(b.dt, &mut size) != MPI_SUCCESS
     {
         return Err(format!("datatype 0x{:08x} is not valid", b.dt as u32));
     }
@@ -514,7 +549,12 @@ unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
         return Err("a device buffer with a negative-extent datatype cannot be staged".into());
     }
     let bytes = (b.count - 1) * extent + textent;
-    Ok(Some(((addr as i64 + tlb) as u64, bytes as usize, tlb)))
+    Ok(Some(DeviceRegion {
+        dev: (addr as i64 + tlb) as u64,
+        bytes: bytes as usize,
+        true_lb: tlb,
+        gaps: size * b.count != bytes,
+    }))
 }
 
 #[cfg(test)]

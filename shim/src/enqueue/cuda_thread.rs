@@ -3,7 +3,9 @@
 //! its inbox in sequence order, starts each once the stream reached it, completes it (writing its
 //! done word, which releases the stream's wait), batching every ready operation per turn. It spins,
 //! then yields, then sleeps: parked until a submission while it has nothing, polling every 50 µs
-//! while it waits for a busy GPU stream or a late peer.
+//! while it waits for a busy GPU stream or a late peer. While operations wait for the stream it asks
+//! the stream's health every 10 ms: after a context failure (sticky: the stream runs nothing more)
+//! they are failed with that reason instead of waiting forever.
 use super::driver::Driver;
 use super::flags::Flags;
 use super::ops::Op;
@@ -22,6 +24,11 @@ struct Shared {
     stuck: AtomicBool,
 }
 
+/// Whether the stream can still reach what is queued on it (Err: the reason it cannot).
+pub type Health = Box<dyn Fn() -> Result<(), String> + Send>;
+
+const HEALTH_EVERY: Duration = Duration::from_millis(10);
+
 pub struct CudaDriverThread {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -31,6 +38,7 @@ impl CudaDriverThread {
     pub fn start(
         driver: Driver,
         flags: Arc<Flags>,
+        health: Health,
         spin: u32,
         yield_for: Duration,
         name: String,
@@ -43,7 +51,7 @@ impl CudaDriverThread {
             stuck: AtomicBool::new(false),
         });
         let s = shared.clone();
-        let t = std::thread::Builder::new().name(name).spawn(move || run(s, driver, spin, yield_for))?;
+        let t = std::thread::Builder::new().name(name).spawn(move || run(s, driver, health, spin, yield_for))?;
         shared.flags.set_engine(t.thread().clone());
         Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)) })
     }
@@ -75,8 +83,9 @@ impl CudaDriverThread {
     }
 }
 
-fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
+fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for: Duration) {
     let mut waiting: VecDeque<Op> = VecDeque::with_capacity(256);
+    let mut health_checked = Instant::now();
     let mut idle: u32 = 0;
     let mut idle_since = Instant::now();
     loop {
@@ -132,6 +141,15 @@ fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
             std::thread::park_timeout(Duration::from_millis(20));
         } else {
             // A GPU stream busy with the application's work, or a late peer.
+            if !waiting.is_empty() && health_checked.elapsed() >= HEALTH_EVERY {
+                health_checked = Instant::now();
+                if let Err(reason) = health() {
+                    for op in waiting.drain(..) {
+                        unsafe { driver.fail(op, &reason) };
+                    }
+                    continue;
+                }
+            }
             std::thread::sleep(Duration::from_micros(50));
         }
     }

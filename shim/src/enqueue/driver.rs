@@ -53,6 +53,21 @@ impl Driver {
         self.finish(op, status, None);
     }
 
+    /// Completes `op`, never started, as failed (`MPI_ERR_OTHER`) because its queue can no longer
+    /// reach it; the reason is reported by the stream's next call.
+    pub unsafe fn fail(&mut self, op: Op, reason: &str) {
+        self.ledger.record_error(format!(
+            "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}) never started: {reason}",
+            op.func,
+            op.comm as u32,
+            op.kind.name(),
+            self.ledger.stream as u32
+        ));
+        let mut status = empty_status();
+        status.MPI_ERROR = MPI_ERR_OTHER;
+        self.finish(op, status, None);
+    }
+
     unsafe fn finish(&mut self, op: Op, status: MPI_Status, err: Option<i32>) {
         self.ledger.complete(&op, status, err);
         // Last: this releases a CUDA stream waiting for the operation.

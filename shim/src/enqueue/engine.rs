@@ -17,7 +17,7 @@ use std::time::Duration;
 
 pub enum Queue {
     Host(HostQueue),
-    Cuda { queue: CudaQueue, thread: CudaDriverThread, flags: Arc<Flags> },
+    Cuda { queue: Arc<CudaQueue>, thread: CudaDriverThread, flags: Arc<Flags> },
 }
 
 impl Queue {

@@ -35,10 +35,13 @@ pub fn attach_queue(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Resu
         }
         QueueSpec::Cuda(h) => {
             let (queue, flags) = CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin, cfg.yield_for)?;
+            let queue = Arc::new(queue);
+            let watched = queue.clone();
             let driver = Driver::new(rt, native, ledger.clone(), Some(flags.clone()));
             let thread = CudaDriverThread::start(
                 driver,
                 flags.clone(),
+                Box::new(move || watched.health()),
                 cfg.spin,
                 cfg.yield_for,
                 format!("mpixstream-cudaq-{index}"),
