@@ -157,18 +157,24 @@ impl HostQueue {
 }
 
 /// What the worker does between two pieces of progress: spin, then yield, then sleep or poll slowly.
+/// The clock is read once every `CLOCK_EVERY` turns (a read costs as much as a poll).
 struct Backoff {
     turns: u32,
     since: Instant,
+    /// Set once yielding has lasted the caller's `yield_for`.
+    expired: bool,
 }
+
+const CLOCK_EVERY: u32 = 64;
 
 impl Backoff {
     fn new() -> Backoff {
-        Backoff { turns: 0, since: Instant::now() }
+        Backoff { turns: 0, since: Instant::now(), expired: false }
     }
 
     fn reset(&mut self) {
         self.turns = 0;
+        self.expired = false;
     }
 
     /// One idle turn; `spin_turns` before yielding. Returns true once yielding has lasted `yield_for`.
@@ -179,13 +185,15 @@ impl Backoff {
         self.turns = self.turns.saturating_add(1);
         if self.turns <= spin_turns {
             std::hint::spin_loop();
-            false
-        } else if self.since.elapsed() < yield_for {
-            std::thread::yield_now();
-            false
-        } else {
-            true
+            return false;
         }
+        if !self.expired && self.turns % CLOCK_EVERY == 0 {
+            self.expired = self.since.elapsed() >= yield_for;
+        }
+        if !self.expired {
+            std::thread::yield_now();
+        }
+        self.expired
     }
 }
 
@@ -256,7 +264,7 @@ fn abandon(driver: &mut Driver) -> bool {
 fn take(q: &Shared, batch: &mut VecDeque<Item>, taken: &mut u64, driver: &mut Driver) -> bool {
     let mut backoff = Backoff::new();
     loop {
-        let expired = backoff.turns > 0 && backoff.since.elapsed() >= q.yield_for;
+        let expired = backoff.expired;
         if q.queued.load(Ordering::Acquire) != *taken || backoff.turns == 0 || expired {
             let mut s = q.items.lock().unwrap_or_else(|e| e.into_inner());
             if !s.queue.is_empty() {
