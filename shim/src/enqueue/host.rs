@@ -187,7 +187,7 @@ impl Backoff {
             std::hint::spin_loop();
             return false;
         }
-        if !self.expired && self.turns % CLOCK_EVERY == 0 {
+        if !self.expired && self.turns.is_multiple_of(CLOCK_EVERY) {
             self.expired = self.since.elapsed() >= yield_for;
         }
         if !self.expired {
