@@ -2,7 +2,7 @@
 //! enqueue and the one thread that runs them: live requests, incomplete operations per communicator
 //! (`MPI_Comm_free` refuses while any), the stream's pending count (`MPIX_Stream_free` refuses while
 //! any), and the first failure not yet reported. One short lock per operation on each side.
-use super::cuda::Staged;
+use super::cuda_staging::Staged;
 use super::ops::Op;
 use super::requests::{Request, RequestTable};
 use mpixstream_wrappers::ffi::*;

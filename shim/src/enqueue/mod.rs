@@ -21,6 +21,7 @@
 pub mod api;
 pub mod config;
 pub mod cuda;
+pub mod cuda_staging;
 pub mod cuda_thread;
 pub mod driver;
 pub mod engine;
