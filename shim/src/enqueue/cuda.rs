@@ -3,7 +3,7 @@
 //!
 //! The stream never runs MPI: for operation k it gets `cuStreamWriteValue32(ready, k)` where the
 //! operation may start, and `cuStreamWaitValue32(done[k] >= k)` where the stream must wait for it
-//! (both on pinned, device-mapped host memory). The engine thread makes the MPI calls. Where stream
+//! (both on pinned, device-mapped host memory). Our driver thread makes the MPI calls. Where stream
 //! memory operations are unavailable, the same two steps run as host functions (`cuLaunchHostFunc`)
 //! that only touch the flag words (the wait blocks CUDA's callback thread, never inside MPI).
 //!

@@ -1,5 +1,5 @@
 //! Running operations: the one thread that drives a queue-backed stream (a host queue's worker, or a
-//! CUDA queue's engine thread) starts each operation as its nonblocking MPI form, keeps any number in
+//! CUDA queue's driver thread) starts each operation as its nonblocking MPI form, keeps any number in
 //! flight, and completes them with `MPI_Test`. It never blocks inside MPI, so `MPI_Finalize` can
 //! always stop it.
 use super::flags::Flags;

@@ -1,4 +1,4 @@
-//! The operations that can be enqueued, and how the engine thread starts each one: always as the
+//! The operations that can be enqueued, and how the driving thread starts each one: always as the
 //! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
 //! operation of the stream moving, and never blocks inside MPI).
 use mpixstream_wrappers::ffi::*;
