@@ -3,8 +3,10 @@
 # Waitall, every collective on device buffers, pinned buffers) on CUDA streams with 2 ranks on one
 # GPU, with stream memory operations and with the host-function fallback, on both backends of PyPI's
 # MPICH 5 (not GPU-aware: device buffers are staged), then the 8-byte ping-pong latency of
-# MPIX_Send/Recv_enqueue against cuStreamSynchronize + MPI_Send/MPI_Recv. Also reruns the host-queue
-# C test there. About 2 minutes; every run is under a timeout. Ends with "N passed, M failed".
+# MPIX_Send/Recv_enqueue against cuStreamSynchronize + MPI_Send/MPI_Recv. Also runs the staging
+# (every datatype shape, buffer reuse) and fault (destroyed stream) tests, and the host-queue C test.
+# The same CUDA tests run in CI on a CPU stand-in for the driver (tests/scripts/enqueue_cuda_standin.sh);
+# this script is what shows them on a real GPU. About 2 minutes; every run is under a timeout. Ends with "N passed, M failed".
 #
 # Needs: an NVIDIA GPU and driver (libcuda.so.1), a C compiler, the library and MPICH 5. Nothing is
 # fetched. A device machine has no cargo and no MPICH, so carry both from a machine that built them:
@@ -50,10 +52,13 @@ fi
 cc=${CC:-$(command -v gcc || command -v cc || command -v clang)}
 say "== build tests with $cc"
 build() { # src out
-  "$cc" -O2 -g -Iinclude -Itests/c -I"$mpich/include" "$1" -o "$2" -L"$root/target/release" -lmpixstream \
+  "$cc" -O2 -g -Iinclude -Itests/c -Itests/gpu -I"$mpich/include" "$1" -o "$2" -L"$root/target/release" -lmpixstream \
     -L"$mpich/lib" -lmpi -Wl,-rpath,"$root/target/release:$mpich/lib" -ldl -lpthread -lm >>"$log" 2>&1
 }
 build tests/gpu/enqueue_cuda.c "$bin/enqueue_cuda" || { say "FAIL compile enqueue_cuda"; say "0 passed, 1 failed"; exit 1; }
+for t in enqueue_cuda_staging enqueue_cuda_faults; do
+  build tests/gpu/$t.c "$bin/$t" || { say "FAIL compile $t"; failed=$((failed + 1)); }
+done
 build tests/c/enqueue_host.c "$bin/enqueue_host" || say "(enqueue_host does not compile here; skipped)"
 
 export PATH=$mpich/bin:$PATH
@@ -75,6 +80,11 @@ say "== CUDA streams"
 run "cuda memops native" 90 MPIXSTREAM_CUDA_SYNC=memops -- "$bin/enqueue_cuda"
 run "cuda hostfn native" 90 MPIXSTREAM_CUDA_SYNC=hostfn -- "$bin/enqueue_cuda"
 run "cuda auto serial" 90 MPIXSTREAM_BACKEND=serial -- "$bin/enqueue_cuda"
+for t in enqueue_cuda_staging enqueue_cuda_faults; do
+  [ -x "$bin/$t" ] || continue
+  run "$t memops native" 90 MPIXSTREAM_CUDA_SYNC=memops -- "$bin/$t"
+  run "$t hostfn native" 90 MPIXSTREAM_CUDA_SYNC=hostfn -- "$bin/$t"
+done
 say "== latency"
 run "cuda latency" 120 MPIXTEST_LATENCY=1 -- "$bin/enqueue_cuda"
 grep -A4 '^latency:' "$out"/cuda_latency.out 2>/dev/null | tee -a "$log"

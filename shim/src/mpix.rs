@@ -81,7 +81,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
             // The engine thread is the stream's one driver for the stream's whole life.
             let slot = rt.streams.slot(index);
             let claimed = slot.take_driver(Driver::Engine).is_ok();
-            if let Err(e) = crate::enqueue::attach(rt, index, spec) {
+            if let Err(e) = crate::enqueue::attach_queue(rt, index, spec) {
                 if claimed {
                     slot.release_driver(Driver::Engine);
                 }
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
                 ),
             );
         }
-        if let Err((class, e)) = crate::enqueue::detach(index) {
+        if let Err((class, e)) = crate::enqueue::detach_queue(index) {
             return raise(MPI_COMM_WORLD, class, F, &e);
         }
         slot.release_driver(Driver::Engine);

@@ -1,9 +1,11 @@
 /* Enqueue errors (MPI_ERRORS_RETURN): enqueue on a communicator without a queue-backed stream,
  * requests of two streams in one Waitall_enqueue, requests that are not ours (and ours given to
  * MPI_Wait), freeing a communicator or stream while enqueued work is pending, a failed enqueued
- * operation reported later, stream types we refuse (CUDA without libcuda, HIP, malformed values). */
+ * operation reported later, stream types we refuse (CUDA without libcuda, HIP, malformed values),
+ * enqueue on a multiplex stream communicator and (MPIXSTREAM_POLICY=explicit) on a policy stream. */
 #include "mpixtest.h"
 #include <dlfcn.h>
+#include <string.h>
 #include <unistd.h>
 
 static int rank, size;
@@ -86,6 +88,30 @@ static void no_queue(void) {
     EXPECT_ERR(MPIX_Host_queue_launch(plain, sleep_cb, &d), MPIX_ERR_STREAM, "is not a host queue");
     OK(MPI_Comm_free(&pc));
     OK(MPIX_Stream_free(&plain));
+    /* A multiplex stream communicator: several local streams, no single queue. */
+    MPIX_Stream ms[2];
+    MPI_Comm mx;
+    for (int i = 0; i < 2; i++) OK(MPIX_Stream_create(MPI_INFO_NULL, &ms[i]));
+    OK(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 2, ms, &mx));
+    MPI_Comm_set_errhandler(mx, MPI_ERRORS_RETURN);
+    EXPECT_ERR(MPIX_Send_enqueue(&v, 1, MPI_INT, 0, 0, mx), MPI_ERR_COMM, "is a multiplex stream communicator");
+    EXPECT_ERR(MPIX_Isend_enqueue(&v, 1, MPI_INT, 0, 0, mx, &r), MPI_ERR_COMM, "is a multiplex stream communicator");
+    OK(MPI_Comm_free(&mx));
+    for (int i = 0; i < 2; i++) OK(MPIX_Stream_free(&ms[i]));
+}
+
+/* MPIXSTREAM_POLICY=explicit: a communicator's policy stream has no queue; the error says why. */
+static void policy_stream(void) {
+    const char *p = getenv("MPIXSTREAM_POLICY");
+    if (!p || strcmp(p, "explicit") != 0) return;
+    int v = 1;
+    MPI_Comm d;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    EXPECT_ERR(MPIX_Send_enqueue(&v, 1, MPI_INT, 0, 0, d), MPIX_ERR_STREAM, "explicit endpoint policy");
+    EXPECT_ERR(MPIX_Allreduce_enqueue(&v, &v, 1, MPI_INT, MPI_SUM, d), MPIX_ERR_STREAM, "has no queue");
+    OK(MPI_Comm_free(&d));
+    if (rank == 0) printf("policy stream: checked\n");
 }
 
 static void requests(void) {
@@ -204,6 +230,7 @@ int main(int argc, char **argv) {
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     stream_types();
     no_queue();
+    policy_stream();
     requests();
     pending();
     async_failure();

@@ -1,8 +1,11 @@
 //! The enqueue entry points. Prototypes are native MPICH 5's where it has the function
 //! (`MPIX_Send_enqueue` ... `MPIX_Allreduce_enqueue`, and their `_c` forms); the collectives beyond
 //! native follow MPI's prototypes; `MPIX_Host_queue_*` are ours (include/mpix_stream.h).
+use super::engine::{Queue, QueueEngine};
 use super::ops::Kind;
-use super::{engine, request_stream, Engine, Queue};
+use super::registry::engine;
+use super::requests::request_stream;
+use crate::comms::Origin;
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
 use crate::runtime::Runtime;
@@ -12,11 +15,25 @@ use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
-fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c_int> {
+fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<QueueEngine>, c_int> {
     if comm == MPI_COMM_NULL {
         return Err(raise(MPI_COMM_WORLD, Class::Comm, func, "the communicator is MPI_COMM_NULL"));
     }
     let Some(entry) = rt.comms.get(comm) else {
+        if crate::multiplex::registry::lookup(comm).is_some() {
+            return Err(raise(
+                comm,
+                Class::Comm,
+                func,
+                &format!(
+                    "communicator 0x{:08x} is a multiplex stream communicator: it has several local streams and \
+                     none is queue-backed, so there is no single queue to put the operation on; enqueue on a \
+                     communicator made by MPIX_Stream_comm_create from a stream created with info \
+                     type=cudaStream_t or type=mpixstream_host_queue",
+                    comm as u32
+                ),
+            ));
+        }
         return Err(raise(
             comm,
             Class::Comm,
@@ -34,6 +51,19 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<Engine>, c
             e.report_error(comm, func)?;
             Ok(e)
         }
+        None if entry.origin == Origin::Policy => Err(raise(
+            comm,
+            Class::Stream,
+            func,
+            &format!(
+                "the local stream 0x{:08x} of communicator 0x{:08x} was given to it by the explicit endpoint \
+                 policy (MPIXSTREAM_POLICY=explicit), which carries the application's own MPI calls and has no \
+                 queue; enqueue on a communicator made by MPIX_Stream_comm_create from a stream created with \
+                 info type=cudaStream_t or type=mpixstream_host_queue",
+                StreamTable::handle(entry.stream) as u32,
+                comm as u32
+            ),
+        )),
         None => Err(raise(
             comm,
             Class::Stream,
@@ -68,7 +98,7 @@ unsafe fn enqueue(
         Ok(e) => e,
         Err(code) => return code,
     };
-    match eng.submit(rt, func, comm, kind, status, request) {
+    match eng.submit(func, comm, kind, status, request) {
         Ok(()) => MPI_SUCCESS,
         Err((class, msg)) => raise(comm, class, func, &msg),
     }
@@ -315,13 +345,8 @@ pub unsafe extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
 
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are
 /// skipped (their statuses set empty); requests are set to `MPI_REQUEST_NULL`.
-unsafe fn wait_enqueue(
-    rt: &Runtime,
-    func: &'static str,
-    requests: &mut [MPI_Request],
-    statuses: &[*mut MPI_Status],
-) -> c_int {
-    let mut eng: Option<Arc<Engine>> = None;
+unsafe fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuses: &[*mut MPI_Status]) -> c_int {
+    let mut eng: Option<Arc<QueueEngine>> = None;
     let mut live = Vec::new();
     let mut dsts = Vec::new();
     for (i, &h) in requests.iter().enumerate() {
@@ -370,7 +395,7 @@ unsafe fn wait_enqueue(
         dsts.push(dst);
     }
     let Some(eng) = eng else { return MPI_SUCCESS };
-    let result = eng.wait_requests(rt, &live, &dsts);
+    let result = eng.wait_requests(&live, &dsts);
     for h in requests.iter_mut() {
         *h = MPI_REQUEST_NULL;
     }
@@ -382,11 +407,11 @@ unsafe fn wait_enqueue(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Wait_enqueue(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    mpix_entry("MPIX_Wait_enqueue", |rt| unsafe {
+    mpix_entry("MPIX_Wait_enqueue", |_| unsafe {
         if request.is_null() {
             return raise(MPI_COMM_WORLD, Class::Arg, "MPIX_Wait_enqueue", "the request argument is a null pointer");
         }
-        wait_enqueue(rt, "MPIX_Wait_enqueue", std::slice::from_raw_parts_mut(request, 1), &[status])
+        wait_enqueue("MPIX_Wait_enqueue", std::slice::from_raw_parts_mut(request, 1), &[status])
     })
 }
 
@@ -396,7 +421,7 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
     array_of_requests: *mut MPI_Request,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    mpix_entry("MPIX_Waitall_enqueue", |rt| unsafe {
+    mpix_entry("MPIX_Waitall_enqueue", |_| unsafe {
         const F: &str = "MPIX_Waitall_enqueue";
         if count < 0 {
             return raise(MPI_COMM_WORLD, Class::Count, F, &format!("count {count} is negative"));
@@ -413,13 +438,17 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
         } else {
             vec![std::ptr::null_mut(); count as usize]
         };
-        wait_enqueue(rt, F, reqs, &dsts)
+        wait_enqueue(F, reqs, &dsts)
     })
 }
 
 /// The host queue behind `stream`, or the error.
-fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<Arc<Engine>, c_int> {
-    let (index, _) = crate::mpix::stream_or_raise(rt, stream, MPI_COMM_WORLD, func)?;
+fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<Arc<QueueEngine>, c_int> {
+    let index = rt
+        .streams
+        .lookup(stream)
+        .map(|(i, _)| i)
+        .map_err(|e| raise(MPI_COMM_WORLD, Class::Stream, func, &e.describe(stream)))?;
     match engine(index) {
         Some(e) if matches!(e.queue, Queue::Host(_)) => Ok(e),
         _ => Err(raise(
@@ -466,7 +495,14 @@ pub unsafe extern "C" fn MPIX_Host_queue_synchronize(stream: MPIX_Stream) -> c_i
             Err(c) => return c,
         };
         if let Queue::Host(q) = &eng.queue {
-            q.synchronize(None);
+            if !q.synchronize(None) {
+                return raise(
+                    MPI_COMM_WORLD,
+                    Class::Other,
+                    F,
+                    "the host queue was stopped before everything queued on it ran",
+                );
+            }
         }
         match eng.report_error(MPI_COMM_WORLD, F) {
             Ok(()) => MPI_SUCCESS,

@@ -3,23 +3,20 @@
 //!
 //! The stream never runs MPI: for operation k it gets `cuStreamWriteValue32(ready, k)` where the
 //! operation may start, and `cuStreamWaitValue32(done[k] >= k)` where the stream must wait for it
-//! (both on pinned, device-mapped host memory). The engine thread makes the MPI calls. Where stream
+//! (both on pinned, device-mapped host memory). Our driver thread makes the MPI calls. Where stream
 //! memory operations are unavailable, the same two steps run as host functions (`cuLaunchHostFunc`)
 //! that only touch the flag words (the wait blocks CUDA's callback thread, never inside MPI).
 //!
-//! MPICH underneath is not GPU-aware (Debian's) or has no CUDA (PyPI's), so device buffers are staged
-//! through pinned host memory: the stream copies inputs device-to-host before the ready signal and
-//! outputs host-to-device after the wait. `MPIXSTREAM_GPU_AWARE=1` passes device pointers through.
+//! Device buffers are staged through pinned host memory ([`super::cuda_staging`]);
+//! `MPIXSTREAM_GPU_AWARE=1` passes device pointers through.
 //!
 //! `cudarc` panics when it cannot load `libcuda`: [`probe`] checks with `libloading` first, and
 //! nothing here calls into `cudarc` before a successful probe.
-use super::flags::{self, reached, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
-use super::ops::{Buf, Kind, MPI_IN_PLACE};
+use super::cuda_staging::Staging;
+use super::flags::{self, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
 use cudarc::driver::sys;
-use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -78,7 +75,7 @@ fn error_name(r: sys::CUresult) -> String {
     }
 }
 
-fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
+pub(super) fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
     if r == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -87,10 +84,10 @@ fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
 }
 
 /// Makes `ctx` current on this thread for the guard's life.
-struct CtxGuard;
+pub(super) struct CtxGuard;
 
 impl CtxGuard {
-    unsafe fn push(ctx: sys::CUcontext) -> Result<CtxGuard, String> {
+    pub(super) unsafe fn push(ctx: sys::CUcontext) -> Result<CtxGuard, String> {
         check(sys::cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")?;
         Ok(CtxGuard)
     }
@@ -160,50 +157,15 @@ unsafe extern "C" fn host_wait(arg: *mut c_void) {
     a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
 }
 
-/// A pinned staging buffer.
-struct StageBuf {
-    host: *mut u8,
-    cap: usize,
-    busy: bool,
-    /// The operation using it: reusable once it is done...
-    seq: u32,
-    /// ...and, for an output, once the stream passed the position after its copy back (None: that
-    /// copy is not queued yet, an unwaited nonblocking receive).
-    output: bool,
-    pos: Option<u32>,
-}
-
-struct Staging {
-    pool: Vec<StageBuf>,
-    next_pos: u32,
-}
-
-/// A copy back to the device, queued after the operation's wait.
-#[derive(Debug)]
-pub struct CopyBack {
-    dev: u64,
-    host: *mut u8,
-    bytes: usize,
-    buf: usize,
-}
-
-/// The copies an operation still owes the device.
-#[derive(Debug, Default)]
-pub struct Staged {
-    pub back: Vec<CopyBack>,
-}
-
-unsafe impl Send for Staged {}
-
 pub struct CudaQueue {
-    stream: sys::CUstream,
-    ctx: sys::CUcontext,
+    pub(super) stream: sys::CUstream,
+    pub(super) ctx: sys::CUcontext,
     memops: bool,
     /// Device address of the flag block's word 0.
     dev_flags: u64,
     shared: Arc<Shared>,
-    gpu_aware: bool,
-    state: Mutex<Staging>,
+    pub(super) gpu_aware: bool,
+    pub(super) state: Mutex<Staging>,
 }
 
 // The driver API is thread-safe; the queue's own state is behind `state`.
@@ -291,12 +253,12 @@ impl CudaQueue {
         )
     }
 
-    fn flags(&self) -> &Flags {
+    pub(super) fn flags(&self) -> &Flags {
         &self.shared.flags
     }
 
     /// The stream writes `value` into flag word `word` when it gets there.
-    unsafe fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
+    pub(super) unsafe fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
         if self.memops {
             check(
                 sys::cuStreamWriteValue32_v2(
@@ -348,82 +310,18 @@ impl CudaQueue {
         }
     }
 
-    /// Stages the device buffers of operation `seq` (`kind` is rewritten to point at pinned copies;
-    /// input copies are queued now, before the ready signal). Returns the copies back to the device,
-    /// to queue after the operation's wait.
-    pub unsafe fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
-        if self.gpu_aware {
-            return Ok(Staged::default());
-        }
-        let p = pmpi();
-        let (mut rank, mut size) = (0, 0);
-        (p.PMPI_Comm_rank)(comm, &mut rank);
-        (p.PMPI_Comm_size)(comm, &mut size);
-        let bufs = kind.buffers(rank, size);
-        if bufs.is_empty() {
-            return Ok(Staged::default());
-        }
-        let _g = CtxGuard::push(self.ctx)?;
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        self.recycle(&mut st);
-        let mut staged = Staged::default();
-        for b in bufs {
-            let Some((dev, bytes, lb)) = device_region(&b)? else {
-                continue;
-            };
-            let idx = take(&mut st, bytes)?;
-            let host = st.pool[idx].host;
-            if b.input {
-                check(
-                    sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream),
-                    "cuMemcpyDtoHAsync (staging)",
-                )?;
-            }
-            let sb = &mut st.pool[idx];
-            sb.seq = seq;
-            sb.output = b.output;
-            sb.pos = None;
-            // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
-            kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
-            if b.output {
-                staged.back.push(CopyBack { dev, host, bytes, buf: idx });
-            }
-        }
-        Ok(staged)
-    }
-
-    /// Queues the copies back to the device (after the operation's wait) and marks when the stream is
-    /// past them.
-    pub fn copy_back(&self, staged: Staged) -> Result<(), String> {
-        if staged.back.is_empty() {
-            return Ok(());
-        }
+    /// Whether the stream can still run what is queued on it: an error other than "not ready" from
+    /// `cuStreamQuery` is a context failure (a GPU fault is sticky: nothing queued will run). A
+    /// destroyed stream's handle is refused, but the work queued on it still runs (the driver's
+    /// documented behaviour), so that is not a failure.
+    pub fn health(&self) -> Result<(), String> {
         unsafe {
             let _g = CtxGuard::push(self.ctx)?;
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            for c in &staged.back {
-                check(
-                    sys::cuMemcpyHtoDAsync_v2(c.dev, c.host as *const c_void, c.bytes, self.stream),
-                    "cuMemcpyHtoDAsync (staging)",
-                )?;
-            }
-            let pos = st.next_pos;
-            st.next_pos = st.next_pos.wrapping_add(1);
-            self.write_word(POSITION_WORD, pos)?;
-            for c in &staged.back {
-                st.pool[c.buf].pos = Some(pos);
-            }
-            Ok(())
-        }
-    }
-
-    fn recycle(&self, st: &mut Staging) {
-        let position = self.flags().word(POSITION_WORD).load(Ordering::Acquire);
-        for b in st.pool.iter_mut().filter(|b| b.busy) {
-            let done = self.flags().is_done(b.seq);
-            let copied = !b.output || b.pos.is_some_and(|p| reached(position, p));
-            if done && copied {
-                b.busy = false;
+            match sys::cuStreamQuery(self.stream) {
+                sys::CUresult::CUDA_SUCCESS
+                | sys::CUresult::CUDA_ERROR_NOT_READY
+                | sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Ok(()),
+                r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
             }
         }
     }
@@ -432,7 +330,11 @@ impl CudaQueue {
     pub fn idle(&self) -> bool {
         unsafe {
             match CtxGuard::push(self.ctx) {
-                Ok(_g) => sys::cuStreamQuery(self.stream) == sys::CUresult::CUDA_SUCCESS,
+                // A failed context runs nothing more; a destroyed stream may still (not idle).
+                Ok(_g) => !matches!(
+                    sys::cuStreamQuery(self.stream),
+                    sys::CUresult::CUDA_ERROR_NOT_READY | sys::CUresult::CUDA_ERROR_INVALID_HANDLE
+                ),
                 Err(_) => true,
             }
         }
@@ -463,58 +365,6 @@ impl CudaQueue {
             }
         }
     }
-}
-
-/// A free pinned buffer of at least `bytes` (reused, or allocated).
-unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
-    if let Some(i) = st.pool.iter().position(|b| !b.busy && b.cap >= bytes) {
-        st.pool[i].busy = true;
-        return Ok(i);
-    }
-    let cap = bytes.max(4096).next_power_of_two();
-    let mut host: *mut c_void = std::ptr::null_mut();
-    check(sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (staging)")?;
-    st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
-    Ok(st.pool.len() - 1)
-}
-
-/// The device memory a buffer argument spans: (device address of its first byte, bytes, true lower
-/// bound), or None for host memory (pageable, pinned or managed: MPI reads it directly).
-unsafe fn device_region(b: &Buf) -> Result<Option<(u64, usize, i64)>, String> {
-    if b.ptr.is_null() || b.ptr == MPI_IN_PLACE || b.count <= 0 {
-        return Ok(None);
-    }
-    let addr = b.ptr as u64;
-    let mut mem_type: u32 = 0;
-    let r = sys::cuPointerGetAttribute(
-        &mut mem_type as *mut u32 as *mut c_void,
-        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        addr,
-    );
-    if r != sys::CUresult::CUDA_SUCCESS || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
-        return Ok(None);
-    }
-    let mut managed: c_int = 0;
-    let r = sys::cuPointerGetAttribute(
-        &mut managed as *mut c_int as *mut c_void,
-        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-        addr,
-    );
-    if r == sys::CUresult::CUDA_SUCCESS && managed != 0 {
-        return Ok(None);
-    }
-    let p = pmpi();
-    let (mut lb, mut extent, mut tlb, mut textent) = (0, 0, 0, 0);
-    if (p.PMPI_Type_get_extent_c)(b.dt, &mut lb, &mut extent) != MPI_SUCCESS
-        || (p.PMPI_Type_get_true_extent_c)(b.dt, &mut tlb, &mut textent) != MPI_SUCCESS
-    {
-        return Err(format!("datatype 0x{:08x} is not valid", b.dt as u32));
-    }
-    if extent < 0 || textent < 0 {
-        return Err("a device buffer with a negative-extent datatype cannot be staged".into());
-    }
-    let bytes = (b.count - 1) * extent + textent;
-    Ok(Some(((addr as i64 + tlb) as u64, bytes as usize, tlb)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The flag words through which a queue and the engine thread talk: the queue (a host worker or a GPU
-//! stream) only *writes* "operation k is ready" and *waits for* "operation k is done"; the engine
-//! thread only reads the first and writes the second. Nothing else crosses between them.
+//! The flag words through which a CUDA stream and its driver thread talk: the stream only *writes*
+//! "operation k is ready" and *waits for* "operation k is done"; the driver thread only reads the
+//! first and writes the second. Nothing else crosses between them. (A host queue needs none: its
+//! worker runs the operations itself.)
 //!
 //! Layout, 32-bit words (in pinned, device-mapped memory for a CUDA queue, so that
 //! `cuStreamWriteValue32`/`cuStreamWaitValue32` reach them):
@@ -59,11 +60,12 @@ pub enum FlagMem {
 pub struct Flags {
     base: *const AtomicU32,
     _mem: FlagMem,
-    /// Threads blocked in `wait_done` (the host worker, an application thread waiting for a word).
+    /// Threads blocked in `wait_until` (a host function of the fallback mode, an application thread
+    /// waiting for a free word).
     waiters: AtomicU32,
     lock: Mutex<()>,
     cv: Condvar,
-    /// The engine thread, unparked when an operation becomes ready or is submitted.
+    /// The driver thread, unparked when an operation becomes ready or is submitted.
     engine: OnceLock<std::thread::Thread>,
 }
 
@@ -123,13 +125,14 @@ impl Flags {
         reached(self.word(done_word(seq)).load(Ordering::Acquire), seq.wrapping_sub(RING))
     }
 
-    /// The host queue's "operation `seq` is ready" (the CUDA queue writes the word from the GPU).
+    /// "Operation `seq` is ready", from a host function of the CUDA fallback mode (with stream memory
+    /// operations the GPU writes the word itself).
     pub fn signal_ready(&self, seq: u32) {
         self.word(READY_WORD).store(seq, Ordering::Release);
         self.wake_engine();
     }
 
-    /// The engine thread's "operation `seq` is done".
+    /// The driver thread's "operation `seq` is done".
     pub fn mark_done(&self, seq: u32) {
         self.word(done_word(seq)).store(seq, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {

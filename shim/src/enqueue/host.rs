@@ -1,11 +1,19 @@
-//! The host queue (`type=mpixstream_host_queue`): a serial CPU work queue, one worker thread executing
-//! items in the order they were queued. Communication items only write and wait for flag words (the
-//! engine thread makes the MPI calls); the application adds its own callbacks with
-//! `MPIX_Host_queue_launch` and waits for everything queued so far with `MPIX_Host_queue_synchronize`.
-use super::flags::Flags;
+//! The host queue (`type=mpixstream_host_queue`): a serial CPU work queue whose one worker thread is
+//! also the stream's driver. It takes the items in the order they were queued and, on reaching an
+//! operation, starts it itself (no hand-off to another thread); a blocking operation, or a wait for a
+//! nonblocking one, holds the queue until the operation completed, while the worker keeps every
+//! operation in flight moving. The application adds its own callbacks (`MPIX_Host_queue_launch`) and
+//! waits for everything queued so far (`MPIX_Host_queue_synchronize`).
+//!
+//! Hand-off cost: a producer takes one uncontended lock and, only when the worker sleeps, signals a
+//! condition variable; the worker takes every queued item at once (one lock per batch). While it has
+//! no item, the worker spins, then yields, then sleeps; while an operation holds the queue it polls
+//! MPI, then polls and yields, then polls every 50 µs (a late peer).
+use super::driver::Driver;
+use super::ops::Op;
 use std::collections::VecDeque;
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,120 +21,129 @@ use std::time::{Duration, Instant};
 pub type UserFn = unsafe extern "C" fn(*mut c_void);
 
 pub enum Item {
-    /// Operation k is ready to start: write the ready word.
-    Ready(u32),
-    /// Block the queue until operation k is done.
-    WaitDone(u32),
+    /// Start the operation; a blocking one holds the queue until it completes.
+    Start { op: Op, blocking: bool },
+    /// Hold the queue until operation `seq` (started earlier, nonblocking) completes.
+    WaitFor(u32),
     /// The application's callback.
     User(UserFn, usize),
 }
 
-struct State {
-    items: VecDeque<Item>,
-    queued: u64,
-    executed: u64,
+struct Items {
+    queue: VecDeque<Item>,
     stop: bool,
     /// The worker is asleep on `work` (a producer must notify).
     sleeping: bool,
-    /// Threads in `synchronize`.
-    syncers: u32,
 }
 
-struct Inner {
-    state: Mutex<State>,
+/// How long a worker with an operation in flight polls MPI before it starts yielding its core.
+const POLLS_BEFORE_YIELD: u32 = 4096;
+/// How long a worker with an operation in flight polls and yields before it polls slowly.
+const BUSY_YIELD: Duration = Duration::from_millis(5);
+/// How often a worker polls MPI after that without progress (a very late peer).
+const SLOW_POLL: Duration = Duration::from_micros(50);
+
+struct Shared {
+    items: Mutex<Items>,
     work: Condvar,
+    /// Items queued (written under `items`' lock), and executed (by the worker).
+    queued: AtomicU64,
+    executed: AtomicU64,
+    /// Threads in `synchronize`, waiting on `idle`, and the lowest count of executed items one of
+    /// them waits for (the worker signals only then: no system call per item).
+    syncers: AtomicU32,
+    wake_at: AtomicU64,
+    idle_lock: Mutex<()>,
     idle: Condvar,
-    /// Items queued and not taken by the worker (lets the worker spin without the lock).
-    backlog: AtomicU32,
-    /// Set at shutdown: blocking items give up.
+    /// Set at finalize: operations in flight are cancelled or left, later ones are not started.
     give_up: AtomicBool,
     exited: AtomicBool,
-    flags: Arc<Flags>,
     spin: u32,
     yield_for: Duration,
 }
 
 pub struct HostQueue {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl HostQueue {
-    pub fn start(flags: Arc<Flags>, spin: u32, yield_for: Duration, name: String) -> std::io::Result<HostQueue> {
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State {
-                items: VecDeque::new(),
-                queued: 0,
-                executed: 0,
-                stop: false,
-                sleeping: false,
-                syncers: 0,
-            }),
+    /// Starts the worker thread, which drives the stream's operations with `driver`.
+    pub fn start(driver: Driver, spin: u32, yield_for: Duration, name: String) -> std::io::Result<HostQueue> {
+        let shared = Arc::new(Shared {
+            items: Mutex::new(Items { queue: VecDeque::with_capacity(1024), stop: false, sleeping: false }),
             work: Condvar::new(),
+            queued: AtomicU64::new(0),
+            executed: AtomicU64::new(0),
+            syncers: AtomicU32::new(0),
+            wake_at: AtomicU64::new(u64::MAX),
+            idle_lock: Mutex::new(()),
             idle: Condvar::new(),
-            backlog: AtomicU32::new(0),
             give_up: AtomicBool::new(false),
             exited: AtomicBool::new(false),
-            flags,
             spin,
             yield_for,
         });
-        let w = inner.clone();
-        let handle = std::thread::Builder::new().name(name).spawn(move || worker(w))?;
-        Ok(HostQueue { inner, worker: Mutex::new(Some(handle)) })
+        let w = shared.clone();
+        let handle = std::thread::Builder::new().name(name).spawn(move || worker(w, driver))?;
+        Ok(HostQueue { shared, worker: Mutex::new(Some(handle)) })
     }
 
     pub fn push(&self, item: Item) {
-        let mut s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.items.push_back(item);
-        s.queued += 1;
-        self.inner.backlog.fetch_add(1, Ordering::Release);
+        let mut s = self.shared.items.lock().unwrap_or_else(|e| e.into_inner());
+        s.queue.push_back(item);
+        self.shared.queued.fetch_add(1, Ordering::Release);
         if s.sleeping {
             s.sleeping = false;
-            self.inner.work.notify_one();
+            self.shared.work.notify_one();
         }
     }
 
     /// Items queued and not yet executed.
     pub fn outstanding(&self) -> u64 {
-        let s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.queued - s.executed
+        let executed = self.shared.executed.load(Ordering::SeqCst);
+        self.shared.queued.load(Ordering::SeqCst).saturating_sub(executed)
     }
 
-    /// Waits until every item queued before the call has executed; false if the queue was shut down
+    /// Waits until every item queued before the call has executed; false if the queue was given up
     /// (or `deadline` passed) first.
     pub fn synchronize(&self, deadline: Option<Instant>) -> bool {
-        let mut s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        let target = s.queued;
-        s.syncers += 1;
+        let q = &self.shared;
+        let target = q.queued.load(Ordering::SeqCst);
+        q.syncers.fetch_add(1, Ordering::SeqCst);
+        let mut g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
         let ok = loop {
-            if s.executed >= target {
+            q.wake_at.fetch_min(target, Ordering::SeqCst);
+            if q.executed.load(Ordering::SeqCst) >= target {
                 break true;
             }
-            if self.inner.give_up.load(Ordering::Acquire) || deadline.is_some_and(|d| Instant::now() >= d) {
+            if q.give_up.load(Ordering::Acquire)
+                || q.exited.load(Ordering::Acquire)
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
                 break false;
             }
-            s = self.inner.idle.wait_timeout(s, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+            g = q.idle.wait_timeout(g, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
         };
-        s.syncers -= 1;
+        drop(g);
+        q.syncers.fetch_sub(1, Ordering::SeqCst);
         ok
     }
 
-    /// Stops the worker after the items already queued (blocking ones give up at once if `abandon`).
-    /// Waits for it up to `grace`; a worker stuck in an application callback is left behind (false).
+    /// Stops the worker after the items already queued (with `abandon`: operations in flight are
+    /// cancelled or left, later ones are not started). Waits for it up to `grace`; a worker stuck in
+    /// an application callback is left behind (false).
     pub fn shutdown(&self, abandon: bool, grace: Duration) -> bool {
         if abandon {
-            self.inner.give_up.store(true, Ordering::Release);
-            self.inner.flags.wake_all();
+            self.shared.give_up.store(true, Ordering::Release);
         }
         {
-            let mut s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = self.shared.items.lock().unwrap_or_else(|e| e.into_inner());
             s.stop = true;
-            self.inner.work.notify_all();
-            self.inner.idle.notify_all();
+            self.shared.work.notify_all();
         }
         let deadline = Instant::now() + grace;
-        while !self.inner.exited.load(Ordering::Acquire) {
+        while !self.shared.exited.load(Ordering::Acquire) {
             if Instant::now() >= deadline {
                 return false;
             }
@@ -139,89 +156,164 @@ impl HostQueue {
     }
 }
 
-fn worker(q: Arc<Inner>) {
-    loop {
-        // Spin, then yield, briefly for work before sleeping: a wake-up costs a context switch.
-        let mut turns = 0;
-        while q.backlog.load(Ordering::Acquire) == 0 && turns < q.spin {
-            std::hint::spin_loop();
-            turns += 1;
-        }
-        let start = Instant::now();
-        while q.backlog.load(Ordering::Acquire) == 0 && start.elapsed() < q.yield_for {
-            std::thread::yield_now();
-        }
-        let item = {
-            let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if let Some(item) = s.items.pop_front() {
-                    q.backlog.fetch_sub(1, Ordering::AcqRel);
-                    break Some(item);
-                }
-                if s.stop {
-                    break None;
-                }
-                s.sleeping = true;
-                s = q.work.wait(s).unwrap_or_else(|e| e.into_inner());
-            }
-        };
-        let Some(item) = item else { break };
-        match item {
-            Item::Ready(seq) => q.flags.signal_ready(seq),
-            Item::WaitDone(seq) => {
-                q.flags.wait_until(|f| f.is_done(seq), &q.give_up, q.spin, q.yield_for);
-            }
-            Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
-        }
-        let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.executed += 1;
-        if s.syncers > 0 && s.executed == s.queued {
-            q.idle.notify_all();
-        }
-    }
-    q.exited.store(true, Ordering::Release);
+/// What the worker does between two pieces of progress: spin, then yield, then sleep or poll slowly.
+/// The clock is read once every `CLOCK_EVERY` turns (a read costs as much as a poll).
+struct Backoff {
+    turns: u32,
+    since: Instant,
+    /// Set once yielding has lasted the caller's `yield_for`.
+    expired: bool,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicUsize;
+const CLOCK_EVERY: u32 = 64;
 
-    static LOG: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    unsafe extern "C" fn record(arg: *mut c_void) {
-        LOG.lock().unwrap().push(arg as usize);
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { turns: 0, since: Instant::now(), expired: false }
     }
 
-    #[test]
-    fn runs_in_order_and_waits_for_flags() {
-        let flags = Arc::new(Flags::on_heap());
-        let q = HostQueue::start(flags.clone(), 100, Duration::from_micros(20), "test-hostq".into()).unwrap();
-        q.push(Item::User(record, 1));
-        q.push(Item::Ready(1));
-        q.push(Item::WaitDone(1));
-        q.push(Item::User(record, 2));
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(flags.is_ready(1));
-        assert_eq!(*LOG.lock().unwrap(), vec![1]);
-        assert_eq!(q.outstanding(), 2);
-        flags.mark_done(1);
-        assert!(q.synchronize(None));
-        assert_eq!(*LOG.lock().unwrap(), vec![1, 2]);
-        assert!(q.shutdown(false, Duration::from_secs(1)));
+    fn reset(&mut self) {
+        self.turns = 0;
+        self.expired = false;
     }
 
-    #[test]
-    fn abandon_releases_a_blocked_queue() {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        unsafe extern "C" fn count(_: *mut c_void) {
-            N.fetch_add(1, Ordering::SeqCst);
+    /// One idle turn; `spin_turns` before yielding. Returns true once yielding has lasted `yield_for`.
+    fn pause(&mut self, spin_turns: u32, yield_for: Duration) -> bool {
+        if self.turns == 0 {
+            self.since = Instant::now();
         }
-        let flags = Arc::new(Flags::on_heap());
-        let q = HostQueue::start(flags, 10, Duration::ZERO, "test-hostq2".into()).unwrap();
-        q.push(Item::WaitDone(3));
-        q.push(Item::User(count, 0));
-        assert!(!q.synchronize(Some(Instant::now() + Duration::from_millis(30))));
-        assert!(q.shutdown(true, Duration::from_secs(1)));
-        assert_eq!(N.load(Ordering::SeqCst), 1);
+        self.turns = self.turns.saturating_add(1);
+        if self.turns <= spin_turns {
+            std::hint::spin_loop();
+            return false;
+        }
+        if !self.expired && self.turns.is_multiple_of(CLOCK_EVERY) {
+            self.expired = self.since.elapsed() >= yield_for;
+        }
+        if !self.expired {
+            std::thread::yield_now();
+        }
+        self.expired
     }
+}
+
+fn worker(q: Arc<Shared>, mut driver: Driver) {
+    let mut batch: VecDeque<Item> = VecDeque::with_capacity(1024);
+    let mut taken: u64 = 0;
+    let mut stuck = false;
+    'run: loop {
+        if batch.is_empty() && !take(&q, &mut batch, &mut taken, &mut driver) {
+            break;
+        }
+        while let Some(item) = batch.pop_front() {
+            let giving_up = q.give_up.load(Ordering::Acquire);
+            if giving_up && !driver.idle() && !abandon(&mut driver) {
+                stuck = true;
+                break 'run;
+            }
+            match item {
+                Item::Start { op, blocking } => unsafe {
+                    if giving_up {
+                        driver.skip(op);
+                    } else {
+                        let seq = op.seq;
+                        driver.start(op);
+                        if blocking && !drive_until(&q, &mut driver, seq) {
+                            stuck = true;
+                            break 'run;
+                        }
+                    }
+                },
+                Item::WaitFor(seq) => {
+                    if !drive_until(&q, &mut driver, seq) {
+                        stuck = true;
+                        break 'run;
+                    }
+                }
+                Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
+            }
+            let executed = q.executed.fetch_add(1, Ordering::SeqCst) + 1;
+            if q.syncers.load(Ordering::SeqCst) > 0 && executed >= q.wake_at.load(Ordering::SeqCst) {
+                // Under the lock: a syncer registers its target and checks under it too.
+                let _g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+                q.wake_at.store(u64::MAX, Ordering::SeqCst);
+                q.idle.notify_all();
+            }
+        }
+    }
+    if !stuck && !driver.idle() {
+        // Stopped with operations in flight (finalize after a timeout): the same rule.
+        abandon(&mut driver);
+    }
+    q.exited.store(true, Ordering::Release);
+    let _g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+    q.idle.notify_all();
+}
+
+/// Cancels or finishes what is in flight; false (reported) if an operation could not be released.
+fn abandon(driver: &mut Driver) -> bool {
+    let left = unsafe { driver.abandon() };
+    for l in &left {
+        eprintln!("mpixstream: host queue given up at MPI_Finalize: {l}");
+    }
+    left.is_empty()
+}
+
+/// Moves every queued item into `batch`, progressing operations in flight while there is none.
+/// False when the queue is stopped and empty.
+fn take(q: &Shared, batch: &mut VecDeque<Item>, taken: &mut u64, driver: &mut Driver) -> bool {
+    let mut backoff = Backoff::new();
+    loop {
+        let expired = backoff.expired;
+        if q.queued.load(Ordering::Acquire) != *taken || backoff.turns == 0 || expired {
+            let mut s = q.items.lock().unwrap_or_else(|e| e.into_inner());
+            if !s.queue.is_empty() {
+                *taken += s.queue.len() as u64;
+                std::mem::swap(&mut s.queue, batch);
+                return true;
+            }
+            if s.stop {
+                return false;
+            }
+            if driver.idle() && expired {
+                // Nothing to do: sleep until a producer (or shutdown) wakes us.
+                s.sleeping = true;
+                while s.sleeping && !s.stop {
+                    s = q.work.wait(s).unwrap_or_else(|e| e.into_inner());
+                }
+                s.sleeping = false;
+                backoff.reset();
+                continue;
+            }
+        }
+        if unsafe { driver.poll() } {
+            backoff.reset();
+            continue;
+        }
+        let yield_for = if driver.idle() { q.yield_for } else { (q.yield_for * 50).max(BUSY_YIELD) };
+        if backoff.pause(q.spin.max(1), yield_for) && !driver.idle() {
+            std::thread::sleep(SLOW_POLL);
+        }
+    }
+}
+
+/// Progresses until operation `seq` is no longer in flight. False if the queue was given up with an
+/// operation that could not be released (the worker must stop).
+fn drive_until(q: &Shared, driver: &mut Driver, seq: u32) -> bool {
+    let mut backoff = Backoff::new();
+    while driver.holds(seq) {
+        if q.give_up.load(Ordering::Acquire) {
+            return abandon(driver);
+        }
+        if unsafe { driver.poll() } {
+            backoff.reset();
+            continue;
+        }
+        // A peer that is late by a few scheduler slices is the common case on a loaded machine:
+        // keep polling (yielding) for much longer than an idle worker waits before sleeping.
+        if backoff.pause(POLLS_BEFORE_YIELD.max(q.spin), (q.yield_for * 50).max(BUSY_YIELD)) {
+            std::thread::sleep(SLOW_POLL);
+        }
+    }
+    true
 }

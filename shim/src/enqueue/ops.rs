@@ -1,4 +1,4 @@
-//! The operations that can be enqueued, and how the engine thread starts each one: always as the
+//! The operations that can be enqueued, and how the driving thread starts each one: always as the
 //! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
 //! operation of the stream moving, and never blocks inside MPI).
 use mpixstream_wrappers::ffi::*;
@@ -204,6 +204,23 @@ impl Kind {
         matches!(self, Kind::Recv { .. })
     }
 }
+
+/// One enqueued operation, on its way to the thread that starts it.
+pub struct Op {
+    /// Its place in the stream's queue (CUDA: the flag words' sequence number).
+    pub seq: u32,
+    pub comm: MPI_Comm,
+    pub kind: Kind,
+    /// Our request handle (nonblocking forms): the status goes through the request table.
+    pub request: Option<MPI_Request>,
+    /// Where a blocking receive's status goes (null or `MPI_STATUS_IGNORE`: nowhere).
+    pub status: *mut MPI_Status,
+    /// Which call queued it (for error messages).
+    pub func: &'static str,
+}
+
+// The pointers are the application's; it keeps them valid until the operation completes.
+unsafe impl Send for Op {}
 
 /// The status MPI gives a null or cancelled-before-start request.
 pub fn empty_status() -> MPI_Status {

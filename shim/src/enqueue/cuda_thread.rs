@@ -1,0 +1,156 @@
+//! The driver thread of a CUDA queue: the GPU stream only writes "operation k is ready" into a flag
+//! word, so a thread of ours must watch the word and make the MPI calls. It takes operations from
+//! its inbox in sequence order, starts each once the stream reached it, completes it (writing its
+//! done word, which releases the stream's wait), batching every ready operation per turn. It spins,
+//! then yields, then sleeps: parked until a submission while it has nothing, polling every 50 µs
+//! while it waits for a busy GPU stream or a late peer. While operations wait for the stream it asks
+//! the stream's health every 10 ms: after a context failure (sticky: the stream runs nothing more)
+//! they are failed with that reason instead of waiting forever.
+use super::driver::Driver;
+use super::flags::Flags;
+use super::ops::Op;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+struct Shared {
+    inbox: Mutex<VecDeque<Op>>,
+    flags: Arc<Flags>,
+    stop: AtomicBool,
+    abandon: AtomicBool,
+    /// Operations abandoned at finalize that MPICH still held: their done words were never written.
+    stuck: AtomicBool,
+}
+
+/// Whether the stream can still reach what is queued on it (Err: the reason it cannot).
+pub type Health = Box<dyn Fn() -> Result<(), String> + Send>;
+
+const HEALTH_EVERY: Duration = Duration::from_millis(10);
+
+pub struct CudaDriverThread {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl CudaDriverThread {
+    pub fn start(
+        driver: Driver,
+        flags: Arc<Flags>,
+        health: Health,
+        spin: u32,
+        yield_for: Duration,
+        name: String,
+    ) -> std::io::Result<CudaDriverThread> {
+        let shared = Arc::new(Shared {
+            inbox: Mutex::new(VecDeque::with_capacity(256)),
+            flags,
+            stop: AtomicBool::new(false),
+            abandon: AtomicBool::new(false),
+            stuck: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let t = std::thread::Builder::new().name(name).spawn(move || run(s, driver, health, spin, yield_for))?;
+        shared.flags.set_engine(t.thread().clone());
+        Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)) })
+    }
+
+    /// Hands operation `op` over (before the stream can signal it ready).
+    pub fn submit(&self, op: Op) {
+        self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(op);
+        self.shared.flags.wake_engine();
+    }
+
+    /// Finalize gave up: cancel, finish or (reported) leave what is in flight, skip the rest.
+    pub fn abandon(&self) {
+        self.shared.abandon.store(true, Ordering::Release);
+        self.shared.flags.wake_engine();
+    }
+
+    /// Whether abandoning left operations in MPICH's hands (their done words never written).
+    pub fn stuck(&self) -> bool {
+        self.shared.stuck.load(Ordering::Acquire)
+    }
+
+    /// Stops the thread once everything handed over is complete (or abandoned) and joins it.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.flags.wake_engine();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for: Duration) {
+    let mut waiting: VecDeque<Op> = VecDeque::with_capacity(256);
+    let mut health_checked = Instant::now();
+    let mut idle: u32 = 0;
+    let mut idle_since = Instant::now();
+    loop {
+        {
+            let mut inbox = s.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            if waiting.is_empty() {
+                std::mem::swap(&mut *inbox, &mut waiting);
+            } else {
+                waiting.extend(inbox.drain(..));
+            }
+        }
+        if s.abandon.load(Ordering::Acquire) {
+            let left = unsafe { driver.abandon() };
+            for l in &left {
+                eprintln!("mpixstream: CUDA queue given up at MPI_Finalize: {l}");
+            }
+            if !left.is_empty() {
+                s.stuck.store(true, Ordering::Release);
+            }
+            for op in waiting.drain(..) {
+                // Never started: MPICH never saw the buffer; the stream may pass.
+                unsafe { driver.skip(op) };
+            }
+            break;
+        }
+        let mut progressed = false;
+        while waiting.front().is_some_and(|op| s.flags.is_ready(op.seq)) {
+            let Some(op) = waiting.pop_front() else { break };
+            unsafe { driver.start(op) };
+            progressed = true;
+        }
+        progressed |= unsafe { driver.poll() };
+        if progressed {
+            idle = 0;
+            continue;
+        }
+        if s.stop.load(Ordering::Acquire) && waiting.is_empty() && driver.idle() {
+            if s.inbox.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                break;
+            }
+            continue;
+        }
+        if idle == 0 {
+            idle_since = Instant::now();
+        }
+        idle = idle.saturating_add(1);
+        if idle <= spin {
+            std::hint::spin_loop();
+        } else if idle_since.elapsed() < yield_for {
+            std::thread::yield_now();
+        } else if driver.idle() && waiting.is_empty() {
+            // Nothing to watch: sleep until a submission unparks us.
+            std::thread::park_timeout(Duration::from_millis(20));
+        } else {
+            // A GPU stream busy with the application's work, or a late peer.
+            if !waiting.is_empty() && health_checked.elapsed() >= HEALTH_EVERY {
+                health_checked = Instant::now();
+                if let Err(reason) = health() {
+                    for op in waiting.drain(..) {
+                        unsafe { driver.fail(op, &reason) };
+                    }
+                    continue;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}

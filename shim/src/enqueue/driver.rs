@@ -1,0 +1,157 @@
+//! Running operations: the one thread that drives a queue-backed stream (a host queue's worker, or a
+//! CUDA queue's driver thread) starts each operation as its nonblocking MPI form, keeps any number in
+//! flight, and completes them with `MPI_Test`. It never blocks inside MPI, so `MPI_Finalize` can
+//! always stop it.
+use super::flags::Flags;
+use super::ledger::Ledger;
+use super::ops::{empty_status, Op};
+use crate::runtime::Runtime;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Driver {
+    rt: &'static Runtime,
+    /// The native MPICH stream behind ours (native backend: its progress is driven explicitly,
+    /// nonblocking collectives on a native stream communicator do not progress with `MPI_Test`
+    /// alone), else `MPIX_STREAM_NULL`.
+    native: MPIX_Stream,
+    ledger: Arc<Ledger>,
+    /// CUDA queues: the done words the stream waits for, written at each completion.
+    flags: Option<Arc<Flags>>,
+    inflight: Vec<(Op, MPI_Request)>,
+}
+
+impl Driver {
+    pub fn new(rt: &'static Runtime, native: MPIX_Stream, ledger: Arc<Ledger>, flags: Option<Arc<Flags>>) -> Driver {
+        Driver { rt, native, ledger, flags, inflight: Vec::with_capacity(64) }
+    }
+
+    pub fn idle(&self) -> bool {
+        self.inflight.is_empty()
+    }
+
+    /// Whether operation `seq` is started and not complete.
+    #[inline]
+    pub fn holds(&self, seq: u32) -> bool {
+        self.inflight.iter().any(|(op, _)| op.seq == seq)
+    }
+
+    /// Starts `op` (a failure to start completes it with the error at once).
+    pub unsafe fn start(&mut self, op: Op) {
+        match op.kind.start(op.comm) {
+            Ok(req) => self.inflight.push((op, req)),
+            Err(code) => self.finish(op, empty_status(), Some(code)),
+        }
+    }
+
+    /// Completes `op` without starting it (finalize gave up on the stream): status `MPI_ERR_PENDING`.
+    pub unsafe fn skip(&mut self, op: Op) {
+        let mut status = empty_status();
+        status.MPI_ERROR = MPI_ERR_PENDING;
+        self.finish(op, status, None);
+    }
+
+    /// Completes `op`, never started, as failed (`MPI_ERR_OTHER`) because its queue can no longer
+    /// reach it; the reason is reported by the stream's next call.
+    pub unsafe fn fail(&mut self, op: Op, reason: &str) {
+        self.ledger.record_error(format!(
+            "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}) never started: {reason}",
+            op.func,
+            op.comm as u32,
+            op.kind.name(),
+            self.ledger.stream as u32
+        ));
+        let mut status = empty_status();
+        status.MPI_ERROR = MPI_ERR_OTHER;
+        self.finish(op, status, None);
+    }
+
+    unsafe fn finish(&mut self, op: Op, status: MPI_Status, err: Option<i32>) {
+        self.ledger.complete(&op, status, err);
+        // Last: this releases a CUDA stream waiting for the operation.
+        if let Some(f) = &self.flags {
+            f.mark_done(op.seq);
+        }
+    }
+
+    /// Tests every operation in flight once; true if any completed.
+    pub unsafe fn poll(&mut self) -> bool {
+        if self.inflight.is_empty() {
+            return false;
+        }
+        if self.native != MPIX_STREAM_NULL {
+            self.rt.progress(self.native);
+        }
+        let p = pmpi();
+        let mut progressed = false;
+        let mut i = 0;
+        while i < self.inflight.len() {
+            let mut flag = 0;
+            let mut status = empty_status();
+            let rc = (p.PMPI_Test)(&mut self.inflight[i].1, &mut flag, &mut status);
+            if rc != MPI_SUCCESS || flag != 0 {
+                let (op, _) = self.inflight.swap_remove(i);
+                let err = if rc != MPI_SUCCESS {
+                    Some(rc)
+                } else if status.MPI_ERROR != MPI_SUCCESS && op.kind.is_recv() {
+                    Some(status.MPI_ERROR)
+                } else {
+                    None
+                };
+                // Nonblocking collectives and sends leave MPI_ERROR undefined: clear it.
+                if err.is_none() {
+                    status.MPI_ERROR = MPI_SUCCESS;
+                }
+                self.finish(op, status, err);
+                progressed = true;
+            } else {
+                i += 1;
+            }
+        }
+        progressed
+    }
+
+    /// Finalize gave up on the stream: cancels the receives in flight and gives every operation
+    /// 100 ms to finish. Operations that did not are kept (never marked done: MPICH may still use
+    /// their buffers, so the queue must not run past them); returns their descriptions.
+    pub unsafe fn abandon(&mut self) -> Vec<String> {
+        let p = pmpi();
+        for (op, req) in self.inflight.iter_mut() {
+            if op.kind.is_recv() {
+                (p.PMPI_Cancel)(req);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_millis(100);
+        while !self.inflight.is_empty() && Instant::now() < deadline {
+            let mut i = 0;
+            while i < self.inflight.len() {
+                let mut flag = 0;
+                let mut status = empty_status();
+                let rc = (p.PMPI_Test)(&mut self.inflight[i].1, &mut flag, &mut status);
+                if rc != MPI_SUCCESS || flag != 0 {
+                    let (op, _) = self.inflight.swap_remove(i);
+                    status.MPI_ERROR = MPI_ERR_PENDING;
+                    self.finish(op, status, None);
+                } else {
+                    i += 1;
+                }
+            }
+            std::thread::yield_now();
+        }
+        self.inflight
+            .iter()
+            .map(|(op, _)| {
+                format!(
+                    "operation {} ({} of {} on communicator 0x{:08x}) is still in MPICH's hands, which may use its \
+                     buffer: the queue is left stopped before it",
+                    op.seq,
+                    op.kind.name(),
+                    op.func,
+                    op.comm as u32
+                )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,210 @@
+//! The bookkeeping of one queue-backed stream's operations, shared by the application threads that
+//! enqueue and the one thread that runs them: live requests, incomplete operations per communicator
+//! (`MPI_Comm_free` refuses while any), the stream's pending count (`MPIX_Stream_free` refuses while
+//! any), and the first failure not yet reported. One short lock per operation on each side.
+use super::cuda_staging::Staged;
+use super::ops::Op;
+use super::requests::{Request, RequestTable};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+struct State {
+    reqs: RequestTable<Staged>,
+    /// (communicator, incomplete operations): a stream has few communicators, so a short vector.
+    comm_ops: Vec<(MPI_Comm, u32)>,
+    error: Option<String>,
+}
+
+pub struct Ledger {
+    /// The stream's handle (for messages).
+    pub stream: MPIX_Stream,
+    /// The stream slot's count of operations and requests not finished.
+    pending: &'static AtomicU32,
+    /// Operations registered and not complete.
+    incomplete: AtomicU32,
+    /// Whether `state.error` holds a failure (checked without the lock by every enqueue call).
+    has_error: AtomicBool,
+    state: Mutex<State>,
+}
+
+impl Ledger {
+    pub fn new(index: usize, stream: MPIX_Stream, pending: &'static AtomicU32) -> Ledger {
+        Ledger {
+            stream,
+            pending,
+            incomplete: AtomicU32::new(0),
+            has_error: AtomicBool::new(false),
+            state: Mutex::new(State { reqs: RequestTable::new(index), comm_ops: Vec::with_capacity(8), error: None }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers operation `seq` on `comm`; a nonblocking one gets a request handle (None: blocking).
+    pub fn register(&self, comm: MPI_Comm, seq: u32, nonblocking: bool) -> Result<Option<MPI_Request>, String> {
+        let mut st = self.lock();
+        let handle = if nonblocking {
+            let req = Request {
+                seq,
+                done: false,
+                waited: false,
+                status: super::ops::empty_status(),
+                dst: std::ptr::null_mut(),
+                extra: None,
+            };
+            Some(st.reqs.insert(req).ok_or_else(|| {
+                format!(
+                    "{} requests of MPIX_Isend_enqueue/MPIX_Irecv_enqueue are not waited for on this stream \
+                     (the most it holds)",
+                    super::requests::SLOTS - 1
+                )
+            })?)
+        } else {
+            None
+        };
+        match st.comm_ops.iter_mut().find(|(c, _)| *c == comm) {
+            Some((_, n)) => *n += 1,
+            None => st.comm_ops.push((comm, 1)),
+        }
+        drop(st);
+        self.pending.fetch_add(if nonblocking { 2 } else { 1 }, Ordering::AcqRel);
+        self.incomplete.fetch_add(1, Ordering::AcqRel);
+        Ok(handle)
+    }
+
+    /// Undoes `register` for an operation that was never handed to its queue.
+    pub fn unregister(&self, comm: MPI_Comm, handle: Option<MPI_Request>) {
+        let mut st = self.lock();
+        if let Some(h) = handle {
+            st.reqs.remove(h);
+        }
+        if let Some(i) = st.comm_ops.iter().position(|(c, _)| *c == comm) {
+            st.comm_ops[i].1 -= 1;
+            if st.comm_ops[i].1 == 0 {
+                st.comm_ops.swap_remove(i);
+            }
+        }
+        drop(st);
+        self.pending.fetch_sub(if handle.is_some() { 2 } else { 1 }, Ordering::AcqRel);
+        self.incomplete.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Keeps the copies back to the device that request `h` owes after its wait.
+    pub fn set_staged(&self, h: MPI_Request, staged: Staged) {
+        if let Some(r) = self.lock().reqs.get_mut(h) {
+            r.extra = Some(staged);
+        }
+    }
+
+    /// Whether `h` is a live, unwaited request of this stream.
+    pub fn owns_request(&self, h: MPI_Request) -> bool {
+        self.lock().reqs.get_mut(h).is_some_and(|r| !r.waited)
+    }
+
+    /// The wait of request `h`, status to `dst`: its operation's sequence number and staged copies,
+    /// or None if `h` is not live and unwaited (a duplicate in a waitall).
+    pub unsafe fn wait(&self, h: MPI_Request, dst: *mut MPI_Status) -> Option<(u32, Option<Staged>)> {
+        let mut st = self.lock();
+        let r = st.reqs.get_mut(h).filter(|r| !r.waited)?;
+        let seq = r.seq;
+        let staged = r.extra.take();
+        if r.done {
+            if status_is_real(dst) {
+                *dst = r.status;
+            }
+            st.reqs.remove(h);
+        } else {
+            r.waited = true;
+            r.dst = dst;
+        }
+        drop(st);
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        Some((seq, staged))
+    }
+
+    /// Incomplete operations on `comm`.
+    pub fn comm_ops(&self, comm: MPI_Comm) -> u32 {
+        self.lock().comm_ops.iter().find(|(c, _)| *c == comm).map_or(0, |(_, n)| *n)
+    }
+
+    pub fn incomplete(&self) -> u32 {
+        self.incomplete.load(Ordering::Acquire)
+    }
+
+    /// Completes `op` with `status`; `err`: the MPI error it failed with (recorded for the next call).
+    pub unsafe fn complete(&self, op: &Op, mut status: MPI_Status, err: Option<c_int>) {
+        if let Some(code) = err {
+            status.MPI_ERROR = code;
+            self.record_error(format!(
+                "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}): {}",
+                op.func,
+                op.comm as u32,
+                op.kind.name(),
+                self.stream as u32,
+                error_string(code)
+            ));
+        }
+        let mut st = self.lock();
+        match op.request {
+            Some(h) => {
+                if let Some(r) = st.reqs.get_mut(h) {
+                    if r.waited {
+                        if status_is_real(r.dst) {
+                            *r.dst = status;
+                        }
+                        st.reqs.remove(h);
+                    } else {
+                        r.done = true;
+                        r.status = status;
+                    }
+                }
+            }
+            None => {
+                if status_is_real(op.status) {
+                    *op.status = status;
+                }
+            }
+        }
+        if let Some(i) = st.comm_ops.iter().position(|(c, _)| *c == op.comm) {
+            st.comm_ops[i].1 -= 1;
+            if st.comm_ops[i].1 == 0 {
+                st.comm_ops.swap_remove(i);
+            }
+        }
+        drop(st);
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        self.incomplete.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn take_error(&self) -> Option<String> {
+        if !self.has_error.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut st = self.lock();
+        self.has_error.store(false, Ordering::Release);
+        st.error.take()
+    }
+
+    pub fn record_error(&self, msg: String) {
+        eprintln!("mpixstream: {msg}");
+        let mut st = self.lock();
+        if st.error.is_none() {
+            st.error = Some(msg);
+            self.has_error.store(true, Ordering::Release);
+        }
+    }
+}
+
+unsafe fn error_string(code: c_int) -> String {
+    let mut text = vec![0 as c_char; MPI_MAX_ERROR_STRING];
+    let mut len = 0;
+    (pmpi().PMPI_Error_string)(code, text.as_mut_ptr(), &mut len);
+    let bytes: Vec<u8> =
+        text[..len.clamp(0, MPI_MAX_ERROR_STRING as c_int) as usize].iter().map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
