@@ -33,6 +33,29 @@ impl BackgroundThread {
         Ok(BackgroundThread { stop, handle: Some(handle) })
     }
 
+    /// Starts `name` running `body` once: for a thread with a loop and wake-up of its own (a queue
+    /// worker sleeping on a condition variable), stopped through its own state, then [`join`]ed.
+    ///
+    /// [`join`]: Self::join
+    pub fn run(name: &str, body: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
+        let handle = std::thread::Builder::new().name(name.to_string()).spawn(body)?;
+        Ok(BackgroundThread { stop: Arc::new(AtomicBool::new(false)), handle: Some(handle) })
+    }
+
+    /// Waits for the thread to end (a `run` thread whose own state told it to stop).
+    pub fn join(mut self) {
+        if let Some(h) = self.handle.take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// The thread, for waking it (`unpark`).
+    pub fn thread(&self) -> Option<&std::thread::Thread> {
+        self.handle.as_ref().map(|h| h.thread())
+    }
+
     /// Asks the thread to stop after its current turn (without waiting).
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);

@@ -12,7 +12,6 @@
 //!
 //! `cudarc` panics when it cannot load `libcuda`: [`probe`] checks with `libloading` first, and
 //! nothing here calls into `cudarc` before a successful probe.
-use super::cuda_staging::Staging;
 use super::flags::{self, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
 use cudarc::driver::sys;
 use std::ffi::CStr;
@@ -73,6 +72,24 @@ fn error_name(r: sys::CUresult) -> String {
     } else {
         format!("CUDA error {}", r as u32)
     }
+}
+
+/// A pinned staging buffer of the queue's pool (filled and recycled by [`super::cuda_staging`]).
+pub(super) struct StageBuf {
+    pub(super) host: *mut u8,
+    pub(super) cap: usize,
+    pub(super) busy: bool,
+    /// The operation using it: reusable once it is done...
+    pub(super) seq: u32,
+    /// ...and, for an output, once the stream passed the position after its copy back (None: that
+    /// copy is not queued yet, an unwaited nonblocking receive).
+    pub(super) output: bool,
+    pub(super) pos: Option<u32>,
+}
+
+pub(super) struct Staging {
+    pub(super) pool: Vec<StageBuf>,
+    pub(super) next_pos: u32,
 }
 
 pub(super) fn check(r: sys::CUresult, what: &str) -> Result<(), String> {

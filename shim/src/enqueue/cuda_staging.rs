@@ -3,7 +3,7 @@
 //! inputs device-to-host before the operation's ready signal and outputs host-to-device after its
 //! wait; a pool buffer is reused once its operation is done and the stream has passed the position
 //! written after its copy back.
-use super::cuda::{check, CtxGuard, CudaQueue};
+use super::cuda::{check, CtxGuard, CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
 use cudarc::driver::sys;
@@ -11,24 +11,6 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
-
-/// A pinned staging buffer.
-pub(super) struct StageBuf {
-    pub(super) host: *mut u8,
-    cap: usize,
-    busy: bool,
-    /// The operation using it: reusable once it is done...
-    seq: u32,
-    /// ...and, for an output, once the stream passed the position after its copy back (None: that
-    /// copy is not queued yet, an unwaited nonblocking receive).
-    output: bool,
-    pos: Option<u32>,
-}
-
-pub(super) struct Staging {
-    pub(super) pool: Vec<StageBuf>,
-    pub(super) next_pos: u32,
-}
 
 /// A copy back to the device, queued after the operation's wait.
 #[derive(Debug)]

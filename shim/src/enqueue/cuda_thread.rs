@@ -9,10 +9,10 @@
 use super::driver::Driver;
 use super::flags::Flags;
 use super::ops::Op;
+use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 struct Shared {
@@ -31,7 +31,7 @@ const HEALTH_EVERY: Duration = Duration::from_millis(10);
 
 pub struct CudaDriverThread {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<BackgroundThread>>,
 }
 
 impl CudaDriverThread {
@@ -51,8 +51,10 @@ impl CudaDriverThread {
             stuck: AtomicBool::new(false),
         });
         let s = shared.clone();
-        let t = std::thread::Builder::new().name(name).spawn(move || run(s, driver, health, spin, yield_for))?;
-        shared.flags.set_engine(t.thread().clone());
+        let t = BackgroundThread::run(&name, move || run(s, driver, health, spin, yield_for))?;
+        if let Some(thread) = t.thread() {
+            shared.flags.set_engine(thread.clone());
+        }
         Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)) })
     }
 
@@ -78,7 +80,7 @@ impl CudaDriverThread {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.flags.wake_engine();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = t.join();
+            t.join();
         }
     }
 }

@@ -11,11 +11,11 @@
 //! MPI, then polls and yields, then polls every 50 µs (a late peer).
 use super::driver::Driver;
 use super::ops::Op;
+use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub type UserFn = unsafe extern "C" fn(*mut c_void);
@@ -64,7 +64,7 @@ struct Shared {
 
 pub struct HostQueue {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    worker: Mutex<Option<BackgroundThread>>,
 }
 
 impl HostQueue {
@@ -85,7 +85,7 @@ impl HostQueue {
             yield_for,
         });
         let w = shared.clone();
-        let handle = std::thread::Builder::new().name(name).spawn(move || worker(w, driver))?;
+        let handle = BackgroundThread::run(&name, move || worker(w, driver))?;
         Ok(HostQueue { shared, worker: Mutex::new(Some(handle)) })
     }
 
@@ -150,7 +150,7 @@ impl HostQueue {
             std::thread::sleep(Duration::from_millis(1));
         }
         if let Some(h) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
+            h.join();
         }
         true
     }

@@ -12,17 +12,14 @@
 use super::matching::lock;
 use super::registry;
 use crate::runtime::Runtime;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::thread::{BackgroundThread, Turn};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 const PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
 
-struct MultiplexProgressThread {
-    stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<()>,
-}
-
-static THREAD: Mutex<Option<MultiplexProgressThread>> = Mutex::new(None);
+/// The multiplex progress thread, while it runs.
+static THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
 
 /// Starts the thread if the process runs `MPI_THREAD_MULTIPLE` and it is not running yet.
 pub fn ensure_started(rt: &Runtime) {
@@ -33,41 +30,37 @@ pub fn ensure_started(rt: &Runtime) {
     if guard.is_some() {
         return;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let spawned = std::thread::Builder::new().name("mpixstream-multiplex".into()).spawn(move || {
-        while !flag.load(Ordering::Acquire) {
-            std::thread::sleep(PERIOD);
-            for mx in registry::live() {
-                if mx.released.load(Ordering::Acquire) || mx.pending.load(Ordering::Acquire) == 0 {
-                    continue;
-                }
-                for e in mx.engines.iter().filter(|e| !e.on_reserved_vci) {
-                    let turns = e.turns.load(Ordering::Relaxed);
-                    if e.watched.swap(turns, Ordering::Relaxed) != turns {
-                        continue; // someone turned it since our last look
-                    }
-                    if let Ok(mut st) = e.state.try_lock() {
-                        if !st.posted.is_empty() || !st.inflight.is_empty() {
-                            unsafe { e.drive(mx, &mut st, None) };
-                            e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
-                        }
-                    }
-                }
-                mx.maybe_release();
+    let spawned = BackgroundThread::spawn("mpixstream-multiplex", |_| {
+        std::thread::sleep(PERIOD);
+        for mx in registry::live() {
+            if mx.released.load(Ordering::Acquire) || mx.pending.load(Ordering::Acquire) == 0 {
+                continue;
             }
+            for e in mx.engines.iter().filter(|e| !e.on_reserved_vci) {
+                let turns = e.turns.load(Ordering::Relaxed);
+                if e.watched.swap(turns, Ordering::Relaxed) != turns {
+                    continue; // someone turned it since our last look
+                }
+                if let Ok(mut st) = e.state.try_lock() {
+                    if !st.posted.is_empty() || !st.inflight.is_empty() {
+                        unsafe { e.drive(mx, &mut st, None) };
+                        e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
+                    }
+                }
+            }
+            mx.maybe_release();
         }
+        Turn::Again
     });
-    if let Ok(handle) = spawned {
-        *guard = Some(MultiplexProgressThread { stop, handle });
+    if let Ok(t) = spawned {
+        *guard = Some(t);
     }
 }
 
 /// Stops the thread (before `PMPI_Finalize`).
 pub fn shutdown() {
     if let Some(t) = lock(&THREAD).take() {
-        t.stop.store(true, Ordering::Release);
-        let _ = t.handle.join();
+        t.stop();
     }
     registry::clear();
 }
