@@ -55,15 +55,13 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    let p = match chain() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
     if native_stream_of(comm).is_none() {
         return next!(MPI_Sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
     }
+    // A native stream communicator exists, so MPI_Init resolved the table.
+    let p = pmpi::pmpi();
     let mut reqs = [MPI_REQUEST_NULL; 2];
     let mut statuses = [MPI_Status::default(); 2];
     let rc = next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
@@ -87,13 +85,11 @@ pub unsafe fn sendrecv(
     rc
 }
 
-/// The resolved MPI entry points, or `MPI_ERR_OTHER` when no MPI library is loaded (every interposer
-/// here starts with this). What they forward to is the next definition in the preload chain
-/// (`next!`: the tools library's counters when it is loaded, else MPICH's), so that nothing we
-/// route is invisible to the report.
-fn chain() -> Result<&'static Pmpi, c_int> {
-    pmpi::load().map_err(|_| MPI_ERR_OTHER)
-}
+// The pass-through path of every interposer here is `native_stream_of` (one acquire load of the
+// runtime's phase and, once a stream communicator exists, one cache slot) and a call through `next!`
+// (the next definition in the preload chain: the tools library's counters when it is loaded, else
+// MPICH's, so that nothing we route is invisible to the report). Before `MPI_Init` nothing is a stream
+// communicator and the call goes straight on.
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
 /// thread that owns the stream: it is the one blocked in this call on the stream's communicator).
@@ -109,9 +105,6 @@ unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bo
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if let Err(code) = chain() {
-        return code;
-    }
     match native_stream_of(comm) {
         None => next!(MPI_Probe)(source, tag, comm, status),
         Some(slot) => poll_on_stream(slot, || {
@@ -130,9 +123,6 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Err(code) = chain() {
-        return code;
-    }
     match native_stream_of(comm) {
         None => next!(MPI_Mprobe)(source, tag, comm, message, status),
         Some(slot) => poll_on_stream(slot, || {
@@ -146,9 +136,6 @@ pub unsafe fn mprobe(
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if let Err(code) = chain() {
-        return code;
-    }
     if let Some(slot) = native_stream_of(comm) {
         progress_turn(slot);
     }
@@ -164,9 +151,6 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Err(code) = chain() {
-        return code;
-    }
     if let Some(slot) = native_stream_of(comm) {
         progress_turn(slot);
     }
