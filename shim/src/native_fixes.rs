@@ -7,8 +7,8 @@
 //! the probes we route here, on such communicators only, through calls whose completion does progress
 //! the stream (Irecv + Isend + Waitall; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`nonblocking_collective`). Everything else passes through at the cost
-//! of one relaxed load while no stream communicator exists. Persistent requests and buffered sends would
+//! the thread that waits for them (`nonblocking_collective`). Everything else passes through (what that
+//! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
 //! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
 //! documented (README, "Native MPICH 5.0.2 defects").
 use crate::backend::Backend;
