@@ -6,7 +6,8 @@
 //! be preloaded into `mpiexec`, shells and non-MPI programs without effect.
 //!
 //! Contents, from the bottom layer up (a module imports only modules listed before it):
-//! - [`config`]: every `MPIXSTREAM_*` setting, one table, one strict parser;
+//! - [`config`]: every `MPIXSTREAM_*` setting, one table, one strict parser
+//!   (`mpixstream_wrappers::settings`, shared with the tools library);
 //! - [`hex`]: the `MPIX_Info_set_hex` text form; [`info`]: reading info values;
 //!   [`thread`]: the one background-thread helper;
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
@@ -23,7 +24,7 @@
 
 pub mod backend;
 pub mod comms;
-pub mod config;
+pub use mpixstream_wrappers::settings as config;
 pub mod enqueue;
 pub mod errors;
 pub mod hex;

@@ -9,6 +9,7 @@ use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles;
 use mpixstream_wrappers::pmpi::{self, pmpi};
+use mpixstream_wrappers::settings::{Check, Config, Report};
 use mpixstream_wrappers::tools::Description;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -301,26 +302,27 @@ pub fn next_seq() -> u64 {
     ((thread_id() as u64) << 32) ^ n
 }
 
-/// Whether the environment switches something on (the value "0", "no", "false" or empty is off).
-fn env_on(name: &str) -> Option<String> {
-    match std::env::var(name) {
-        Ok(v) if !matches!(v.trim(), "" | "0" | "no" | "false" | "off") => Some(v.trim().to_string()),
-        _ => None,
-    }
-}
-
 /// Reads the settings and, when counting or checking is asked for, resolves the MPI entry points and
 /// prepares the records; returns the setup then. Nothing is counted until [`start`].
 pub unsafe fn init() -> Option<&'static Setup> {
-    let report = env_on("MPIXSTREAM_REPORT");
-    let check = match env_on("MPIXSTREAM_CHECK").as_deref() {
-        None => 0,
-        Some("all") => 2,
-        Some("1") | Some("yes") | Some("true") | Some("policy") => 1,
-        Some(other) => {
-            eprintln!("mpixstream-tools: MPIXSTREAM_CHECK={other}: expected 0, 1 (policy streams) or all; using 1");
-            1
+    // The one strict parser of both libraries (the lean library has already stopped MPI_Init on a
+    // malformed value; this reads the same values).
+    let settings = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mpixstream-tools: {e}; counters and checks are off");
+            return None;
         }
+    };
+    let report = match settings.report {
+        Report::Off => None,
+        Report::On => Some(format!("mpixstream-report.{}.json", std::process::id())),
+        Report::To(path) => Some(path),
+    };
+    let check = match settings.check {
+        Check::Off => 0,
+        Check::Policy => 1,
+        Check::All => 2,
     };
     if report.is_none() && check == 0 {
         return None;
@@ -338,10 +340,7 @@ pub unsafe fn init() -> Option<&'static Setup> {
     if (p.PMPI_Comm_create_keyval)(None, Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
         KEYVAL.store(kv, Ordering::Release);
     }
-    let report_path = report.map(|v| match v.as_str() {
-        "1" | "yes" | "true" | "on" => format!("mpixstream-report.{}.json", std::process::id()),
-        path => path.to_string(),
-    });
+    let report_path = report;
     let setup = SETUP.get_or_init(|| Setup { description, report_path });
     *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry { live: HashMap::new(), all: Vec::new() });
     REPORT.store(setup.report_path.is_some(), Ordering::Relaxed);

@@ -10,7 +10,9 @@
 //!   once;
 //! - [`interpose`]: the lean library's interposers; [`tools`]: what the lean library and the tools
 //!   library share, and the tools library's interposers;
-//! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path).
+//! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path);
+//! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
+//!   libraries.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod ffi;
@@ -20,6 +22,7 @@ pub mod interpose;
 pub mod mpich_build;
 pub mod next;
 pub mod pmpi;
+pub mod settings;
 pub mod tools;
 
 #[cfg(test)]
