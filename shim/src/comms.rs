@@ -7,14 +7,9 @@ use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Who attached the stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// `MPIX_Stream_comm_create` or a dup of such a communicator: the application owns the stream.
-    User,
-    /// The explicit policy: the stream was created for this communicator and is freed with it.
-    Policy,
-}
+/// Who attached the stream (`User` or `Policy`; the type is shared with the tools library, which
+/// learns it through `query::mpixstream_comm_origin`).
+pub use mpixstream_wrappers::tools::StreamOrigin as Origin;
 
 #[derive(Clone, Debug)]
 pub struct CommEntry {

@@ -64,15 +64,10 @@ pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
     runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(-1, |e| e.stream as c_int)
 }
 
-/// Who attached `comm`'s stream: 0 none, 1 the application (`MPIX_Stream_comm_create` or a dup of
-/// one), 2 the explicit policy.
+/// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit policy).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    match runtime::active().and_then(|rt| rt.comms.get(comm)).map(|e| e.origin) {
-        None => 0,
-        Some(Origin::User) => 1,
-        Some(Origin::Policy) => 2,
-    }
+    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(Origin::None, |e| e.origin) as c_int
 }
 
 /// The VCI stream `index`'s traffic runs on, where we know it, else -1.

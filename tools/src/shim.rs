@@ -39,23 +39,8 @@ pub fn get() -> &'static Shim {
     })
 }
 
-/// Who attached a communicator's stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    None,
-    User,
-    Policy,
-}
-
-impl Origin {
-    pub fn name(self) -> &'static str {
-        match self {
-            Origin::None => "none",
-            Origin::User => "user",
-            Origin::Policy => "policy",
-        }
-    }
-}
+/// Who attached a communicator's stream (the lean library's own type).
+pub use mpixstream_wrappers::tools::StreamOrigin as Origin;
 
 impl Shim {
     pub fn present(&self) -> bool {
@@ -74,11 +59,7 @@ impl Shim {
         if stream < 0 {
             return (None, Origin::None);
         }
-        let origin = match self.comm_origin.map_or(0, |f| f(comm)) {
-            2 => Origin::Policy,
-            1 => Origin::User,
-            _ => Origin::None,
-        };
+        let origin = Origin::from_code(self.comm_origin.map_or(0, |f| f(comm)));
         (Some(stream as u32), origin)
     }
 

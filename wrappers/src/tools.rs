@@ -16,6 +16,38 @@ pub const INIT_SYMBOL: &CStr = c"mpixstream_tools_init";
 /// Called by the lean library at the start of `MPI_Finalize`, while MPI is still fully up.
 pub const FINALIZE_SYMBOL: &CStr = c"mpixstream_tools_finalize";
 
+/// Who attached a communicator's stream: what the lean library records and `mpixstream_comm_origin`
+/// reports to the tools library (as this `int`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamOrigin {
+    /// No stream: a conventional communicator.
+    None = 0,
+    /// `MPIX_Stream_comm_create` or a dup of such a communicator: the application owns the stream.
+    User = 1,
+    /// The explicit policy: the stream was created for this communicator.
+    Policy = 2,
+}
+
+impl StreamOrigin {
+    /// The value `mpixstream_comm_origin` returned.
+    pub fn from_code(code: c_int) -> StreamOrigin {
+        match code {
+            1 => StreamOrigin::User,
+            2 => StreamOrigin::Policy,
+            _ => StreamOrigin::None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamOrigin::None => "none",
+            StreamOrigin::User => "user",
+            StreamOrigin::Policy => "policy",
+        }
+    }
+}
+
 /// `mpixstream_describe`'s answer. The caller sets `size` to `size_of::<Description>()`.
 #[repr(C)]
 #[derive(Clone, Copy)]
