@@ -6,6 +6,8 @@
 #    ch4:ofi (5-ofi), with or without mpixstream; completes over ch4:ucx (5).
 # 2. threaded_improbe.c: 4 threads polling MPI_Improbe move messages far more slowly than 1 thread over
 #    ch4:ofi (tcp); over ch4:ucx they do not.
+# 3. cancel_after_probe.c: MPI_Cancel of an MPI_Issend to self after MPI_Probe saw it, on a 2-rank
+#    duplicate of MPI_COMM_WORLD, crashes or hangs in MPICH 5.0.2 and Debian's 4.0.2, without mpixstream.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -29,4 +31,12 @@ for b in 5 5-ofi; do
   t=$(date +%s%N); r1=$(completed "$MPIEXEC" -n 2 "$out/improbe1-$b" 8000); t1=$(ms "$t")
   t=$(date +%s%N); r4=$(completed "$MPIEXEC" -n 2 "$out/improbe4-$b" 2000); t4=$(ms "$t")
   echo "[$b] 8000 messages per rank by MPI_Improbe polling, without mpixstream: 1 thread $r1/2 ranks completed in $t1 ms; 4 threads x 2000: $r4/2 in $t4 ms"
+done
+
+for b in deb 5; do
+  mpich_select $b || exit 1
+  "$MPICC" -O2 "$here/cancel_after_probe.c" -o "$out/cancel-$b" || exit 1
+  one=$(timeout 20 "$MPIEXEC" -n 1 "$out/cancel-$b" 2>/dev/null </dev/null | grep -c '^ok'); bash "$root/scripts/shm_cleanup.sh"
+  two=$(timeout 20 "$MPIEXEC" -n 2 "$out/cancel-$b" 2>/dev/null </dev/null | grep -c '^ok'); bash "$root/scripts/shm_cleanup.sh"
+  echo "[$b] cancel of a self Issend after a probe, without mpixstream: 1 rank: $one/1 completed; 2 ranks: $two/2 completed"
 done

@@ -6,19 +6,23 @@
 //! index (no lookup), and the generation tells a live request from a stale handle of the slot's
 //! previous user.
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::handles::{self, Object, KIND_AND_OBJECT_MASK};
+
+/// `0x2c000000`: MPICH's request object type with the "invalid" kind (`MPI_REQUEST_NULL`'s shape).
+const BASE: u32 = handles::null(Object::Request) as u32;
 
 /// Slots per stream (slot 0 is never used, so no counter is 0 and no handle is `MPI_REQUEST_NULL`).
 pub const SLOTS: usize = 4096;
 const SLOT_BITS: u32 = 12;
 
 pub fn request_handle(stream: usize, n: u32) -> MPI_Request {
-    (0x2c00_0000u32 | ((stream as u32 & 0x3f) << 20) | (n & 0xf_ffff)) as MPI_Request
+    (BASE | ((stream as u32 & 0x3f) << 20) | (n & 0xf_ffff)) as MPI_Request
 }
 
 /// The stream slot of a request handle of ours, or None.
 pub fn request_stream(h: MPI_Request) -> Option<usize> {
     let u = h as u32;
-    if u & 0xfc00_0000 != 0x2c00_0000 || u & 0xf_ffff == 0 {
+    if u & KIND_AND_OBJECT_MASK != BASE || u & 0xf_ffff == 0 {
         return None;
     }
     Some(((u >> 20) & 0x3f) as usize)
@@ -120,7 +124,7 @@ mod tests {
                 assert_ne!(h, MPI_REQUEST_NULL);
                 assert_eq!(request_stream(h), Some(idx));
                 // MPICH's handle kind (bits 30-31) is "invalid": MPI_Wait rejects it cleanly.
-                assert_eq!((h as u32) >> 30, 0);
+                assert_eq!(handles::kind(h), handles::Kind::Invalid);
             }
         }
         assert_eq!(request_stream(MPI_REQUEST_NULL), None);
