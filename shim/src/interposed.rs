@@ -47,19 +47,13 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             }
         };
         let detected = backend::detect(p, &config);
-        let wrote = match detected.configure_mpich() {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("mpixstream: {e}");
-                std::process::exit(1);
-            }
-        };
+        if let Err(e) = detected.configure_mpich() {
+            eprintln!("mpixstream: {e}");
+            std::process::exit(1);
+        }
         let rc = call(p);
         if rc != MPI_SUCCESS {
             return rc;
-        }
-        if wrote {
-            detected.after_init();
         }
         match start_runtime(p, config, detected) {
             Ok(rt) => {
@@ -159,6 +153,7 @@ pub unsafe fn finalize() -> c_int {
         runtime::mark_finalized();
         errors::retire();
         let rc = (p.PMPI_Finalize)();
+        backend::close_tool_interface();
         if rc == MPI_SUCCESS && !drained {
             return MPI_ERR_PENDING;
         }

@@ -36,16 +36,18 @@ pub struct Detected {
 }
 
 impl Detected {
-    /// Just before `PMPI_Init*`: gives MPICH the pool sizes. Returns whether
-    /// [`Detected::after_init`] has work to do.
-    pub unsafe fn configure_mpich(&self) -> Result<bool, String> {
+    /// Just before `PMPI_Init*`: gives MPICH the pool sizes (through the MPI tool interface, which
+    /// stays open until [`close_tool_interface`], so the values stay readable with `MPI_T`).
+    pub unsafe fn configure_mpich(&self) -> Result<(), String> {
         native::write_control_variables(&self.control_variables)
     }
+}
 
-    /// Just after a successful `PMPI_Init*`, when `configure_mpich` returned true.
-    pub unsafe fn after_init(&self) {
-        native::finish_control_variables();
-    }
+/// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not
+/// earlier: some MPICH builds re-read their control variables from the environment when the tool
+/// interface is initialised again after being closed, and the application may read them back).
+pub unsafe fn close_tool_interface() {
+    native::finish_control_variables();
 }
 
 /// Parses "MPICH Version:  5.0.2" out of `MPI_Get_library_version`'s text.

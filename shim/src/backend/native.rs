@@ -40,11 +40,11 @@ static IMPLICIT_IN_FORCE: OnceLock<u32> = OnceLock::new();
 /// Writes MPICH's control variables through the MPI tool interface, between `MPI_T_init_thread` and
 /// `PMPI_Init*` (MPICH reads its control variables once, at the first of the two). Not `setenv`:
 /// changing the environment of a process whose other threads may read it at the same time is a data
-/// race in C. Returns whether `MPI_T_finalize` must follow `PMPI_Init*` (it must not come before it:
-/// MPICH would forget the values).
-pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<bool, String> {
+/// race in C. The tool-interface session stays open until [`finish_control_variables`] (closing it
+/// before `PMPI_Init*` makes MPICH forget the values).
+pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<(), String> {
     if writes.is_empty() {
-        return Ok(false);
+        return Ok(());
     }
     type InitThread = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
     type GetIndex = unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int;
@@ -68,6 +68,7 @@ pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<
     if init(MPI_THREAD_SINGLE, &mut provided) != MPI_SUCCESS {
         return Err("MPI_T_init_thread failed".into());
     }
+    TOOL_SESSION.store(true, std::sync::atomic::Ordering::Release);
     for &(name, value) in writes {
         let cname = std::ffi::CString::new(name).unwrap_or_default();
         let (mut index, mut count) = (0, 0);
@@ -85,11 +86,17 @@ pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<
             return Err(format!("cannot set MPICH's control variable {name}={value} (error {rc})"));
         }
     }
-    Ok(true)
+    Ok(())
 }
 
-/// After `PMPI_Init*`: balances [`write_control_variables`]'s `MPI_T_init_thread`.
+/// Whether [`write_control_variables`] opened a tool-interface session.
+static TOOL_SESSION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Balances [`write_control_variables`]'s `MPI_T_init_thread`, if it ran.
 pub unsafe fn finish_control_variables() {
+    if !TOOL_SESSION.swap(false, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
     let p = mpixstream_wrappers::pmpi::lookup(c"PMPI_T_finalize");
     if !p.is_null() {
         let f: unsafe extern "C" fn() -> c_int = std::mem::transmute(p);
