@@ -18,8 +18,13 @@ int main(int argc, char **argv)
     const char *policy = getenv("MPIXSTREAM_POLICY"), *preload = getenv("LD_PRELOAD");
     if (rank == 0) printf("preload: %s\n", preload ? preload : "(none)");
     if (argc > 2 && strcmp(argv[2], "--fail-if-explicit") == 0 && policy && strcmp(policy, "explicit") == 0) {
-        if (rank == 0) fprintf(stderr, "two_comms: error: deliberate failure under the explicit policy\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
+        /* Every rank says why before anyone aborts: an abort may kill the others before their output
+         * is forwarded. */
+        fprintf(stderr, "two_comms: error: deliberate failure under the explicit policy\n");
+        fflush(stderr);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) MPI_Abort(MPI_COMM_WORLD, 3);
+        MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Comm comm[2];
     for (int c = 0; c < 2; c++) MPI_Comm_dup(MPI_COMM_WORLD, &comm[c]);
