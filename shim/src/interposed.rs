@@ -46,7 +46,13 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
             }
         };
-        let detected = backend::detect(p, &config);
+        let detected = match backend::detect(p, &config) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("mpixstream: {e}");
+                std::process::exit(1);
+            }
+        };
         if let Err(e) = detected.configure_mpich() {
             eprintln!("mpixstream: {e}");
             std::process::exit(1);

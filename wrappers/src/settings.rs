@@ -31,7 +31,11 @@ const fn lib(name: &'static str, default: &'static str, accepted: &'static str) 
 
 pub const SETTINGS: &[Setting] = &[
     lib("MPIXSTREAM_BACKEND", "`auto`", "auto, native or serial"),
-    lib("MPIXSTREAM_STREAMS", "`8`", "a whole number from 1 to 63"),
+    lib(
+        "MPIXSTREAM_STREAMS",
+        "`8`, fewer with many ranks per node; none under `implicit` when nothing loaded names `MPIX_Stream_create`",
+        "a whole number from 1 to 63",
+    ),
     lib("MPIXSTREAM_IMPLICIT_VCIS", "MPICH's (1)", "a whole number from 1 to 63"),
     lib("MPIXSTREAM_POLICY", "`implicit`", "implicit or explicit"),
     lib("MPIXSTREAM_VERBOSE", "`0`", "0 or 1"),

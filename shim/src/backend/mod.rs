@@ -7,6 +7,8 @@
 //!
 //! One code path for the API; the few operations that differ are here.
 mod native;
+mod pool_size;
+mod program_scan;
 mod serial;
 
 use crate::config::{BackendChoice, Config};
@@ -61,9 +63,9 @@ pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
     Some((major, minor, patch))
 }
 
-/// Chooses the backend before `PMPI_Init*` and, for `native`, sets the VCI pool sizes in the environment
-/// that MPICH reads during initialisation (the same values on every rank, from our variables).
-pub fn detect(p: &Pmpi, config: &Config) -> Detected {
+/// Chooses the backend before `PMPI_Init*` and, for `native`, the VCI pool sizes to give MPICH (the same
+/// values on every rank of a node, from our variables and the node). Err: a pool MPICH cannot set up.
+pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
     let mut buf = vec![0 as c_char; MPI_MAX_LIBRARY_VERSION_STRING];
     let mut len = 0;
     let text = if unsafe { (p.PMPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == MPI_SUCCESS {
@@ -92,11 +94,30 @@ pub fn detect(p: &Pmpi, config: &Config) -> Detected {
         }
         (BackendChoice::Auto, false) => (Backend::Serial, "no native streams in this MPICH".to_string()),
     };
+    // Under `implicit`, a program that cannot create a stream gets no reserved pool: MPICH would set
+    // up its shared memory at MPI_Init for nothing (pool_size). Streams made anyway (dlsym) still work.
+    let user_sized = config.streams_set || native::user_reserve().is_some();
+    let (backend, reason) = if backend == Backend::Native
+        && !pool_size::wanted(config, user_sized, || {
+            program_scan::program_imports(c"MPIX_Stream_create", p.PMPI_Init as usize)
+        }) {
+        (
+            Backend::Serial,
+            "implicit policy and nothing loaded calls MPIX_Stream_create: no VCIs reserved \
+             (MPIXSTREAM_STREAMS reserves them)"
+                .to_string(),
+        )
+    } else {
+        (backend, reason)
+    };
     let (pool, control_variables) = match backend {
-        Backend::Native => native::configure_pools(config),
+        Backend::Native => {
+            let node = pool_size::Node::from_env(|k| std::env::var(k).ok());
+            native::configure_pools(config, &node, version.map_or(0, |v| v.0))?
+        }
         Backend::Serial => (config.streams, Vec::new()),
     };
-    Detected { backend, library, version, reason, pool, control_variables }
+    Ok(Detected { backend, library, version, reason, pool, control_variables })
 }
 
 impl Backend {

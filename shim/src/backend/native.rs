@@ -1,4 +1,5 @@
 //! Native backend: our streams are MPICH's own streams from the reserved VCI pool.
+use super::pool_size::Node;
 use crate::config::Config;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
@@ -9,19 +10,22 @@ use std::sync::{Mutex, OnceLock};
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
 const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 
+/// The reserved pool the user set on MPICH's own variable, if any.
+pub fn user_reserve() -> Option<u32> {
+    std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok())
+}
+
 /// MPICH's pool sizes to write before `PMPI_Init*`, from ours. A value the user set directly on MPICH's
 /// variable (in the environment, which MPICH reads itself) wins when `MPIXSTREAM_STREAMS` is unset, and
-/// is the pool we report. Returns (pool in force, variables to write).
-pub fn configure_pools(config: &Config) -> (u32, Vec<(&'static str, u32)>) {
-    let user_reserve = std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok());
+/// is the pool we report; with neither, the default fits the node (`pool_size`). A pool that MPICH
+/// cannot set up is refused here, before MPICH fails in `MPI_Init`. Returns (pool in force, variables
+/// to write).
+pub fn configure_pools(
+    config: &Config,
+    node: &Node,
+    mpich_major: u32,
+) -> Result<(u32, Vec<(&'static str, u32)>), String> {
     let mut writes = Vec::new();
-    let pool = match user_reserve {
-        Some(n) if !config.streams_set => n,
-        _ => {
-            writes.push((RESERVE, config.streams));
-            config.streams
-        }
-    };
     let implicit = match config.implicit_vcis {
         Some(n) => {
             writes.push((IMPLICIT, n));
@@ -31,8 +35,17 @@ pub fn configure_pools(config: &Config) -> (u32, Vec<(&'static str, u32)>) {
             std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
         }
     };
+    let (pool, variable) = match user_reserve() {
+        Some(n) if !config.streams_set => (n, RESERVE),
+        _ => {
+            let n = if config.streams_set { config.streams } else { node.default_reserve(implicit) };
+            writes.push((RESERVE, n));
+            (n, "MPIXSTREAM_STREAMS")
+        }
+    };
+    node.refuse(mpich_major, implicit, pool, variable)?;
     let _ = IMPLICIT_IN_FORCE.set(implicit);
-    (pool, writes)
+    Ok((pool, writes))
 }
 
 static IMPLICIT_IN_FORCE: OnceLock<u32> = OnceLock::new();
