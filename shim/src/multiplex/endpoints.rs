@@ -202,6 +202,26 @@ impl Endpoints {
         Route { comm: self.pair[slot], tag_in_tag: false }
     }
 
+    /// `route` without a panic path, for the send fast path (`None` cannot happen for checked indices).
+    #[inline(always)]
+    pub fn try_route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Option<Route> {
+        if self.layout == Layout::Pooled || (from == to && si != di) {
+            return Some(Route { comm: *self.pooled.get(di)?, tag_in_tag: true });
+        }
+        let b1 = self.b1();
+        let slot = if si == di {
+            (si * self.width + si) * b1
+        } else {
+            let b = (from ^ to).trailing_zeros() as usize;
+            if (from >> b) & 1 == 0 {
+                (si * self.width + di) * b1 + b
+            } else {
+                (di * self.width + si) * b1 + b
+            }
+        };
+        Some(Route { comm: *self.pair.get(slot)?, tag_in_tag: false })
+    }
+
     /// Every hidden communicator on which this process receives for its local index `j`.
     pub fn sources(&self, j: usize) -> Vec<Source> {
         let mut out = vec![Source { comm: self.pooled[j], index: SourceIndex::InTag }];

@@ -16,7 +16,7 @@ use super::matching::{lock, Outcome, RecvOp};
 use super::{registry, requests, Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
-use crate::runtime::Runtime;
+use crate::runtime::{self, Runtime};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
@@ -55,6 +55,33 @@ fn send_route(
     let route = mx.endpoints.route(mx.rank, si, dest, di);
     let hidden_tag = if route.tag_in_tag { tag * mx.width + si as c_int } else { tag };
     Ok(Some((route.comm, hidden_tag)))
+}
+
+/// The send path when every argument is valid: the hidden communicator and tag, or `None` for anything
+/// else (not a live multiplex communicator, `MPI_PROC_NULL`, a bad rank, index, tag or count, a null
+/// request), which `send_route` then handles with its errors. Unsigned compares fold each range check
+/// into one; `get` instead of indexing leaves no panic path (it runs outside `ffi_guard`).
+#[inline(always)]
+fn fast_send_route(
+    comm: MPI_Comm,
+    count: MPI_Count,
+    dest: c_int,
+    tag: c_int,
+    si: c_int,
+    di: c_int,
+) -> Option<(MPI_Comm, c_int)> {
+    runtime::active()?;
+    let mx = registry::lookup(comm)?;
+    let peers = *mx.counts.get(dest as u32 as usize)?;
+    if count < 0
+        || (si as u32) >= mx.streams.len() as u32
+        || (di as u32) >= peers as u32
+        || (tag as u32) > mx.max_tag as u32
+    {
+        return None;
+    }
+    let route = mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize)?;
+    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
 
 enum RecvOut {
@@ -220,15 +247,35 @@ macro_rules! indexed_p2p {
             source_stream_index: c_int,
             dest_stream_index: c_int,
         ) -> c_int {
-            let f = stringify!($send);
-            mpix_entry(f, |rt| unsafe {
-                let (si, di) = (source_stream_index, dest_stream_index);
-                match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
-                    Err(rc) => rc,
-                    Ok(None) => MPI_SUCCESS,
-                    Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h)),
-                }
-            })
+            if let Some((h, t)) =
+                fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
+            {
+                return forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h));
+            }
+            // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
+            // keeps a small frame.
+            #[cold]
+            #[inline(never)]
+            unsafe fn checked(
+                buf: *const c_void,
+                count: $cnt,
+                datatype: MPI_Datatype,
+                dest: c_int,
+                tag: c_int,
+                comm: MPI_Comm,
+                si: c_int,
+                di: c_int,
+            ) -> c_int {
+                let f = stringify!($send);
+                mpix_entry(f, |rt| unsafe {
+                    match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                        Err(rc) => rc,
+                        Ok(None) => MPI_SUCCESS,
+                        Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h)),
+                    }
+                })
+            }
+            checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
         }
 
         #[no_mangle]
@@ -243,17 +290,41 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
-            let f = stringify!($isend);
-            mpix_entry(f, |rt| unsafe {
-                let (si, di) = (source_stream_index, dest_stream_index);
-                match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
-                    Err(rc) => rc,
-                    Ok(None) => {
-                        forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
-                    }
-                    Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request)),
+            if !request.is_null() {
+                if let Some((h, t)) =
+                    fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
+                {
+                    return forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request));
                 }
-            })
+            }
+            #[cold]
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn checked(
+                buf: *const c_void,
+                count: $cnt,
+                datatype: MPI_Datatype,
+                dest: c_int,
+                tag: c_int,
+                comm: MPI_Comm,
+                si: c_int,
+                di: c_int,
+                request: *mut MPI_Request,
+            ) -> c_int {
+                let f = stringify!($isend);
+                mpix_entry(f, |rt| unsafe {
+                    match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
+                        Err(rc) => rc,
+                        Ok(None) => {
+                            forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                        }
+                        Ok(Some((h, t))) => {
+                            forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request))
+                        }
+                    }
+                })
+            }
+            checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
         }
 
         #[no_mangle]
