@@ -11,6 +11,7 @@ pub type MPI_Group = c_int;
 pub type MPI_Op = c_int;
 pub type MPI_Errhandler = c_int;
 pub type MPI_Count = i64;
+pub type MPI_Aint = isize;
 pub type MPIX_Stream = c_int;
 
 #[repr(C)]
