@@ -154,6 +154,8 @@ pub unsafe fn finalize() -> c_int {
                 t.stop();
             }
         }
+        // MPICH's MPI_Finalize waits for the policy streams' async things: they finish now.
+        crate::progress_rule::finalize();
         let mut pc = rt.progress_comm;
         (p.PMPI_Comm_free)(&mut pc);
         runtime::mark_finalized();

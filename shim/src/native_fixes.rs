@@ -60,15 +60,56 @@ pub unsafe fn sendrecv(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
     }
+    sendrecv_on_stream(
+        status,
+        |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
+        |r| next!(MPI_Isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
+    )
+}
+
+/// `MPI_Sendrecv_c` (large counts): as `MPI_Sendrecv`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    if native_stream_of(comm).is_none() {
+        return next!(MPI_Sendrecv_c)(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
+        );
+    }
+    sendrecv_on_stream(
+        status,
+        |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
+        |r| next!(MPI_Isend_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
+    )
+}
+
+/// Irecv + Isend + Waitall: the Waitall progresses the requests' own VCI (the stream's).
+unsafe fn sendrecv_on_stream(
+    status: *mut MPI_Status,
+    irecv: impl FnOnce(*mut MPI_Request) -> c_int,
+    isend: impl FnOnce(*mut MPI_Request) -> c_int,
+) -> c_int {
     // A native stream communicator exists, so MPI_Init resolved the table.
     let p = pmpi::pmpi();
     let mut reqs = [MPI_REQUEST_NULL; 2];
     let mut statuses = [MPI_Status::default(); 2];
-    let rc = next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, &mut reqs[0]);
+    let rc = irecv(&mut reqs[0]);
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let rc = next!(MPI_Isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut reqs[1]);
+    let rc = isend(&mut reqs[1]);
     if rc != MPI_SUCCESS {
         (p.PMPI_Cancel)(&mut reqs[0]);
         (p.PMPI_Request_free)(&mut reqs[0]);

@@ -67,6 +67,9 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
                 let slot = rt.streams.slot(i);
                 slot.native.store(native, Ordering::Release);
                 slot.policy_owned.store(true, Ordering::Release);
+                if rt.backend == Backend::Native {
+                    crate::progress_rule::watch(native);
+                }
             }
             Err(e) => {
                 // MPICH refused the endpoint: this process attaches MPIX_STREAM_NULL, but still takes

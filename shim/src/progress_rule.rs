@@ -1,0 +1,88 @@
+//! MPI's progress rule on the explicit policy's native stream communicators.
+//!
+//! A blocking call on a native stream communicator (`MPI_Recv`, `MPI_Allreduce`, `MPI_Wait` on one of
+//! its requests) makes MPICH progress only the stream's reserved VCI (`MPID_Wait` progresses the VCI of
+//! the request's pool, and an explicit VCI skips global progress: ch4_wait.h, ch4_progress.h). Whatever
+//! needs this process's progress on the implicit pool meanwhile starves: passive-target RMA from a
+//! peer on a window of `MPI_COMM_WORLD` never completes while this process waits on a policy
+//! communicator, though the program is correct (`tests/c/policy_rma_progress.c`). The application did
+//! not ask for a stream: the policy made one, so the policy must keep MPI's progress guarantee.
+//!
+//! The fix runs in the thread that waits, and only there: each policy stream carries an MPICH "async
+//! thing" (`MPIX_Async_start(poll, NULL, stream)`, MPICH >= 4.3) whose poll function MPICH calls from
+//! the progress of that stream's VCI, that is from the thread driving the stream (the stream's owner,
+//! in the stream model; nothing of ours drives a reserved VCI from another thread). Every
+//! [`PERIOD`]-th such turn the poll turns the implicit pool's progress once (`MPIX_Stream_progress(
+//! MPIX_STREAM_NULL)`: the implicit VCIs are locked, so any thread may drive them), unless another
+//! thread is turning it right now. Calls on communicators without a stream are untouched; a stream's
+//! progress turn gains MPICH's hook call (one mutex per turn under `MPI_THREAD_MULTIPLE`) and a counter.
+//!
+//! MPICH 4.1 and 4.2 have no `MPIX_Async_start`: there the starvation remains (README, "Native MPICH
+//! 5.0.2 defects"). MPICH's `MPI_Finalize` waits for every async thing to finish but polls only the
+//! implicit pool's, so [`finalize`] makes ours finish before it.
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi;
+use std::cell::Cell;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// Stream progress turns between two turns of the implicit pool (MPICH's own global-progress period).
+const PERIOD: u32 = 256;
+
+/// The native streams that carry our async thing.
+static WATCHED: Mutex<Vec<MPIX_Stream>> = Mutex::new(Vec::new());
+/// Set at `MPI_Finalize`: the poll functions finish.
+static FINISHING: AtomicBool = AtomicBool::new(false);
+/// A thread is turning the implicit pool from a poll function now (others skip their turn).
+static TURNING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static TURNS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Gives a new native policy stream its async thing (nothing where MPICH has no `MPIX_Async_start`).
+/// Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every progress call of every thread,
+/// the implicit pool's included, and our turn of the implicit pool would re-enter it.
+pub fn watch(native: MPIX_Stream) {
+    if native == MPIX_STREAM_NULL {
+        return;
+    }
+    let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return };
+    if unsafe { start(poll, std::ptr::null_mut(), native) } == MPI_SUCCESS {
+        WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
+    }
+}
+
+unsafe extern "C" fn poll(_thing: MPIX_Async_thing) -> c_int {
+    if FINISHING.load(Ordering::Relaxed) {
+        return MPIX_ASYNC_DONE;
+    }
+    let due = TURNS
+        .try_with(|t| {
+            let n = t.get().wrapping_add(1);
+            t.set(n);
+            n % PERIOD == 0
+        })
+        .unwrap_or(false);
+    if due && !TURNING.swap(true, Ordering::Acquire) {
+        if let Some(progress) = pmpi::pmpi().PMPIX_Stream_progress {
+            progress(MPIX_STREAM_NULL);
+        }
+        TURNING.store(false, Ordering::Release);
+    }
+    // Never "made progress": MPICH then goes on to progress the stream's VCI itself.
+    MPIX_ASYNC_NOPROGRESS
+}
+
+/// Before `PMPI_Finalize` (no thread of ours drives a stream any more): one turn of each watched
+/// stream's progress, in which its poll function finishes.
+pub fn finalize() {
+    FINISHING.store(true, Ordering::Relaxed);
+    let watched = std::mem::take(&mut *WATCHED.lock().unwrap_or_else(|e| e.into_inner()));
+    if let Some(progress) = pmpi::pmpi().PMPIX_Stream_progress {
+        for native in watched {
+            unsafe { progress(native) };
+        }
+    }
+}

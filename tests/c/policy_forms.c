@@ -1,0 +1,85 @@
+/* The large-count (`_c`) forms and the less common nonblocking collectives on a communicator the explicit
+ * policy made (an MPI_Comm_dup of MPI_COMM_WORLD; on MPICH >= 4.1 a native stream communicator), as
+ * mpi4py 4 calls them: MPI_Sendrecv_c, MPI_Iallreduce_c, MPI_Iallgather_c, ... Native MPICH waits for
+ * them with a progress that skips the stream's reserved VCI, so each hung there until the lean library
+ * routed them like their plain forms (a hang reads as the test's timeout). Results are checked. */
+#include "mpixtest.h"
+
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm c;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+    MPIX_Stream s = MPIX_STREAM_NULL;
+    OK(MPIX_Comm_get_stream(c, 0, &s));
+    if (getenv("MPIXSTREAM_POLICY") && strcmp(getenv("MPIXSTREAM_POLICY"), "explicit") == 0)
+        CHECK(s != MPIX_STREAM_NULL, "the policy communicator carries no stream");
+    int peer = (rank + 1) % size, from = (rank + size - 1) % size;
+    long *all = malloc(sizeof(long) * size);
+    MPI_Request r;
+    MPI_Status st;
+
+    for (int round = 0; round < 20; round++) {
+        /* MPI_Sendrecv_c around the ring. */
+        long out = 1000L * round + rank, in = -1;
+        OK(MPI_Sendrecv_c(&out, 1, MPI_LONG, peer, round, &in, 1, MPI_LONG, from, round, c, &st));
+        CHECK(in == 1000L * round + from, "Sendrecv_c round %d: got %ld", round, in);
+        CHECK(st.MPI_SOURCE == from && st.MPI_TAG == round, "Sendrecv_c status %d/%d", st.MPI_SOURCE, st.MPI_TAG);
+
+        /* MPI_Iallreduce_c. */
+        long sum = -1, mine = rank + round;
+        OK(MPI_Iallreduce_c(&mine, &sum, 1, MPI_LONG, MPI_SUM, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(sum == (long)size * (size - 1) / 2 + (long)size * round, "Iallreduce_c round %d: %ld", round, sum);
+
+        /* MPI_Iallgather_c. */
+        for (int i = 0; i < size; i++) all[i] = -1;
+        OK(MPI_Iallgather_c(&mine, 1, MPI_LONG, all, 1, MPI_LONG, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        for (int i = 0; i < size; i++) CHECK(all[i] == i + round, "Iallgather_c round %d: [%d] = %ld", round, i, all[i]);
+
+        /* MPI_Ibcast_c, MPI_Ireduce_c, MPI_Ialltoall_c (already in the prototype list, unrouted). */
+        long b = rank == 0 ? 77 + round : -1;
+        OK(MPI_Ibcast_c(&b, 1, MPI_LONG, 0, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(b == 77 + round, "Ibcast_c round %d: %ld", round, b);
+        long red = -1;
+        OK(MPI_Ireduce_c(&mine, &red, 1, MPI_LONG, MPI_MAX, 0, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        if (rank == 0) CHECK(red == size - 1 + round, "Ireduce_c round %d: %ld", round, red);
+
+        /* MPI_Ireduce_scatter (every rank gets one element: the sum of rank r's contributions). */
+        long *contrib = malloc(sizeof(long) * size);
+        int *counts = malloc(sizeof(int) * size);
+        for (int i = 0; i < size; i++) { contrib[i] = rank * 10 + i; counts[i] = 1; }
+        long part = -1;
+        OK(MPI_Ireduce_scatter(contrib, &part, counts, MPI_LONG, MPI_SUM, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(part == 10L * size * (size - 1) / 2 + (long)size * rank, "Ireduce_scatter round %d: %ld", round, part);
+
+        /* MPI_Ialltoallw: rank i sends rank*100+j to rank j. */
+        int *sc = malloc(sizeof(int) * size), *sd = malloc(sizeof(int) * size);
+        MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * size);
+        long *sendv = malloc(sizeof(long) * size), *recvv = malloc(sizeof(long) * size);
+        for (int i = 0; i < size; i++) {
+            sc[i] = 1; sd[i] = i * (int)sizeof(long); types[i] = MPI_LONG;
+            sendv[i] = rank * 100 + i + round; recvv[i] = -1;
+        }
+        OK(MPI_Ialltoallw(sendv, sc, sd, types, recvv, sc, sd, types, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        for (int i = 0; i < size; i++)
+            CHECK(recvv[i] == i * 100 + rank + round, "Ialltoallw round %d: [%d] = %ld", round, i, recvv[i]);
+
+        /* MPI_Iscan_c. */
+        long scan = -1;
+        OK(MPI_Iscan_c(&mine, &scan, 1, MPI_LONG, MPI_SUM, c, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(scan == (long)rank * (rank + 1) / 2 + (long)(rank + 1) * round, "Iscan_c round %d: %ld", round, scan);
+        free(contrib); free(counts); free(sc); free(sd); free(types); free(sendv); free(recvv);
+    }
+    free(all);
+    OK(MPI_Comm_free(&c));
+    return mpixtest_finish();
+}
