@@ -34,6 +34,8 @@ pub mod interposed;
 pub mod mpix;
 pub mod multiplex;
 pub mod native_fixes;
+pub mod native_streams;
+pub mod persistent;
 pub mod policy;
 pub mod progress;
 pub mod progress_rule;

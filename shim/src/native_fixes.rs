@@ -11,33 +11,17 @@
 //! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
 //! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
 //! documented (README, "Native MPICH 5.0.2 defects").
-use crate::backend::Backend;
-use crate::runtime;
+use crate::native_streams::{native_stream_of, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
 
-/// The stream behind `comm` if it is a native stream communicator of this process.
-#[inline]
-fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
-    let rt = runtime::active()?;
-    if rt.backend != Backend::Native {
-        return None;
-    }
-    let stream = rt.comms.stream_of(comm)?;
-    Some(rt.streams.slot(stream))
-}
-
-/// One turn of the stream's own progress, unless another driver holds its endpoint right now (its
-/// progress thread or engine, or another thread's call): then that driver progresses it, and a second
-/// one must not (a reserved VCI has no lock).
-fn progress_turn(slot: &StreamSlot) {
-    if let (Ok(_claim), Some(progress)) = (slot.drive_for_call(), pmpi::pmpi().PMPIX_Stream_progress) {
-        unsafe { progress(slot.native()) };
-    }
-}
+// Persistent requests and the completion calls that wait for them (their own file).
+pub use crate::persistent::{
+    persistent_created, request_free, test, testall, testany, testsome, wait, waitall, waitany, waitsome,
+};
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Isend + Waitall.
 #[allow(clippy::too_many_arguments)]

@@ -20,11 +20,22 @@ pub enum Lean {
     /// `hooks::<name>(params)`.
     Hook(Vec<String>),
     /// `hooks::comm_constructed(CommCtor::kind, parent, out, PMPI call)`.
-    Ctor { kind: String, parent: String, out: String },
+    Ctor {
+        kind: String,
+        parent: String,
+        out: String,
+    },
     /// `fixes::<name>(every parameter)`.
     Fix,
     /// `fixes::nonblocking_collective(comm, request, next-definition call)`.
-    Nbc { comm: String, request: String },
+    Nbc {
+        comm: String,
+        request: String,
+    },
+    Persistent {
+        comm: String,
+        request: String,
+    },
 }
 
 /// One function of the list.
@@ -256,6 +267,14 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             expect_type(row, &request, "MPI_Request *")?;
             set_once(&mut row.lean, Lean::Nbc { comm, request }, "lean")?;
         }
+        "lean:persistent" => {
+            let a = need_args(args)?;
+            let [comm, request] = <[String; 2]>::try_from(a).map_err(|_| "lean:persistent takes (COMM, REQUEST)")?;
+            check_params(row, &[comm.clone(), request.clone()])?;
+            expect_type(row, &comm, "MPI_Comm")?;
+            expect_type(row, &request, "MPI_Request *")?;
+            set_once(&mut row.lean, Lean::Persistent { comm, request }, "lean")?;
+        }
         "lean:ctor" => {
             let a = need_args(args)?;
             let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT)")?;
@@ -455,6 +474,12 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                  // Through the next definition, so that the tools library still counts it.\n\
                  fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
                  $crate::next!({})({})\n}})",
+                r.name,
+                all_args(r)
+            ),
+            Lean::Persistent { comm, request } => format!(
+                "use $fixes as fixes;\n\
+                 fixes::persistent_created({comm}, {request}, &|| unsafe {{ $crate::next!({})({}) }})",
                 r.name,
                 all_args(r)
             ),

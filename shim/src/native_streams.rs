@@ -1,0 +1,34 @@
+//! Which communicators are native stream communicators of this process, and one turn of a stream's own
+//! progress by a thread that may drive it: shared by the routes around native MPICH's defects
+//! (`native_fixes`, `persistent`).
+use crate::backend::Backend;
+use crate::runtime;
+use crate::streams::StreamSlot;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi;
+
+/// The stream behind `comm` if it is a native stream communicator of this process.
+#[inline]
+pub(crate) fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
+    let rt = runtime::active()?;
+    Some(rt.streams.slot(native_stream_index_of(comm)?))
+}
+
+/// The stream-table slot behind `comm` if it is a native stream communicator of this process.
+#[inline]
+pub(crate) fn native_stream_index_of(comm: MPI_Comm) -> Option<usize> {
+    let rt = runtime::active()?;
+    if rt.backend != Backend::Native {
+        return None;
+    }
+    rt.comms.stream_of(comm)
+}
+
+/// One turn of the stream's own progress, unless another driver holds its endpoint right now (its
+/// progress thread or engine, or another thread's call): then that driver progresses it, and a second
+/// one must not (a reserved VCI has no lock).
+pub(crate) fn progress_turn(slot: &StreamSlot) {
+    if let (Ok(_claim), Some(progress)) = (slot.drive_for_call(), pmpi::pmpi().PMPIX_Stream_progress) {
+        unsafe { progress(slot.native()) };
+    }
+}

@@ -1,0 +1,300 @@
+//! Persistent requests on native stream communicators (point-to-point `MPI_*_init`, the MPI-4 persistent
+//! collectives, their large-count forms).
+//!
+//! Why they hang in native MPICH 5.0.2 there: `MPI_Wait`/`MPI_Test` progress the VCI of the request's
+//! own pool, and MPICH gives a persistent request a pool from its implicit hash (the stream is ignored)
+//! while the operation `MPI_Start` launches runs on the stream's reserved VCI: nothing turns that VCI.
+//! We record each persistent request made on a native stream communicator (`persistent_created`), and
+//! the completion calls, when one of theirs is recorded, wait with the non-blocking form of the call and
+//! a turn of the stream's own progress between polls (`native_streams::progress_turn`: skipped while
+//! another driver holds the stream, which then progresses it). A stale record (a handle freed where we
+//! did not see it and reused) costs only an extra progress turn.
+//!
+//! Cost on everything else: while no such request is live (always, under `implicit`), each completion
+//! interposer is one relaxed load and a call through `next!` (README, "Cost").
+use crate::native_streams::{native_stream_index_of, progress_turn};
+use crate::runtime;
+use crate::streams::StreamSlot;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::next;
+use std::collections::HashMap;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Recorded persistent requests: the stream slot each was made on.
+static RECORDED: Mutex<Option<HashMap<MPI_Request, usize>>> = Mutex::new(None);
+/// How many are recorded; 0 keeps every completion call on its pass-through path.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+#[inline(always)]
+fn none_live() -> bool {
+    LIVE.load(Ordering::Relaxed) == 0
+}
+
+fn record(request: MPI_Request, slot: usize) {
+    let mut map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    if map.get_or_insert_with(HashMap::new).insert(request, slot).is_none() {
+        LIVE.fetch_add(1, Ordering::Release);
+    }
+}
+
+fn forget(request: MPI_Request) {
+    let mut map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    if map.as_mut().and_then(|m| m.remove(&request)).is_some() {
+        LIVE.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// The streams behind the recorded requests among `requests` (deduplicated; empty if none).
+fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
+    let Some(rt) = runtime::active() else { return Vec::new() };
+    let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(map) = map.as_ref() else { return Vec::new() };
+    let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).copied()).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots.into_iter().map(|s| rt.streams.slot(s)).collect()
+}
+
+unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {
+    if array.is_null() || count <= 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(array, count as usize)
+    }
+}
+
+/// After a persistent request's constructor (`create` makes the call): records it if `comm` is a
+/// native stream communicator.
+pub unsafe fn persistent_created(comm: MPI_Comm, request: *mut MPI_Request, create: &dyn Fn() -> c_int) -> c_int {
+    let rc = create();
+    if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL {
+        return rc;
+    }
+    crate::ffi_guard("persistent request", || unsafe {
+        if let Some(index) = native_stream_index_of(comm) {
+            record(*request, index);
+        }
+        rc
+    })
+}
+
+/// Polls `test` (the non-blocking form of a completion call) until it reports completion, turning the
+/// streams' progress between polls.
+unsafe fn poll(streams: &[&StreamSlot], mut test: impl FnMut() -> (c_int, bool)) -> c_int {
+    loop {
+        let (rc, done) = test();
+        if rc != MPI_SUCCESS || done {
+            return rc;
+        }
+        streams.iter().for_each(|s| progress_turn(s));
+    }
+}
+
+pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    if none_live() || request.is_null() {
+        return next!(MPI_Wait)(request, status);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+        crate::ffi_guard("MPI_Wait", || unsafe {
+            let streams = streams_of(std::slice::from_ref(&*request));
+            if streams.is_empty() {
+                return next!(MPI_Wait)(request, status);
+            }
+            poll(&streams, || {
+                let mut flag = 0;
+                let rc = next!(MPI_Test)(request, &mut flag, status);
+                (rc, flag != 0)
+            })
+        })
+    }
+    slow(request, status)
+}
+
+pub unsafe fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if none_live() || request.is_null() {
+        return next!(MPI_Test)(request, flag, status);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+        crate::ffi_guard("MPI_Test", || unsafe {
+            streams_of(std::slice::from_ref(&*request)).iter().for_each(|s| progress_turn(s));
+            next!(MPI_Test)(request, flag, status)
+        })
+    }
+    slow(request, flag, status)
+}
+
+pub unsafe fn waitall(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_Status) -> c_int {
+    if none_live() {
+        return next!(MPI_Waitall)(count, array, statuses);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_Status) -> c_int {
+        crate::ffi_guard("MPI_Waitall", || unsafe {
+            let streams = streams_of(requests(count, array));
+            if streams.is_empty() {
+                return next!(MPI_Waitall)(count, array, statuses);
+            }
+            poll(&streams, || {
+                let mut flag = 0;
+                let rc = next!(MPI_Testall)(count, array, &mut flag, statuses);
+                (rc, flag != 0)
+            })
+        })
+    }
+    slow(count, array, statuses)
+}
+
+pub unsafe fn testall(count: c_int, array: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
+    if none_live() {
+        return next!(MPI_Testall)(count, array, flag, statuses);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(count: c_int, array: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
+        crate::ffi_guard("MPI_Testall", || unsafe {
+            streams_of(requests(count, array)).iter().for_each(|s| progress_turn(s));
+            next!(MPI_Testall)(count, array, flag, statuses)
+        })
+    }
+    slow(count, array, flag, statuses)
+}
+
+pub unsafe fn waitany(count: c_int, array: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if none_live() {
+        return next!(MPI_Waitany)(count, array, index, status);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(count: c_int, array: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+        crate::ffi_guard("MPI_Waitany", || unsafe {
+            let streams = streams_of(requests(count, array));
+            if streams.is_empty() {
+                return next!(MPI_Waitany)(count, array, index, status);
+            }
+            poll(&streams, || {
+                let mut flag = 0;
+                let rc = next!(MPI_Testany)(count, array, index, &mut flag, status);
+                (rc, flag != 0)
+            })
+        })
+    }
+    slow(count, array, index, status)
+}
+
+pub unsafe fn testany(
+    count: c_int,
+    array: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if none_live() {
+        return next!(MPI_Testany)(count, array, index, flag, status);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(
+        count: c_int,
+        array: *mut MPI_Request,
+        index: *mut c_int,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        crate::ffi_guard("MPI_Testany", || unsafe {
+            streams_of(requests(count, array)).iter().for_each(|s| progress_turn(s));
+            next!(MPI_Testany)(count, array, index, flag, status)
+        })
+    }
+    slow(count, array, index, flag, status)
+}
+
+pub unsafe fn waitsome(
+    incount: c_int,
+    array: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> c_int {
+    if none_live() || outcount.is_null() {
+        return next!(MPI_Waitsome)(incount, array, outcount, indices, statuses);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(
+        incount: c_int,
+        array: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        crate::ffi_guard("MPI_Waitsome", || unsafe {
+            let streams = streams_of(requests(incount, array));
+            if streams.is_empty() {
+                return next!(MPI_Waitsome)(incount, array, outcount, indices, statuses);
+            }
+            // MPI_Testsome reports 0 while nothing completed, MPI_UNDEFINED when nothing is active.
+            poll(&streams, || {
+                let rc = next!(MPI_Testsome)(incount, array, outcount, indices, statuses);
+                (rc, *outcount != 0)
+            })
+        })
+    }
+    slow(incount, array, outcount, indices, statuses)
+}
+
+pub unsafe fn testsome(
+    incount: c_int,
+    array: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> c_int {
+    if none_live() {
+        return next!(MPI_Testsome)(incount, array, outcount, indices, statuses);
+    }
+    // Out of line, so that the pass-through path above needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    unsafe fn slow(
+        incount: c_int,
+        array: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        crate::ffi_guard("MPI_Testsome", || unsafe {
+            streams_of(requests(incount, array)).iter().for_each(|s| progress_turn(s));
+            next!(MPI_Testsome)(incount, array, outcount, indices, statuses)
+        })
+    }
+    slow(incount, array, outcount, indices, statuses)
+}
+
+pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
+    if none_live() || request.is_null() {
+        return next!(MPI_Request_free)(request);
+    }
+    let handle = *request;
+    let rc = next!(MPI_Request_free)(request);
+    if rc == MPI_SUCCESS {
+        crate::ffi_guard("MPI_Request_free", || {
+            forget(handle);
+            MPI_SUCCESS
+        });
+    }
+    rc
+}
