@@ -19,8 +19,9 @@ pub enum Lean {
     Init(Vec<String>),
     /// `hooks::<name>(params)`.
     Hook(Vec<String>),
-    /// `hooks::comm_constructed(CommCtor::kind, parent, out, PMPI call)`.
-    Ctor { kind: String, parent: String, out: String },
+    /// `hooks::comm_constructed(CommCtor::kind, parent, out, info (`Some` where the row names one),
+    /// PMPI call)`.
+    Ctor { kind: String, parent: String, out: String, info: Option<String> },
     /// `fixes::<name>(every parameter)`.
     Fix,
     /// `fixes::nonblocking_collective(comm, request, next-definition call)`.
@@ -257,15 +258,23 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             set_once(&mut row.lean, Lean::Nbc { comm, request }, "lean")?;
         }
         "lean:ctor" => {
-            let a = need_args(args)?;
-            let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT)")?;
+            let mut a = need_args(args)?;
+            if !(3..=4).contains(&a.len()) {
+                return Err("lean:ctor takes (KIND, PARENT, OUT[, INFO])".into());
+            }
+            let info = if a.len() == 4 { a.pop() } else { None };
+            let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT[, INFO])")?;
             check_params(row, &[parent.clone(), out.clone()])?;
             expect_type(row, &parent, "MPI_Comm")?;
             expect_type(row, &out, "MPI_Comm *")?;
+            if let Some(info) = &info {
+                check_params(row, std::slice::from_ref(info))?;
+                expect_type(row, info, "MPI_Info")?;
+            }
             if !kind.chars().all(is_ident_char) {
                 return Err(format!("lean:ctor: `{kind}` is not a CommCtor variant"));
             }
-            set_once(&mut row.lean, Lean::Ctor { kind, parent, out }, "lean")?;
+            set_once(&mut row.lean, Lean::Ctor { kind, parent, out, info }, "lean")?;
         }
         _ => match word.strip_prefix("tools:") {
             Some(hook) if !hook.is_empty() && hook.chars().all(is_ident_char) => {
@@ -444,9 +453,10 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             Lean::Init(a) => format!("use $hooks as hooks;\nhooks::init({}, {}, Some(({}, {})))", a[0], a[1], a[2], a[3]),
             Lean::Hook(a) => format!("use $hooks as hooks;\nhooks::{}({})", r.hook_name(), a.join(", ")),
             Lean::Fix => format!("use $fixes as fixes;\nfixes::{}({})", r.hook_name(), all_args(r)),
-            Lean::Ctor { kind, parent, out } => format!(
-                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, \
+            Lean::Ctor { kind, parent, out, info } => format!(
+                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))",
+                info.as_ref().map_or_else(|| "None".to_string(), |i| format!("Some({i})")),
                 r.pmpi_name(),
                 all_args(r)
             ),
@@ -567,6 +577,7 @@ mod tests {
             ("int MPI_Send(int count);  lean:frobnicate", "unknown role"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
+            ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi lean:ctor(Dup, comm, newcomm, newcomm)", "expected `MPI_Info`"),
             ("int MPI_X(int count);  nullable(count)", "not a function pointer"),
             ("int Foo(int count);  pmpi", "MPI_* or MPIX_*"),
             ("void MPI_X(int count);  pmpi", "start with `int `"),
