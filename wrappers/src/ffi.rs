@@ -27,6 +27,9 @@ pub type MPI_Grequest_query_function = unsafe extern "C" fn(*mut c_void, *mut MP
 pub type MPI_Grequest_free_function = unsafe extern "C" fn(*mut c_void) -> c_int;
 pub type MPI_Grequest_cancel_function = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 pub type MPIX_Grequest_poll_function = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
+/// MPICH >= 4.3's asynchronous things (`MPIX_Async_start`): an opaque pointer and its poll function.
+pub type MPIX_Async_thing = *mut c_void;
+pub type MPIX_Async_poll_function = unsafe extern "C" fn(MPIX_Async_thing) -> c_int;
 pub type MPIX_Grequest_wait_function = unsafe extern "C" fn(c_int, *mut *mut c_void, f64, *mut MPI_Status) -> c_int;
 pub type MPI_Comm_copy_attr_function =
     unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
