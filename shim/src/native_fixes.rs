@@ -19,9 +19,24 @@ use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
 
+/// Unit tests only (nothing in a release build): a panic on request, proving that the generated
+/// interposers run under the panic guard (`mpixstream_wrappers::guard`).
+#[cfg(test)]
+thread_local! {
+    static PANIC_FOR_TEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+#[inline(always)]
+fn panic_for_test() {
+    #[cfg(test)]
+    if PANIC_FOR_TEST.with(|p| p.get()) {
+        panic!("provoked by a unit test");
+    }
+}
+
 /// The stream behind `comm` if it is a native stream communicator of this process.
 #[inline]
 fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
+    panic_for_test();
     let rt = runtime::active()?;
     if rt.backend != Backend::Native {
         return None;
@@ -175,6 +190,7 @@ pub unsafe fn nonblocking_collective(
     request: *mut MPI_Request,
     create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
 ) -> c_int {
+    panic_for_test();
     let p = match pmpi::load() {
         Ok(p) => p,
         Err(_) => return MPI_ERR_OTHER,
@@ -273,4 +289,29 @@ unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
 /// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
 unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
     MPI_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PANIC_FOR_TEST;
+    use mpixstream_wrappers::ffi::*;
+
+    /// A panic inside a native-fix interposer and a nonblocking-collective interposer comes back as
+    /// `MPI_ERR_INTERN` (the exported symbols themselves, as C calls them), never as an abort.
+    #[test]
+    fn a_panic_in_a_generated_interposer_returns_mpi_err_intern() {
+        PANIC_FOR_TEST.with(|p| p.set(true));
+        let mut flag = 0;
+        let mut request = MPI_REQUEST_NULL;
+        let iprobe = unsafe { crate::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
+        let sendrecv = unsafe {
+            crate::MPI_Sendrecv(
+                std::ptr::null(), 0, MPI_INT, 0, 0, std::ptr::null_mut(), 0, MPI_INT, 0, 0, MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE,
+            )
+        };
+        let ibarrier = unsafe { crate::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
+        PANIC_FOR_TEST.with(|p| p.set(false));
+        assert_eq!((iprobe, sendrecv, ibarrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
+    }
 }

@@ -587,4 +587,29 @@ mod tests {
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }
+
+    /// A panic inside a hook comes back from the exported interposer as `MPI_ERR_INTERN`, never as an
+    /// abort: the generated interposers run under the panic guard.
+    #[test]
+    fn a_panic_in_a_hook_returns_mpi_err_intern() {
+        // The interposers look up their next definition (MPICH's) before the hook runs, and a missing
+        // one aborts: load an MPICH (never initialised; the hook panics before calling it).
+        let mpich = [
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps/mpich5/lib/libmpi.so.12"),
+            "libmpich.so.12",
+            "libmpi.so.12",
+        ];
+        let loaded = mpich.iter().any(|path| {
+            let c = std::ffi::CString::new(*path).unwrap();
+            !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
+        });
+        assert!(loaded, "no MPICH to load (scripts/install.sh installs one)");
+        state::PANIC_FOR_TEST.with(|p| p.set(true));
+        let mut request = MPI_REQUEST_NULL;
+        let send = unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT, 0, 0, MPI_COMM_WORLD) };
+        let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
+        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD) };
+        state::PANIC_FOR_TEST.with(|p| p.set(false));
+        assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
+    }
 }

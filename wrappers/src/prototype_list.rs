@@ -434,8 +434,8 @@ fn all_args(row: &Row) -> String {
     row.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-const FN_ATTRS: &str =
-    "#[no_mangle]\n#[allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc)]\n";
+const FN_ATTRS: &str = "#[no_mangle]\n#[allow(non_snake_case, unused_unsafe, clippy::too_many_arguments, \
+     clippy::missing_safety_doc)]\n";
 
 /// `lean_interposers.rs`: the `interposers!($hooks, $fixes)` macro of the lean library.
 pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
@@ -452,7 +452,12 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             Lean::Init(a) if a.len() == 2 => format!("use $hooks as hooks;\nhooks::init({}, {}, None)", a[0], a[1]),
             Lean::Init(a) => format!("use $hooks as hooks;\nhooks::init({}, {}, Some(({}, {})))", a[0], a[1], a[2], a[3]),
             Lean::Hook(a) => format!("use $hooks as hooks;\nhooks::{}({})", r.hook_name(), a.join(", ")),
-            Lean::Fix => format!("use $fixes as fixes;\nfixes::{}({})", r.hook_name(), all_args(r)),
+            Lean::Fix => format!(
+                "use $fixes as fixes;\n$crate::guard::ffi_guard(\"{}\", || unsafe {{ fixes::{}({}) }})",
+                r.name,
+                r.hook_name(),
+                all_args(r)
+            ),
             Lean::Ctor { kind, parent, out, info } => format!(
                 "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))",
@@ -462,9 +467,11 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             ),
             Lean::Nbc { comm, request } => format!(
                 "use $fixes as fixes;\n\
+                 $crate::guard::ffi_guard(\"{}\", || unsafe {{\n\
                  // Through the next definition, so that the tools library still counts it.\n\
                  fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
-                 $crate::next!({})({})\n}})",
+                 $crate::next!({})({})\n}})\n}})",
+                r.name,
                 r.name,
                 all_args(r)
             ),
@@ -499,7 +506,8 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
             "{FN_ATTRS}{} {{\n\
              use $counting as counting;\n\
              let next = $crate::next!({name});\n\
-             counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}}\n",
+             $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
+             counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}})\n}}\n",
             signature(r, "$crate::ffi::")?,
             name = r.name,
             passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
