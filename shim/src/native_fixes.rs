@@ -228,6 +228,9 @@ pub unsafe fn nonblocking_collective(
         drop(Box::from_raw(state));
         return rc;
     }
+    // The tools library (if loaded) tracked the inner request through the next definition: it tracks
+    // the one the application waits on instead.
+    crate::query::tools_request_replaced((*state).inner, (*state).outer);
     *request = (*state).outer;
     MPI_SUCCESS
 }

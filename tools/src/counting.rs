@@ -19,10 +19,20 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 
 /// Starts tracking `*request`. A builtin request (`handles::is_builtin`: shared and pre-completed) keys
 /// nothing, and has nothing left to attribute or to check.
+///
+/// A request that is not tracked removes any entry its handle still has: another thread's operation
+/// that had this handle may have completed inside MPICH a moment ago, its entry removed only when that
+/// thread's call returns; left there, it would charge this request's completion to that other
+/// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
 unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
-    if !request.is_null() && *request != MPI_REQUEST_NULL && !is_builtin(*request) && wants_tracking(r, recv) {
+    if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
+        return;
+    }
+    if wants_tracking(r, recv) {
         state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
+    } else {
+        state::requests().remove(&*request);
     }
 }
 
