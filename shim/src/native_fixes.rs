@@ -19,8 +19,8 @@ use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
 
-/// Unit tests only (nothing in a release build): a panic on request, proving that the generated
-/// interposers run under the panic guard (`mpixstream_wrappers::guard`).
+// Unit tests only (nothing in a release build): a panic on request, proving that the generated
+// interposers run under the panic guard (`mpixstream_wrappers::guard`).
 #[cfg(test)]
 thread_local! {
     static PANIC_FOR_TEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -309,7 +309,17 @@ mod tests {
         let iprobe = unsafe { crate::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
         let sendrecv = unsafe {
             crate::MPI_Sendrecv(
-                std::ptr::null(), 0, MPI_INT, 0, 0, std::ptr::null_mut(), 0, MPI_INT, 0, 0, MPI_COMM_WORLD,
+                std::ptr::null(),
+                0,
+                MPI_INT,
+                0,
+                0,
+                std::ptr::null_mut(),
+                0,
+                MPI_INT,
+                0,
+                0,
+                MPI_COMM_WORLD,
                 MPI_STATUS_IGNORE,
             )
         };

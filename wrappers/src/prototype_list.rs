@@ -263,7 +263,8 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
                 return Err("lean:ctor takes (KIND, PARENT, OUT[, INFO])".into());
             }
             let info = if a.len() == 4 { a.pop() } else { None };
-            let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT[, INFO])")?;
+            let [kind, parent, out] =
+                <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT[, INFO])")?;
             check_params(row, &[parent.clone(), out.clone()])?;
             expect_type(row, &parent, "MPI_Comm")?;
             expect_type(row, &out, "MPI_Comm *")?;
@@ -585,7 +586,10 @@ mod tests {
             ("int MPI_Send(int count);  lean:frobnicate", "unknown role"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
-            ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi lean:ctor(Dup, comm, newcomm, newcomm)", "expected `MPI_Info`"),
+            (
+                "int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi lean:ctor(Dup, comm, newcomm, newcomm)",
+                "expected `MPI_Info`",
+            ),
             ("int MPI_X(int count);  nullable(count)", "not a function pointer"),
             ("int Foo(int count);  pmpi", "MPI_* or MPIX_*"),
             ("void MPI_X(int count);  pmpi", "start with `int `"),
