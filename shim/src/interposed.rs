@@ -170,11 +170,13 @@ pub unsafe fn finalize() -> c_int {
 }
 
 /// A communicator constructor: `create` makes the communicator; we then record stream inheritance
-/// (dup-like constructors of a stream communicator) or apply the explicit policy.
+/// (dup-like constructors of a stream communicator) or apply the explicit policy. `info`: the info
+/// argument of `MPI_Comm_dup_with_info`.
 pub unsafe fn comm_constructed(
     kind: CommCtor,
     parent: MPI_Comm,
     newcomm: *mut MPI_Comm,
+    info: Option<MPI_Info>,
     create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
     ffi_guard(kind.name(), || unsafe {
@@ -184,6 +186,11 @@ pub unsafe fn comm_constructed(
                 Err(_) => MPI_ERR_OTHER,
             };
         };
+        // The policy's blocking dup on the native backend: the stream communicator made from `parent`
+        // directly, so that MPICH copies the attributes once, into the communicator the application gets.
+        if let Some(rc) = policy::dup_directly(rt, kind, parent, newcomm, info) {
+            return rc;
+        }
         let rc = create(pmpi());
         if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
             return rc;

@@ -44,7 +44,6 @@ pub mod runtime;
 pub mod streams;
 pub mod thread;
 
-use mpixstream_wrappers::ffi::MPI_ERR_INTERN;
 use std::os::raw::c_int;
 
 mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
@@ -59,18 +58,5 @@ pub(crate) fn mpix_entry(name: &'static str, body: impl FnOnce(&'static runtime:
 }
 
 /// Runs the body of a C entry point; a Rust panic never crosses the C boundary: it is reported and
-/// turned into `MPI_ERR_INTERN`.
-pub fn ffi_guard(func: &str, body: impl FnOnce() -> c_int) -> c_int {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(rc) => rc,
-        Err(cause) => {
-            let what = cause
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| cause.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown cause".into());
-            eprintln!("mpixstream: internal error in {func}: {what}");
-            MPI_ERR_INTERN
-        }
-    }
-}
+/// turned into `MPI_ERR_INTERN` (the one guard of both libraries, `mpixstream_wrappers::guard`).
+pub use mpixstream_wrappers::guard::ffi_guard;

@@ -428,3 +428,88 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
         }
     })
 }
+
+/// The native stream MPICH's asynchronous things run on for our `stream` (`MPIX_Async_start`,
+/// `MPIX_Async_spawn`, MPICH >= 4.3). Our stream handles look like MPICH's (`0xbc000000 | i`) but
+/// are not: passed through unchanged they would name MPICH's direct stream `i`, another object. So the
+/// handle is translated on the native backend and refused where there is no native stream behind it.
+fn async_stream(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<MPIX_Stream, c_int> {
+    if stream == MPIX_STREAM_NULL {
+        return Ok(MPIX_STREAM_NULL);
+    }
+    let (index, slot) = stream_or_raise(rt, stream, MPI_COMM_WORLD, func)?;
+    if rt.backend != crate::backend::Backend::Native {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            Class::Other,
+            func,
+            &format!(
+                "stream 0x{:08x} is a stream of the serial backend, with no MPICH stream behind it; \
+                 MPICH's asynchronous things run here on MPIX_STREAM_NULL only",
+                stream as u32
+            ),
+        ));
+    }
+    if crate::enqueue::drives(index) {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            Class::Other,
+            func,
+            &format!(
+                "stream 0x{:08x} is queue-backed: its enqueue engine thread alone drives its endpoint",
+                stream as u32
+            ),
+        ));
+    }
+    Ok(slot.native())
+}
+
+fn no_async(func: &str) -> c_int {
+    raise(
+        MPI_COMM_WORLD,
+        Class::Other,
+        func,
+        "the loaded MPICH has no asynchronous things (MPIX_Async_start and MPIX_Async_spawn: MPICH >= 4.3)",
+    )
+}
+
+/// MPICH's `MPIX_Async_start`, with our stream handle translated (see [`async_stream`]).
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Async_start(
+    poll_fn: Option<MPIX_Async_poll_function>,
+    extra_state: *mut c_void,
+    stream: MPIX_Stream,
+) -> c_int {
+    const F: &str = "MPIX_Async_start";
+    mpix_entry(F, |rt| unsafe {
+        let native = match async_stream(rt, stream, F) {
+            Ok(native) => native,
+            Err(code) => return code,
+        };
+        match pmpi().PMPIX_Async_start {
+            Some(start) => start(poll_fn, extra_state, native),
+            None => no_async(F),
+        }
+    })
+}
+
+/// MPICH's `MPIX_Async_spawn`, with our stream handle translated (see [`async_stream`]).
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Async_spawn(
+    async_thing: MPIX_Async_thing,
+    poll_fn: Option<MPIX_Async_poll_function>,
+    extra_state: *mut c_void,
+    stream: MPIX_Stream,
+) -> c_int {
+    const F: &str = "MPIX_Async_spawn";
+    mpix_entry(F, |rt| unsafe {
+        let native = match async_stream(rt, stream, F) {
+            Ok(native) => native,
+            Err(code) => return code,
+        };
+        match pmpi().PMPIX_Async_spawn {
+            Some(spawn) => spawn(async_thing, poll_fn, extra_state, native),
+            None => no_async(F),
+        }
+    })
+}

@@ -11,7 +11,7 @@
 //! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
 //! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
 //! documented (README, "Native MPICH 5.0.2 defects").
-use crate::native_streams::{native_stream_of, progress_turn};
+use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
@@ -200,6 +200,7 @@ pub unsafe fn nonblocking_collective(
     request: *mut MPI_Request,
     create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
 ) -> c_int {
+    panic_for_test();
     let p = match pmpi::load() {
         Ok(p) => p,
         Err(_) => return MPI_ERR_OTHER,
@@ -237,6 +238,9 @@ pub unsafe fn nonblocking_collective(
         drop(Box::from_raw(state));
         return rc;
     }
+    // The tools library (if loaded) tracked the inner request through the next definition: it tracks
+    // the one the application waits on instead.
+    crate::query::tools_request_replaced((*state).inner, (*state).outer);
     *request = (*state).outer;
     MPI_SUCCESS
 }
@@ -298,4 +302,39 @@ unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
 /// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
 unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
     MPI_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::native_streams::PANIC_FOR_TEST;
+    use mpixstream_wrappers::ffi::*;
+
+    /// A panic inside a native-fix interposer and a nonblocking-collective interposer comes back as
+    /// `MPI_ERR_INTERN` (the exported symbols themselves, as C calls them), never as an abort.
+    #[test]
+    fn a_panic_in_a_generated_interposer_returns_mpi_err_intern() {
+        PANIC_FOR_TEST.with(|p| p.set(true));
+        let mut flag = 0;
+        let mut request = MPI_REQUEST_NULL;
+        let iprobe = unsafe { crate::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
+        let sendrecv = unsafe {
+            crate::MPI_Sendrecv(
+                std::ptr::null(),
+                0,
+                MPI_INT,
+                0,
+                0,
+                std::ptr::null_mut(),
+                0,
+                MPI_INT,
+                0,
+                0,
+                MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE,
+            )
+        };
+        let ibarrier = unsafe { crate::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
+        PANIC_FOR_TEST.with(|p| p.set(false));
+        assert_eq!((iprobe, sendrecv, ibarrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
+    }
 }

@@ -7,9 +7,24 @@ use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi;
 
+// Unit tests only (nothing in a release build): a panic on request, proving that the generated
+// interposers run under the panic guard (`mpixstream_wrappers::guard`).
+#[cfg(test)]
+thread_local! {
+    pub(crate) static PANIC_FOR_TEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+#[inline(always)]
+pub(crate) fn panic_for_test() {
+    #[cfg(test)]
+    if PANIC_FOR_TEST.with(|p| p.get()) {
+        panic!("provoked by a unit test");
+    }
+}
+
 /// The stream behind `comm` if it is a native stream communicator of this process.
 #[inline]
 pub(crate) fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
+    panic_for_test();
     let rt = runtime::active()?;
     Some(rt.streams.slot(native_stream_index_of(comm)?))
 }

@@ -3,6 +3,7 @@
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
 use crate::backend::Backend;
 use crate::comms::{CommEntry, Origin};
+use crate::config::Policy;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
@@ -39,7 +40,8 @@ pub static STATS: PolicyStats = PolicyStats {
 
 /// Gives the new communicator `*newcomm` a stream of its own. On the native backend this replaces it
 /// with a native stream communicator (a collective every member makes, whether or not its own pool is
-/// exhausted, so that all members take the same path).
+/// exhausted, so that all members take the same path). The blocking dups on the native backend do not
+/// come here: [`dup_directly`].
 pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm) -> c_int {
     let p = pmpi();
     if !kind.is_blocking() {
@@ -52,52 +54,103 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
-    if let Some(i) = take_retired() {
-        return attach_native(rt, Some(i), true, rt.streams.slot(i).native(), newcomm);
-    }
-    let mut index = rt.streams.allocate();
-    if index.is_none() {
-        STATS.exhausted.fetch_add(1, Ordering::Relaxed);
-    }
-    let mut native = MPIX_STREAM_NULL;
-    if let Some(i) = index {
-        match rt.backend.create_stream() {
-            Ok(n) => {
-                native = n;
-                let slot = rt.streams.slot(i);
-                slot.native.store(native, Ordering::Release);
-                slot.policy_owned.store(true, Ordering::Release);
-                if rt.backend == Backend::Native {
-                    crate::progress_rule::watch(native);
-                }
-            }
-            Err(e) => {
-                // MPICH refused the endpoint: this process attaches MPIX_STREAM_NULL, but still takes
-                // part in the collective below, as its peers do.
-                eprintln!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
-                STATS.refused.fetch_add(1, Ordering::Relaxed);
-                rt.streams.release(i);
-                index = None;
-            }
-        }
-    }
-    attach_native(rt, index, false, native, newcomm)
+    let (index, reused, native) = take_stream(rt);
+    attach_native(rt, index, reused, native, *newcomm, newcomm)
 }
 
-/// Replaces `*newcomm` by a native stream communicator on `native` (on the native backend; a
-/// collective every member makes, whatever its own stream) and records it. `reused`: the stream is a
-/// retired one.
+/// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's:
+/// the native stream communicator is made from `parent` itself (`MPIX_Stream_comm_create` is a dup, one
+/// collective), so MPICH runs the attribute copy callbacks exactly once, into the communicator the
+/// application receives, and no communicator it never sees is created and freed (which fired the
+/// delete callbacks); `info` (of `dup_with_info`) is then set on it with `MPI_Comm_set_info`. `None`:
+/// not such a dup (another constructor, the serial backend, a parent that is an intercommunicator, a
+/// multiplex communicator or the application's stream communicator): the constructor runs as usual.
+pub unsafe fn dup_directly(
+    rt: &Runtime,
+    kind: CommCtor,
+    parent: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    info: Option<MPI_Info>,
+) -> Option<c_int> {
+    if rt.config.policy != Policy::Explicit
+        || rt.backend != Backend::Native
+        || !matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo)
+        || newcomm.is_null()
+        || parent == MPI_COMM_NULL
+    {
+        return None;
+    }
+    if crate::multiplex::registry::lookup(parent).is_some()
+        || matches!(rt.comms.get(parent), Some(e) if e.origin == Origin::User)
+    {
+        return None;
+    }
+    let p = pmpi();
+    let mut inter = 0;
+    if (p.PMPI_Comm_test_inter)(parent, &mut inter) != MPI_SUCCESS || inter != 0 {
+        return None;
+    }
+    let (index, reused, native) = take_stream(rt);
+    let rc = attach_native(rt, index, reused, native, parent, newcomm);
+    if rc != MPI_SUCCESS {
+        return Some(rc);
+    }
+    if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {
+        let rc = (p.PMPI_Comm_set_info)(*newcomm, info);
+        if rc != MPI_SUCCESS {
+            return Some(rc);
+        }
+    }
+    Some(MPI_SUCCESS)
+}
+
+/// A stream for a new policy communicator: its slot, whether it is a retired one, its native stream.
+/// No slot (and `MPIX_STREAM_NULL`) where the pool is exhausted or MPICH refused a native stream: the
+/// process still takes part in the collective that makes the communicator, as its peers do.
+unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
+    if let Some(i) = take_retired() {
+        return (Some(i), true, rt.streams.slot(i).native());
+    }
+    let index = rt.streams.allocate();
+    let Some(i) = index else {
+        STATS.exhausted.fetch_add(1, Ordering::Relaxed);
+        return (None, false, MPIX_STREAM_NULL);
+    };
+    match rt.backend.create_stream() {
+        Ok(native) => {
+            let slot = rt.streams.slot(i);
+            slot.native.store(native, Ordering::Release);
+            slot.policy_owned.store(true, Ordering::Release);
+            if rt.backend == Backend::Native {
+                crate::progress_rule::watch(native);
+            }
+            (Some(i), false, native)
+        }
+        Err(e) => {
+            eprintln!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
+            STATS.refused.fetch_add(1, Ordering::Relaxed);
+            rt.streams.release(i);
+            (None, false, MPIX_STREAM_NULL)
+        }
+    }
+}
+
+/// On the native backend, makes `*newcomm` a native stream communicator on `native` duplicated from
+/// `source` (a collective every member makes, whatever its own stream); where `source` is `*newcomm`
+/// itself (a communicator another constructor just made), that one is freed and replaced. On the serial
+/// backend `*newcomm` stays as it is. Then records it. `reused`: the stream is a retired one.
 unsafe fn attach_native(
     rt: &Runtime,
     index: Option<usize>,
     reused: bool,
     native: MPIX_Stream,
+    source: MPI_Comm,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
     let p = pmpi();
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
-        let rc = rt.backend.stream_comm_create(*newcomm, native, &mut streamed);
+        let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
         if rc != MPI_SUCCESS {
             if let Some(i) = index {
                 // Give the stream back as it came: a retired one stays retired, a new one (no
@@ -111,7 +164,9 @@ unsafe fn attach_native(
             }
             return rc;
         }
-        (p.PMPI_Comm_free)(newcomm);
+        if source == *newcomm {
+            (p.PMPI_Comm_free)(newcomm);
+        }
         *newcomm = streamed;
     }
     finish(rt, index, *newcomm)

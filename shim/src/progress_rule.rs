@@ -49,7 +49,7 @@ pub fn watch(native: MPIX_Stream) {
         return;
     }
     let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return };
-    if unsafe { start(poll, std::ptr::null_mut(), native) } == MPI_SUCCESS {
+    if unsafe { start(Some(poll), std::ptr::null_mut(), native) } == MPI_SUCCESS {
         WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
     }
 }

@@ -11,7 +11,7 @@ use crate::config::Policy;
 use crate::runtime;
 use crate::{backend::Backend, policy};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::tools::{Description, FINALIZE_SYMBOL, INIT_SYMBOL};
+use mpixstream_wrappers::tools::{Description, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -83,15 +83,30 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
 }
 
 static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
+static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
     let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, INIT_SYMBOL.as_ptr()) };
     let fin = unsafe { libc::dlsym(libc::RTLD_DEFAULT, FINALIZE_SYMBOL.as_ptr()) };
     FINALIZE_HOOK.store(fin as usize, Ordering::Release);
+    let replaced = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REQUEST_REPLACED_SYMBOL.as_ptr()) };
+    REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
     if !init.is_null() {
         let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
         f();
+    }
+}
+
+/// We hand the application `outer` in place of `inner` (a wrapped nonblocking collective, whose inner
+/// request the poll completes with `PMPI_Test`, unseen by the tools library): the tools library tracks
+/// `outer` instead, so that the application's wait on it is checked and counted on the right
+/// communicator, and no entry for `inner` outlives it (MPICH reuses request handles).
+pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
+    let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
+        f(inner, outer);
     }
 }
 

@@ -19,10 +19,20 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 
 /// Starts tracking `*request`. A builtin request (`handles::is_builtin`: shared and pre-completed) keys
 /// nothing, and has nothing left to attribute or to check.
+///
+/// A request that is not tracked removes any entry its handle still has: another thread's operation
+/// that had this handle may have completed inside MPICH a moment ago, its entry removed only when that
+/// thread's call returns; left there, it would charge this request's completion to that other
+/// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
 unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
-    if !request.is_null() && *request != MPI_REQUEST_NULL && !is_builtin(*request) && wants_tracking(r, recv) {
+    if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
+        return;
+    }
+    if wants_tracking(r, recv) {
         state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
+    } else {
+        state::requests().remove(&*request);
     }
 }
 
@@ -586,5 +596,30 @@ mod tests {
         state::requests().insert(h, ReqInfo { rec, recv: true, seq: 2 });
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
+    }
+
+    /// A panic inside a hook comes back from the exported interposer as `MPI_ERR_INTERN`, never as an
+    /// abort: the generated interposers run under the panic guard.
+    #[test]
+    fn a_panic_in_a_hook_returns_mpi_err_intern() {
+        // The interposers look up their next definition (MPICH's) before the hook runs, and a missing
+        // one aborts: load an MPICH (never initialised; the hook panics before calling it).
+        let mpich = [
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps/mpich5/lib/libmpi.so.12"),
+            "libmpich.so.12",
+            "libmpi.so.12",
+        ];
+        let loaded = mpich.iter().any(|path| {
+            let c = std::ffi::CString::new(*path).unwrap();
+            !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
+        });
+        assert!(loaded, "no MPICH to load (scripts/install.sh installs one)");
+        state::PANIC_FOR_TEST.with(|p| p.set(true));
+        let mut request = MPI_REQUEST_NULL;
+        let send = unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT, 0, 0, MPI_COMM_WORLD) };
+        let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
+        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD) };
+        state::PANIC_FOR_TEST.with(|p| p.set(false));
+        assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
     }
 }

@@ -57,3 +57,23 @@ pub extern "C" fn mpixstream_tools_finalize() {
         eprintln!("mpixstream-tools: internal error while writing the report");
     }
 }
+
+/// Called by the lean library when it hands the application `outer` in place of `inner`
+/// (`mpixstream_wrappers::tools::REQUEST_REPLACED_SYMBOL`): the entry of `inner` moves to `outer`.
+#[no_mangle]
+pub extern "C" fn mpixstream_tools_request_replaced(
+    inner: mpixstream_wrappers::ffi::MPI_Request,
+    outer: mpixstream_wrappers::ffi::MPI_Request,
+) {
+    let r = std::panic::catch_unwind(|| {
+        if !state::on() {
+            return;
+        }
+        if let Some((_, info)) = state::requests().remove(&inner) {
+            state::requests().insert(outer, info);
+        }
+    });
+    if r.is_err() {
+        eprintln!("mpixstream-tools: internal error while following a wrapped nonblocking collective");
+    }
+}

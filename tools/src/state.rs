@@ -25,7 +25,18 @@ static CHECK: AtomicU8 = AtomicU8::new(0);
 
 #[inline]
 pub fn on() -> bool {
+    #[cfg(test)]
+    if PANIC_FOR_TEST.with(|p| p.get()) {
+        panic!("provoked by a unit test");
+    }
     ON.load(Ordering::Relaxed)
+}
+
+// Unit tests only (nothing in a release build): every hook starts with `on`, which then panics,
+// proving that the generated interposers run under the panic guard.
+#[cfg(test)]
+thread_local! {
+    pub static PANIC_FOR_TEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 #[inline]
 pub fn report_on() -> bool {

@@ -11,12 +11,14 @@
 //! - [`interpose`]: the lean library's interposers; [`tools`]: what the lean library and the tools
 //!   library share, and the tools library's interposers;
 //! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path);
+//! - [`guard`]: the panic guard of every C entry point;
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
 //!   libraries.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod ffi;
 pub mod fn_types;
+pub mod guard;
 pub mod handles;
 pub mod interpose;
 pub mod mpich_build;

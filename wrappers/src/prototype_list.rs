@@ -19,11 +19,13 @@ pub enum Lean {
     Init(Vec<String>),
     /// `hooks::<name>(params)`.
     Hook(Vec<String>),
-    /// `hooks::comm_constructed(CommCtor::kind, parent, out, PMPI call)`.
+    /// `hooks::comm_constructed(CommCtor::kind, parent, out, info (`Some` where the row names one),
+    /// PMPI call)`.
     Ctor {
         kind: String,
         parent: String,
         out: String,
+        info: Option<String>,
     },
     /// `fixes::<name>(every parameter)`.
     Fix,
@@ -276,15 +278,24 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             set_once(&mut row.lean, Lean::Persistent { comm, request }, "lean")?;
         }
         "lean:ctor" => {
-            let a = need_args(args)?;
-            let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT)")?;
+            let mut a = need_args(args)?;
+            if !(3..=4).contains(&a.len()) {
+                return Err("lean:ctor takes (KIND, PARENT, OUT[, INFO])".into());
+            }
+            let info = if a.len() == 4 { a.pop() } else { None };
+            let [kind, parent, out] =
+                <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT[, INFO])")?;
             check_params(row, &[parent.clone(), out.clone()])?;
             expect_type(row, &parent, "MPI_Comm")?;
             expect_type(row, &out, "MPI_Comm *")?;
+            if let Some(info) = &info {
+                check_params(row, std::slice::from_ref(info))?;
+                expect_type(row, info, "MPI_Info")?;
+            }
             if !kind.chars().all(is_ident_char) {
                 return Err(format!("lean:ctor: `{kind}` is not a CommCtor variant"));
             }
-            set_once(&mut row.lean, Lean::Ctor { kind, parent, out }, "lean")?;
+            set_once(&mut row.lean, Lean::Ctor { kind, parent, out, info }, "lean")?;
         }
         _ => match word.strip_prefix("tools:") {
             Some(hook) if !hook.is_empty() && hook.chars().all(is_ident_char) => {
@@ -444,8 +455,8 @@ fn all_args(row: &Row) -> String {
     row.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-const FN_ATTRS: &str =
-    "#[no_mangle]\n#[allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc)]\n";
+const FN_ATTRS: &str = "#[no_mangle]\n#[allow(non_snake_case, unused_unsafe, clippy::too_many_arguments, \
+     clippy::missing_safety_doc)]\n";
 
 /// `lean_interposers.rs`: the `interposers!($hooks, $fixes)` macro of the lean library.
 pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
@@ -462,18 +473,26 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             Lean::Init(a) if a.len() == 2 => format!("use $hooks as hooks;\nhooks::init({}, {}, None)", a[0], a[1]),
             Lean::Init(a) => format!("use $hooks as hooks;\nhooks::init({}, {}, Some(({}, {})))", a[0], a[1], a[2], a[3]),
             Lean::Hook(a) => format!("use $hooks as hooks;\nhooks::{}({})", r.hook_name(), a.join(", ")),
-            Lean::Fix => format!("use $fixes as fixes;\nfixes::{}({})", r.hook_name(), all_args(r)),
-            Lean::Ctor { kind, parent, out } => format!(
-                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, \
+            Lean::Fix => format!(
+                "use $fixes as fixes;\n$crate::guard::ffi_guard(\"{}\", || unsafe {{ fixes::{}({}) }})",
+                r.name,
+                r.hook_name(),
+                all_args(r)
+            ),
+            Lean::Ctor { kind, parent, out, info } => format!(
+                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))",
+                info.as_ref().map_or_else(|| "None".to_string(), |i| format!("Some({i})")),
                 r.pmpi_name(),
                 all_args(r)
             ),
             Lean::Nbc { comm, request } => format!(
                 "use $fixes as fixes;\n\
+                 $crate::guard::ffi_guard(\"{}\", || unsafe {{\n\
                  // Through the next definition, so that the tools library still counts it.\n\
                  fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
-                 $crate::next!({})({})\n}})",
+                 $crate::next!({})({})\n}})\n}})",
+                r.name,
                 r.name,
                 all_args(r)
             ),
@@ -514,7 +533,8 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
             "{FN_ATTRS}{} {{\n\
              use $counting as counting;\n\
              let next = $crate::next!({name});\n\
-             counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}}\n",
+             $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
+             counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}})\n}}\n",
             signature(r, "$crate::ffi::")?,
             name = r.name,
             passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
@@ -592,6 +612,10 @@ mod tests {
             ("int MPI_Send(int count);  lean:frobnicate", "unknown role"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
+            (
+                "int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi lean:ctor(Dup, comm, newcomm, newcomm)",
+                "expected `MPI_Info`",
+            ),
             ("int MPI_X(int count);  nullable(count)", "not a function pointer"),
             ("int Foo(int count);  pmpi", "MPI_* or MPIX_*"),
             ("void MPI_X(int count);  pmpi", "start with `int `"),

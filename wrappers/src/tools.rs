@@ -15,6 +15,10 @@ use std::os::raw::{c_char, c_int};
 pub const INIT_SYMBOL: &CStr = c"mpixstream_tools_init";
 /// Called by the lean library at the start of `MPI_Finalize`, while MPI is still fully up.
 pub const FINALIZE_SYMBOL: &CStr = c"mpixstream_tools_finalize";
+/// `extern "C" fn(inner: MPI_Request, outer: MPI_Request)`: called by the lean library when it hands
+/// the application `outer` in place of `inner`, which it completes itself with `PMPI_Test` (a wrapped
+/// nonblocking collective): the tools library then tracks `outer`, the request the application waits on.
+pub const REQUEST_REPLACED_SYMBOL: &CStr = c"mpixstream_tools_request_replaced";
 
 /// Who attached a communicator's stream: what the lean library records and `mpixstream_comm_origin`
 /// reports to the tools library (as this `int`).

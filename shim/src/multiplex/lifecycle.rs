@@ -199,6 +199,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         }
         match build(rt, user, rank, counts, tag_ub, streams) {
             Ok(_) => {
+                // MPICH copied the parent's stream (if it has one) into the dup: record it.
+                inherit_stream(rt, comm, user);
                 *newcomm = user;
                 MPI_SUCCESS
             }
@@ -223,14 +225,28 @@ pub unsafe fn comm_constructed(
     if !matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo) {
         return None;
     }
+    let parent_handle = parent;
     let parent = registry::lookup(parent)?;
     Some(match build(rt, *newcomm, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
-        Ok(_) => MPI_SUCCESS,
+        Ok(_) => {
+            inherit_stream(rt, parent_handle, *newcomm);
+            MPI_SUCCESS
+        }
         Err(rc) => {
             (pmpi().PMPI_Comm_free)(newcomm);
             rc
         }
     })
+}
+
+/// The user's multiplex communicator `child` is a dup of `parent` (MPICH's `PMPI_Comm_dup`), which
+/// gives it `parent`'s stream where `parent` is a stream communicator: recorded like any dup's, so that
+/// the stream cannot be freed while `child` uses it, the routes around native defects drive it and the
+/// tools library sees it.
+fn inherit_stream(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
+    if let Some(entry) = rt.comms.get(parent) {
+        rt.comms.attach(&rt.streams, child, entry);
+    }
 }
 
 /// After `MPI_Comm_free` of a multiplex communicator (`mx`, looked up before the free): its streams
