@@ -2,7 +2,8 @@
  * policy made (an MPI_Comm_dup of MPI_COMM_WORLD; on MPICH >= 4.1 a native stream communicator), as
  * mpi4py 4 calls them: MPI_Sendrecv_c, MPI_Iallreduce_c, MPI_Iallgather_c, ... Native MPICH waits for
  * them with a progress that skips the stream's reserved VCI, so each hung there until the lean library
- * routed them like their plain forms (a hang reads as the test's timeout). Results are checked. */
+ * routed them like their plain forms (a hang reads as the test's timeout); MPI_Dist_graph_create, the
+ * same. Results are checked. */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {
@@ -80,6 +81,21 @@ int main(int argc, char **argv) {
         free(contrib); free(counts); free(sc); free(sd); free(types); free(sendv); free(recvv);
     }
     free(all);
+    /* MPI_Dist_graph_create exchanges the graph: it hung on a native stream communicator (mpi4py's
+     * testDistgraphcomm) until the lean library built it from a plain communicator of the same group. */
+    MPI_Comm g;
+    int src = rank, deg = 1, dst = peer;
+    OK(MPI_Dist_graph_create(c, 1, &src, &deg, &dst, MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &g));
+    int indeg = -1, outdeg = -1, weighted = -1;
+    OK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted));
+    CHECK(indeg == 1 && outdeg == 1, "Dist_graph_create: in %d out %d", indeg, outdeg);
+    int in_nb = -1, out_nb = -1;
+    OK(MPI_Dist_graph_neighbors(g, 1, &in_nb, MPI_UNWEIGHTED, 1, &out_nb, MPI_UNWEIGHTED));
+    CHECK(in_nb == from && out_nb == peer, "Dist_graph neighbours %d/%d, expected %d/%d", in_nb, out_nb, from, peer);
+    long got = -1, mine = 5000 + rank;
+    OK(MPI_Neighbor_allgather(&mine, 1, MPI_LONG, &got, 1, MPI_LONG, g));
+    CHECK(got == 5000 + from, "Neighbor_allgather on the graph: %ld", got);
+    OK(MPI_Comm_free(&g));
     OK(MPI_Comm_free(&c));
     return mpixtest_finish();
 }
