@@ -3,7 +3,7 @@
 # MPICH, and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
 # Prints PASS/FAIL per test and closes with "N passed, M failed".
 #   tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]
-#     --quick: skip the MPICH conformance harness
+#     --quick: skip the MPICH conformance harness and mpi4py's suite
 #     --only:  run only the tests whose name contains PATTERN (C table rows are named
 #              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone)
 #     --mpich: comma list of the MPICHs the C table runs on (names or prefixes, scripts/env.sh),
@@ -141,6 +141,18 @@ if [ $quick -eq 0 ] && [ -x tests/conformance/run.sh ] && selected conformance; 
       bash scripts/shm_cleanup.sh
       verdict "conformance mpich=$mpich policy=$policy: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)" $rc "$log"
     done
+  done
+fi
+
+# mpi4py's own suite, module by module, explicit against no library (tests/mpi4py/run.sh).
+if [ $quick -eq 0 ] && selected mpi4py; then
+  echo "== mpi4py's test suite (tests/mpi4py)"
+  for mpich in deb 5; do
+    log=$logdir/mpi4py-$mpich.log
+    bash tests/mpi4py/run.sh --mpich $mpich --np 1,2 >"$log" 2>&1
+    rc=$?
+    bash scripts/shm_cleanup.sh
+    verdict "mpi4py suite mpich=$mpich explicit vs without mpixstream, 1 and 2 ranks: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)" $rc "$log"
   done
 fi
 

@@ -8,8 +8,10 @@
 # the two outcomes agree: ok (exit 0), failed, or timed out (the unittest verdict lines are printed, not
 # compared: with 2 ranks their order and number in the merged output vary). Reference failures are
 # printed as such (they are the MPICH's or mpi4py's, not ours), with their verdict.
-# Left out: test_spawn (MPI_Comm_spawn; the policy does not cover spawned worlds, issue 12).
-# Prints PASS/FAIL per (module, ranks) and ends with "N passed, M failed".
+# Left out: test_spawn (MPI_Comm_spawn; the policy does not cover spawned worlds).
+# tests/mpi4py/KNOWN lists (build, module, ranks) whose outcome differs by a defect of that MPICH, with
+# the reproducer that shows it without mpixstream; such a row prints KNOWN and does not fail the run.
+# Prints PASS/FAIL/KNOWN per (module, ranks) and ends with "N passed, M failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -44,7 +46,12 @@ fi
 out=$root/build/mpi4py/$MPICH_NAME
 rm -rf "$out"; mkdir -p "$out"
 export PYTHONPATH=$root/.deps/mpi4py LD_LIBRARY_PATH=$libdir
-passed=0; failed=0
+passed=0; failed=0; known=0
+# known_reason MODULE NP: the KNOWN reason of this build, module and rank count, if listed.
+known_reason() {
+  awk -v b="$MPICH_NAME" -v m="$1" -v n="$2" '$1 == b && $2 == m && ("," $3 ",") ~ ("," n ",") {
+    $1 = $2 = $3 = ""; sub(/^ +/, ""); print; found = 1; exit } END { exit !found }' "$root/tests/mpi4py/KNOWN"
+}
 # outcome LOG RC: "ok", "timeout" or "fail", then ": " and the unittest verdict or first error line
 outcome() {
   if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then echo timeout; return; fi
@@ -72,11 +79,14 @@ for f in test_*.py; do
     if [ "${r1%%:*}" = "${r2%%:*}" ]; then
       passed=$((passed + 1))
       case "$r1" in ok*) echo "PASS $name" ;; *) echo "PASS $name (fails the same without mpixstream: $r1)" ;; esac
+    elif reason=$(known_reason "$m" "$np"); then
+      known=$((known + 1))
+      echo "KNOWN $name: without mpixstream: $r1; explicit: $r2 ($reason)"
     else
       failed=$((failed + 1))
       echo "FAIL $name: without mpixstream: $r1; explicit: $r2 (log: $exp)"
     fi
   done
 done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $known known"
 [ $failed -eq 0 ]
