@@ -22,3 +22,12 @@ for what in send recv; do
   bash "$root/scripts/shm_cleanup.sh"
   echo "MPI_Cancel of a $what on a stream communicator, 2 ranks, without mpixstream: $n of 2 ranks completed"
 done
+# MPI's progress rule (rma_starvation.c): passive RMA on a window of MPI_COMM_WORLD while the target waits
+# in an allreduce on a native stream communicator, without mpixstream, on every native build installed.
+for b in 4.1.3 4.2.3 4.3.2 5; do
+  mpich_select $b 2>/dev/null || continue
+  "$MPICC" -O2 "$root/tests/native_defects/rma_starvation.c" -o "$out/rma_starvation-$b" || continue
+  n=$(MPIR_CVAR_CH4_RESERVE_VCIS=1 timeout 20 "$MPIEXEC" -n 2 "$out/rma_starvation-$b" 2>/dev/null </dev/null | grep -o completed | wc -l)
+  bash "$root/scripts/shm_cleanup.sh"
+  echo "[$b] passive RMA on MPI_COMM_WORLD while the target waits on a stream communicator, without mpixstream: $n of 2 ranks completed"
+done
