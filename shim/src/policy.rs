@@ -55,7 +55,7 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         return MPI_SUCCESS;
     }
     let (index, reused, native) = take_stream(rt);
-    attach_native(rt, index, reused, native, *newcomm, newcomm)
+    attach_native(rt, index, reused, native, *newcomm, true, newcomm)
 }
 
 /// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's:
@@ -91,7 +91,9 @@ pub unsafe fn dup_directly(
         return None;
     }
     let (index, reused, native) = take_stream(rt);
-    let rc = attach_native(rt, index, reused, native, parent, newcomm);
+    // Not `replace`: `*newcomm` holds whatever the caller's variable held (even the parent itself, in
+    // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
+    let rc = attach_native(rt, index, reused, native, parent, false, newcomm);
     if rc != MPI_SUCCESS {
         return Some(rc);
     }
@@ -136,8 +138,8 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
 }
 
 /// On the native backend, makes `*newcomm` a native stream communicator on `native` duplicated from
-/// `source` (a collective every member makes, whatever its own stream); where `source` is `*newcomm`
-/// itself (a communicator another constructor just made), that one is freed and replaced. On the serial
+/// `source` (a collective every member makes, whatever its own stream); `replace`: `source` is a
+/// communicator another constructor just made for the caller, freed once replaced. On the serial
 /// backend `*newcomm` stays as it is. Then records it. `reused`: the stream is a retired one.
 unsafe fn attach_native(
     rt: &Runtime,
@@ -145,6 +147,7 @@ unsafe fn attach_native(
     reused: bool,
     native: MPIX_Stream,
     source: MPI_Comm,
+    replace: bool,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
     let p = pmpi();
@@ -164,8 +167,9 @@ unsafe fn attach_native(
             }
             return rc;
         }
-        if source == *newcomm {
-            (p.PMPI_Comm_free)(newcomm);
+        if replace {
+            let mut made = source;
+            (p.PMPI_Comm_free)(&mut made);
         }
         *newcomm = streamed;
     }

@@ -107,5 +107,16 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_delete_attr(MPI_COMM_WORLD, kv));
     OK(MPI_Comm_free_keyval(&kv));
     MPI_Info_free(&info);
+    /* MPI_Comm_dup(c, &c): the output aliases the input. The policy's direct dup once took the
+     * caller's variable for a communicator made for the call and freed it: here the parent,
+     * MPI_COMM_WORLD ("Cannot free permanent communicator", MPICH's coll tests under explicit). */
+    MPI_Comm w = MPI_COMM_WORLD;
+    OK(MPI_Comm_dup(w, &w));
+    CHECK(w != MPI_COMM_WORLD, "the in-place dup returned MPI_COMM_WORLD");
+    int one = 1, total = 0;
+    OK(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, w));
+    OK(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(total == size, "MPI_COMM_WORLD after the in-place dup: %d", total);
+    OK(MPI_Comm_free(&w));
     return mpixtest_finish();
 }
