@@ -185,24 +185,12 @@ impl Endpoints {
     /// The communicator of a message from `(from, si)` to `(to, di)` (indices already checked).
     #[inline]
     pub fn route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Route {
-        if self.layout == Layout::Pooled || (from == to && si != di) {
-            return Route { comm: self.pooled[di], tag_in_tag: true };
-        }
-        let b1 = self.b1();
-        let slot = if si == di {
-            (si * self.width + si) * b1
-        } else {
-            let b = (from ^ to).trailing_zeros() as usize;
-            if (from >> b) & 1 == 0 {
-                (si * self.width + di) * b1 + b
-            } else {
-                (di * self.width + si) * b1 + b
-            }
-        };
-        Route { comm: self.pair[slot], tag_in_tag: false }
+        // Callers pass checked indices, for which `try_route` always finds the communicator.
+        self.try_route(from, si, to, di).expect("a hidden communicator for checked indices")
     }
 
-    /// `route` without a panic path, for the send fast path (`None` cannot happen for checked indices).
+    /// The hidden communicator of (local index `si` -> rank `to`, index `di`), without a panic path (the
+    /// send fast path runs outside `ffi_guard`); `None` only for indices out of range.
     #[inline(always)]
     pub fn try_route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Option<Route> {
         if self.layout == Layout::Pooled || (from == to && si != di) {
