@@ -8,6 +8,7 @@
 # the two outcomes agree: ok (exit 0), failed, or timed out (the unittest verdict lines are printed, not
 # compared: with 2 ranks their order and number in the merged output vary). Reference failures are
 # printed as such (they are the MPICH's or mpi4py's, not ours), with their verdict.
+# A reference failure where the explicit run passed is retried (twice) before it counts: plain MPICH flakes.
 # Left out: test_spawn (MPI_Comm_spawn; the policy does not cover spawned worlds).
 # tests/mpi4py/KNOWN lists (build, module, ranks) whose outcome differs by a defect of that MPICH, with
 # the reproducer that shows it without mpixstream; such a row prints KNOWN and does not fail the run.
@@ -60,6 +61,13 @@ outcome() {
   if [ "$2" -eq 0 ]; then echo "ok: $verdict"; return; fi
   echo "fail: ${verdict:-$(grep -m1 -E 'Error|error|Abort|Segmentation' "$1" | cut -c1-160)}"
 }
+# run_reference LOG: runs module $m at $np ranks without mpixstream into LOG; prints its outcome
+run_reference() {
+  timeout "$limit" "$MPIEXEC" -genv LD_LIBRARY_PATH "$libdir" -n "$np" python3 runtests.py --no-builddir -q "$m" \
+    >"$1" 2>&1 </dev/null
+  outcome "$1" $?
+  bash "$root/scripts/shm_cleanup.sh" >/dev/null 2>&1
+}
 cd "$src/test"
 for f in test_*.py; do
   m=${f%.py}
@@ -67,18 +75,27 @@ for f in test_*.py; do
   [ -n "$only" ] && [[ "$m" != *$only* ]] && continue
   for np in $nps; do
     ref=$out/$m-np$np-reference.log exp=$out/$m-np$np-explicit.log
-    timeout "$limit" "$MPIEXEC" -genv LD_LIBRARY_PATH "$libdir" -n "$np" python3 runtests.py --no-builddir -q "$m" \
-      >"$ref" 2>&1 </dev/null
-    r1=$(outcome "$ref" $?)
-    bash "$root/scripts/shm_cleanup.sh" >/dev/null 2>&1
+    r1=$(run_reference "$ref")
     MPIXSTREAM_POLICY=explicit timeout "$limit" "$root/scripts/mpixrun" --mpich "$mpich" -genv LD_LIBRARY_PATH "$libdir" \
       -n "$np" python3 runtests.py --no-builddir -q "$m" >"$exp" 2>&1 </dev/null
     r2=$(outcome "$exp" $?)
     bash "$root/scripts/shm_cleanup.sh" >/dev/null 2>&1
+    # A reference run that failed where the explicit run passed is run again (twice at most): some modules
+    # fail now and then on plain MPICH (test_util_pool on Debian's, 1 run in 3 CI runs). Only the
+    # reference is retried, never the explicit run: an intermittent failure with mpixstream stays a FAIL.
+    flaked=""
+    for retry in 1 2; do
+      [ "${r2%%:*}" = ok ] && [ "${r1%%:*}" != ok ] || break
+      flaked="${flaked:+$flaked; }$r1"
+      r1=$(run_reference "$out/$m-np$np-reference-retry$retry.log")
+    done
     name="mpi4py $m np=$np mpich=$MPICH_NAME"
     if [ "${r1%%:*}" = "${r2%%:*}" ]; then
       passed=$((passed + 1))
-      case "$r1" in ok*) echo "PASS $name" ;; *) echo "PASS $name (fails the same without mpixstream: $r1)" ;; esac
+      case "$r1" in
+        ok*) echo "PASS $name${flaked:+ (without mpixstream it failed first, then passed: $flaked)}" ;;
+        *) echo "PASS $name (fails the same without mpixstream: $r1)" ;;
+      esac
     elif reason=$(known_reason "$m" "$np"); then
       known=$((known + 1))
       echo "KNOWN $name: without mpixstream: $r1; explicit: $r2 ($reason)"
