@@ -5,7 +5,7 @@
 //! `MPI_Sendrecv`, the probes (`MPI_Probe`/`MPI_Mprobe`, and polling loops of `MPI_Iprobe`/`MPI_Improbe`),
 //! persistent point-to-point, buffered sends waiting for space, and nonblocking collectives. Sendrecv and
 //! the probes we route here, on such communicators only, through calls whose completion does progress
-//! the stream (Irecv + Isend + Waitall; probes preceded by a turn of the stream's own progress, made by
+//! the stream (Irecv + Send + Wait; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
 //! the thread that waits for them (`nonblocking_collective`). Everything else passes through (what that
 //! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
@@ -23,7 +23,7 @@ pub use crate::persistent::{
     persistent_created, request_free, test, testall, testany, testsome, wait, waitall, waitany, waitsome,
 };
 
-/// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Isend + Waitall.
+/// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sendrecv(
     sendbuf: *const c_void,
@@ -47,7 +47,7 @@ pub unsafe fn sendrecv(
     sendrecv_on_stream(
         status,
         |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-        |r| next!(MPI_Isend)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
+        || next!(MPI_Send)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
     )
 }
 
@@ -75,39 +75,34 @@ pub unsafe fn sendrecv_c(
     sendrecv_on_stream(
         status,
         |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-        |r| next!(MPI_Isend_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
+        || next!(MPI_Send_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
     )
 }
 
-/// Irecv + Isend + Waitall: the Waitall progresses the requests' own VCI (the stream's).
+/// Irecv, then a blocking Send, then Wait for the receive: MPICH's blocking send and wait progress the
+/// requests' own VCI (the stream's), where its `MPI_Sendrecv` turns only the implicit pool. The receive
+/// is posted before the send, so two ranks exchanging this way cannot deadlock (the order MPICH's own
+/// Sendrecv uses). Cheaper than Irecv + Isend + Waitall, the route before: one request, no status array
+/// (callgrind, 8-byte Sendrecv to self, MPICH 5.0.2: 1,985 instructions against 2,247; README, "Cost").
 unsafe fn sendrecv_on_stream(
     status: *mut MPI_Status,
     irecv: impl FnOnce(*mut MPI_Request) -> c_int,
-    isend: impl FnOnce(*mut MPI_Request) -> c_int,
+    send: impl FnOnce() -> c_int,
 ) -> c_int {
-    // A native stream communicator exists, so MPI_Init resolved the table.
-    let p = pmpi::pmpi();
-    let mut reqs = [MPI_REQUEST_NULL; 2];
-    let mut statuses = [MPI_Status::default(); 2];
-    let rc = irecv(&mut reqs[0]);
+    let mut recv = MPI_REQUEST_NULL;
+    let rc = irecv(&mut recv);
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let rc = isend(&mut reqs[1]);
+    let rc = send();
     if rc != MPI_SUCCESS {
-        (p.PMPI_Cancel)(&mut reqs[0]);
-        (p.PMPI_Request_free)(&mut reqs[0]);
+        // A native stream communicator exists, so MPI_Init resolved the table.
+        let p = pmpi::pmpi();
+        (p.PMPI_Cancel)(&mut recv);
+        (p.PMPI_Request_free)(&mut recv);
         return rc;
     }
-    let rc = next!(MPI_Waitall)(2, reqs.as_mut_ptr(), statuses.as_mut_ptr());
-    if status_is_real(status) {
-        *status = statuses[0];
-    }
-    if rc == MPI_ERR_IN_STATUS {
-        // MPI_Sendrecv reports the failing operation's own code.
-        return if statuses[0].MPI_ERROR != MPI_SUCCESS { statuses[0].MPI_ERROR } else { statuses[1].MPI_ERROR };
-    }
-    rc
+    next!(MPI_Wait)(&mut recv, status)
 }
 
 // The pass-through path of every interposer here is `native_stream_of` (one acquire load of the

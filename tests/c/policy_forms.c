@@ -3,7 +3,8 @@
  * mpi4py 4 calls them: MPI_Sendrecv_c, MPI_Iallreduce_c, MPI_Iallgather_c, ... Native MPICH waits for
  * them with a progress that skips the stream's reserved VCI, so each hung there until the lean library
  * routed them like their plain forms (a hang reads as the test's timeout); MPI_Dist_graph_create, the
- * same. Results are checked. */
+ * same. MPI_Sendrecv itself (routed as Irecv + Send + Wait) with a rendezvous-sized message and with
+ * MPI_PROC_NULL. Results are checked. */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {
@@ -21,6 +22,8 @@ int main(int argc, char **argv) {
     long *all = malloc(sizeof(long) * size);
     MPI_Request r;
     MPI_Status st;
+    enum { BIG = 1 << 16 }; /* 512 KiB of longs */
+    long *big_out = malloc(sizeof(long) * BIG), *big_in = malloc(sizeof(long) * BIG);
 
     for (int round = 0; round < 20; round++) {
         /* MPI_Sendrecv_c around the ring. */
@@ -28,6 +31,19 @@ int main(int argc, char **argv) {
         OK(MPI_Sendrecv_c(&out, 1, MPI_LONG, peer, round, &in, 1, MPI_LONG, from, round, c, &st));
         CHECK(in == 1000L * round + from, "Sendrecv_c round %d: got %ld", round, in);
         CHECK(st.MPI_SOURCE == from && st.MPI_TAG == round, "Sendrecv_c status %d/%d", st.MPI_SOURCE, st.MPI_TAG);
+
+        /* MPI_Sendrecv of a large message (past MPICH's eager limits: rendezvous) around the ring, and
+         * one with MPI_PROC_NULL on both sides (an empty status). */
+        for (int i = 0; i < BIG; i++) big_out[i] = (long)round * BIG + i + rank;
+        OK(MPI_Sendrecv(big_out, BIG, MPI_LONG, peer, 100 + round, big_in, BIG, MPI_LONG, from, 100 + round, c, &st));
+        int got = -1;
+        OK(MPI_Get_count(&st, MPI_LONG, &got));
+        CHECK(got == BIG && st.MPI_SOURCE == from, "large Sendrecv round %d: count %d from %d", round, got, st.MPI_SOURCE);
+        for (int i = 0; i < BIG; i += 997)
+            CHECK(big_in[i] == (long)round * BIG + i + from, "large Sendrecv round %d: [%d] = %ld", round, i, big_in[i]);
+        OK(MPI_Sendrecv(&out, 1, MPI_LONG, MPI_PROC_NULL, 0, &in, 1, MPI_LONG, MPI_PROC_NULL, 0, c, &st));
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG, "Sendrecv with MPI_PROC_NULL: %d/%d",
+              st.MPI_SOURCE, st.MPI_TAG);
 
         /* MPI_Iallreduce_c. */
         long sum = -1, mine = rank + round;
@@ -81,6 +97,8 @@ int main(int argc, char **argv) {
         free(contrib); free(counts); free(sc); free(sd); free(types); free(sendv); free(recvv);
     }
     free(all);
+    free(big_out);
+    free(big_in);
     /* MPI_Dist_graph_create exchanges the graph: it hung on a native stream communicator (mpi4py's
      * testDistgraphcomm) until the lean library built it from a plain communicator of the same group. */
     MPI_Comm g;
