@@ -8,6 +8,7 @@
 //! (they exist only when the tools library is preloaded, i.e. when a report or the check is asked for).
 use crate::comms::Origin;
 use crate::config::Policy;
+use crate::multiplex::endpoints;
 use crate::runtime;
 use crate::{backend::Backend, policy};
 use mpixstream_wrappers::ffi::*;
@@ -45,6 +46,8 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
     d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
     d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
     d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
+    d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
+    d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
     copy_str(&mut d.library, &rt.library);
     copy_str(&mut d.backend_reason, &rt.backend_reason);
     0

@@ -104,16 +104,18 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         Some(d) => {
             let _ = write!(
                 j,
-                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{}}}",
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
                 d.streams_in_use,
                 d.policy_attached,
                 d.policy_exhausted,
                 d.policy_nonblocking,
                 d.policy_intercomm,
-                d.policy_retired
+                d.policy_retired,
+                d.multiplex_on_streams,
+                d.multiplex_pooled
             );
         }
-        None => j.push_str(",\"streams_in_use\":null,\"policy_stats\":null"),
+        None => j.push_str(",\"streams_in_use\":null,\"policy_stats\":null,\"multiplex\":null"),
     }
     j.push_str(",\"comms\":[");
     let mut t = String::new();
@@ -369,6 +371,13 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
                 out,
                 "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
                 d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm, d.policy_retired
+            );
+        }
+        if d.multiplex_on_streams + d.multiplex_pooled > 0 {
+            let _ = writeln!(
+                out,
+                "multiplex communicators (rank 0): {} on the streams' endpoints, {} on MPICH's implicit pool",
+                d.multiplex_on_streams, d.multiplex_pooled
             );
         }
     }

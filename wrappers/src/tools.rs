@@ -76,6 +76,10 @@ pub struct Description {
     pub policy_intercomm: u64,
     /// Native policy streams whose communicators are gone, kept until `MPI_Finalize`.
     pub policy_retired: u64,
+    /// Multiplex communicators made so far: on the streams' own endpoints, and on MPICH's implicit pool
+    /// (the serial backend, `MPIX_STREAM_NULL` entries, or past a bound on hidden communicators).
+    pub multiplex_on_streams: u64,
+    pub multiplex_pooled: u64,
     /// The MPI build (version, netmod, library path: `mpich_build::describe`), NUL-terminated.
     pub library: [c_char; 256],
     pub backend_reason: [c_char; 256],
@@ -98,6 +102,8 @@ impl Default for Description {
             policy_nonblocking: 0,
             policy_intercomm: 0,
             policy_retired: 0,
+            multiplex_on_streams: 0,
+            multiplex_pooled: 0,
             library: [0; 256],
             backend_reason: [0; 256],
         }

@@ -27,15 +27,38 @@
 //!   collective at creation (an allgather of VCIs and a context-id agreement) and an MPICH
 //!   communicator object with an `N`-entry VCI table; an engine turn of an index probes
 //!   `2 + (S-1)B` of them.
-//! - **Pooled** (serial backend, or beyond the bound): `P_0 .. P_{S-1}` only, one per destination
+//!   Bounded per communicator (`MAX_HIDDEN_COMMS`) and per process (`MAX_HIDDEN_COMMS_PER_PROCESS`,
+//!   over all live multiplex communicators).
+//! - **Pooled** (serial backend, or beyond a bound): `P_0 .. P_{S-1}` only, one per destination
 //!   index, on MPICH's implicit pool, tag `tag * S + source index`: `S` context ids.
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// At most this many hidden communicators per multiplex communicator (about an eighth of MPICH's
 /// context ids); a communicator that would need more uses the pooled layout.
 pub const MAX_HIDDEN_COMMS: usize = 256;
+
+/// At most this many hidden communicators of the streams layout alive in one process, over all its
+/// multiplex communicators (half of MPICH's 2048 context ids, leaving the rest to the program); a new
+/// multiplex communicator that would pass it uses the pooled layout.
+pub const MAX_HIDDEN_COMMS_PER_PROCESS: usize = 1024;
+
+/// This process's multiplex communicators per layout (the report's `multiplex` counters) and its
+/// live hidden communicators of the streams layout (the process-wide bound).
+pub struct Stats {
+    pub live_hidden: AtomicUsize,
+    pub on_streams: AtomicU64,
+    pub pooled: AtomicU64,
+}
+pub static STATS: Stats =
+    Stats { live_hidden: AtomicUsize::new(0), on_streams: AtomicU64::new(0), pooled: AtomicU64::new(0) };
+
+/// Whether `cost` more hidden communicators would pass this process's bound.
+pub fn over_process_bound(cost: usize) -> bool {
+    STATS.live_hidden.load(Ordering::Relaxed) + cost > MAX_HIDDEN_COMMS_PER_PROCESS
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -179,7 +202,17 @@ impl Endpoints {
             ep.pair = pair.into_boxed_slice();
         }
         ep.pooled = pooled.into_boxed_slice();
+        STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok(ep)
+    }
+
+    /// What this set counts against the process's bound: all its communicators in the streams layout
+    /// (`streams_layout_cost`), none in the pooled one.
+    fn counted_hidden(&self) -> usize {
+        if self.layout != Layout::Streams {
+            return 0;
+        }
+        self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()
     }
 
     /// The communicator of a message from `(from, si)` to `(to, di)` (indices already checked).
@@ -238,6 +271,7 @@ impl Endpoints {
     /// Frees the hidden communicators (once; the caller makes sure of it).
     pub unsafe fn free(&self) {
         let p = pmpi();
+        STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
         for &c in self.pooled.iter().chain(self.pair.iter()) {
             if c != MPI_COMM_NULL {
                 let mut c = c;

@@ -28,15 +28,26 @@ unsafe fn build(
     let width = counts.iter().copied().max().unwrap_or(0).max(0) as usize;
     let native = rt.backend == Backend::Native;
     let mut layout = endpoints::choose_layout(native, size, width);
+    let cost = endpoints::streams_layout_cost(size, width);
+    // Why this communicator's indexed traffic runs on MPICH's implicit pool, if it does on the native
+    // backend (the same on every process: decided from agreed values).
+    let mut pooled_because = (native && layout == Layout::Pooled && width > 0).then(|| {
+        format!(
+            "it would need {cost} hidden communicators on the streams' endpoints (bound {})",
+            endpoints::MAX_HIDDEN_COMMS
+        )
+    });
     if layout == Layout::Streams {
         // MPICH 5.0.2 loses messages (shared-memory path) between a rank's implicit VCI and a peer's
-        // reserved one: the streams layout only when no process attached MPIX_STREAM_NULL.
-        let mine: c_int = streams.iter().any(|s| s.is_none()) as c_int;
-        let mut any_null: c_int = 0;
+        // reserved one: the streams layout only when no process attached MPIX_STREAM_NULL. And only
+        // while no process would pass its bound of live hidden communicators.
+        let mine: [c_int; 2] =
+            [streams.iter().any(|s| s.is_none()) as c_int, endpoints::over_process_bound(cost) as c_int];
+        let mut any: [c_int; 2] = [0; 2];
         let rc = (p.PMPI_Allreduce)(
-            &mine as *const c_int as *const c_void,
-            &mut any_null as *mut c_int as *mut c_void,
-            1,
+            mine.as_ptr() as *const c_void,
+            any.as_mut_ptr() as *mut c_void,
+            2,
             MPI_INT,
             MPI_MAX,
             user,
@@ -44,7 +55,7 @@ unsafe fn build(
         if rc != MPI_SUCCESS {
             return Err(rc);
         }
-        if any_null != 0 {
+        if any[0] != 0 {
             layout = Layout::Pooled;
             if rank == 0 && rt.config.verbose {
                 eprintln!(
@@ -52,15 +63,19 @@ unsafe fn build(
                      on MPICH's implicit pool"
                 );
             }
+        } else if any[1] != 0 {
+            layout = Layout::Pooled;
+            pooled_because = Some(format!(
+                "its {cost} hidden communicators on the streams' endpoints would pass a process's bound of {} \
+                 alive at once (free multiplex communicators no longer used)",
+                endpoints::MAX_HIDDEN_COMMS_PER_PROCESS
+            ));
         }
     }
-    if native && layout == Layout::Pooled && width > 0 && rank == 0 {
+    if let (Some(why), 0) = (&pooled_because, rank) {
         eprintln!(
-            "mpixstream: a multiplex communicator of {size} processes and {width} stream indices would need {} \
-             hidden communicators on the streams' endpoints (bound {}); its indexed traffic runs on MPICH's \
-             implicit pool instead",
-            endpoints::streams_layout_cost(size, width),
-            endpoints::MAX_HIDDEN_COMMS
+            "mpixstream: a multiplex communicator of {size} processes and {width} stream indices: {why}; its \
+             indexed traffic runs on MPICH's implicit pool instead"
         );
     }
     // A split never inherits a stream: the base is on the implicit pool on every backend.
@@ -81,6 +96,8 @@ unsafe fn build(
     let built = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm);
     (p.PMPI_Comm_free)(&mut base);
     let endpoints = built?;
+    let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
+    counter.fetch_add(1, Ordering::Relaxed);
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
     let mx = registry::register(rt, mx);
