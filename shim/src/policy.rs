@@ -95,6 +95,8 @@ pub unsafe fn dup_directly(
     // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
     let rc = attach_native(rt, index, reused, native, parent, false, newcomm);
     if rc != MPI_SUCCESS {
+        // As MPI_Comm_dup: a failed dup (an attribute copy callback's error) returns MPI_COMM_NULL.
+        *newcomm = MPI_COMM_NULL;
         return Some(rc);
     }
     if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {

@@ -16,6 +16,12 @@ static int copy_fn(MPI_Comm old, int kv, void *extra, void *in, void *out, int *
     return MPI_SUCCESS;
 }
 
+static int failing_copy_fn(MPI_Comm old, int kv, void *extra, void *in, void *out, int *flag) {
+    (void)old; (void)kv; (void)extra; (void)in; (void)out;
+    *flag = 0;
+    return MPI_ERR_OTHER;
+}
+
 static int delete_fn(MPI_Comm comm, int kv, void *val, void *extra) {
     (void)comm; (void)kv; (void)val; (void)extra;
     deletes++;
@@ -118,5 +124,18 @@ int main(int argc, char **argv) {
     OK(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     CHECK(total == size, "MPI_COMM_WORLD after the in-place dup: %d", total);
     OK(MPI_Comm_free(&w));
+    /* A copy callback that fails makes the dup fail, and the new communicator is MPI_COMM_NULL (the
+     * policy's direct dup once left the caller's variable as it was: MPICH's attr/attrerr). */
+    int bad;
+    OK(MPI_Comm_create_keyval(failing_copy_fn, MPI_COMM_NULL_DELETE_FN, &bad, NULL));
+    MPI_Comm src, out = MPI_COMM_WORLD;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &src));
+    OK(MPI_Comm_set_errhandler(src, MPI_ERRORS_RETURN));
+    OK(MPI_Comm_set_attr(src, bad, &one));
+    CHECK(MPI_Comm_dup(src, &out) != MPI_SUCCESS, "a dup whose copy callback fails succeeded");
+    CHECK(out == MPI_COMM_NULL, "a failed dup returned a communicator, not MPI_COMM_NULL");
+    OK(MPI_Comm_delete_attr(src, bad));
+    OK(MPI_Comm_free(&src));
+    OK(MPI_Comm_free_keyval(&bad));
     return mpixtest_finish();
 }
