@@ -36,6 +36,7 @@ pub mod multiplex;
 pub mod native_fixes;
 pub mod native_streams;
 pub mod persistent;
+pub mod plain_twin;
 pub mod policy;
 pub mod progress;
 pub mod progress_rule;

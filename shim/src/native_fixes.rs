@@ -18,6 +18,11 @@ use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
 
+// Windows, files and distributed graphs: made on a plain twin of the communicator (their own file).
+pub use crate::plain_twin::{
+    dist_graph_create, file_open, win_allocate, win_allocate_c, win_allocate_shared, win_allocate_shared_c, win_create,
+    win_create_c, win_create_dynamic,
+};
 // Persistent requests and the completion calls that wait for them (their own file).
 pub use crate::persistent::{
     persistent_created, request_free, test, testall, testany, testsome, wait, waitall, waitany, waitsome,
@@ -110,55 +115,6 @@ unsafe fn sendrecv_on_stream(
 // (the next definition in the preload chain: the tools library's counters when it is loaded, else
 // MPICH's, so that nothing we route is invisible to the report). Before `MPI_Init` nothing is a stream
 // communicator and the call goes straight on.
-
-/// `MPI_Dist_graph_create`: on a native stream communicator MPICH waits for the graph's exchange with a
-/// progress that skips the stream's VCI (it hung: mpi4py's `testDistgraphcomm` under the explicit
-/// policy). We build it from a plain communicator with the same group and ranks (a split, which MPICH
-/// gives no stream) and the parent's error handler: the topology communicator is on the implicit pool,
-/// as topology communicators are under the policy (docs/policy.md).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn dist_graph_create(
-    comm_old: MPI_Comm,
-    n: c_int,
-    sources: *const c_int,
-    degrees: *const c_int,
-    destinations: *const c_int,
-    weights: *const c_int,
-    info: MPI_Info,
-    reorder: c_int,
-    comm_dist_graph: *mut MPI_Comm,
-) -> c_int {
-    if native_stream_of(comm_old).is_none() {
-        return next!(MPI_Dist_graph_create)(
-            comm_old,
-            n,
-            sources,
-            degrees,
-            destinations,
-            weights,
-            info,
-            reorder,
-            comm_dist_graph,
-        );
-    }
-    let p = pmpi::pmpi();
-    let mut rank = 0;
-    let mut plain = MPI_COMM_NULL;
-    (p.PMPI_Comm_rank)(comm_old, &mut rank);
-    let rc = (p.PMPI_Comm_split)(comm_old, 0, rank, &mut plain);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    let mut handler: MPI_Errhandler = std::mem::zeroed();
-    if (p.PMPI_Comm_get_errhandler)(comm_old, &mut handler) == MPI_SUCCESS {
-        (p.PMPI_Comm_set_errhandler)(plain, handler);
-        (p.PMPI_Errhandler_free)(&mut handler);
-    }
-    let rc =
-        next!(MPI_Dist_graph_create)(plain, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph);
-    (p.PMPI_Comm_free)(&mut plain);
-    rc
-}
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
 /// thread that owns the stream: it is the one blocked in this call on the stream's communicator).

@@ -9,6 +9,7 @@
 use crate::comms::Origin;
 use crate::config::Policy;
 use crate::multiplex::endpoints;
+use crate::plain_twin;
 use crate::runtime;
 use crate::{backend::Backend, policy};
 use mpixstream_wrappers::ffi::*;
@@ -46,6 +47,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
     d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
     d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
     d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
+    d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
     d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
     d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
     copy_str(&mut d.library, &rt.library);

@@ -104,13 +104,14 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         Some(d) => {
             let _ = write!(
                 j,
-                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{},\"twins\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
                 d.streams_in_use,
                 d.policy_attached,
                 d.policy_exhausted,
                 d.policy_nonblocking,
                 d.policy_intercomm,
                 d.policy_retired,
+                d.policy_twins,
                 d.multiplex_on_streams,
                 d.multiplex_pooled
             );
@@ -371,6 +372,13 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
                 out,
                 "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
                 d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm, d.policy_retired
+            );
+        }
+        if d.policy_twins > 0 {
+            let _ = writeln!(
+                out,
+                "windows, files and distributed graphs of stream communicators (rank 0): {} made on MPICH's implicit pool (a plain twin of the communicator)",
+                d.policy_twins
             );
         }
         if d.multiplex_on_streams + d.multiplex_pooled > 0 {

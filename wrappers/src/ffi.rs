@@ -10,6 +10,9 @@ pub type MPI_Message = c_int;
 pub type MPI_Group = c_int;
 pub type MPI_Op = c_int;
 pub type MPI_Errhandler = c_int;
+pub type MPI_Win = c_int;
+/// ROMIO's file handle: a pointer to its `struct ADIOI_FileD`.
+pub type MPI_File = *mut c_void;
 pub type MPI_Count = i64;
 pub type MPI_Aint = isize;
 pub type MPIX_Stream = c_int;

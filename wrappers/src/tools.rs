@@ -76,6 +76,9 @@ pub struct Description {
     pub policy_intercomm: u64,
     /// Native policy streams whose communicators are gone, kept until `MPI_Finalize`.
     pub policy_retired: u64,
+    /// Windows, files and distributed graphs made on a plain twin of a stream communicator
+    /// (`plain_twin::TWINS`): their traffic is on MPICH's implicit pool.
+    pub policy_twins: u64,
     /// Multiplex communicators made so far: on the streams' own endpoints, and on MPICH's implicit pool
     /// (the serial backend, `MPIX_STREAM_NULL` entries, or past a bound on hidden communicators).
     pub multiplex_on_streams: u64,
@@ -102,6 +105,7 @@ impl Default for Description {
             policy_nonblocking: 0,
             policy_intercomm: 0,
             policy_retired: 0,
+            policy_twins: 0,
             multiplex_on_streams: 0,
             multiplex_pooled: 0,
             library: [0; 256],

@@ -1,0 +1,177 @@
+//! Objects made on a stream communicator's plain twin: windows (`MPI_Win_create`, `_allocate`,
+//! `_allocate_shared`, `_create_dynamic` and the `_c` forms), files (`MPI_File_open`) and distributed
+//! graphs (`MPI_Dist_graph_create`).
+//!
+//! Native MPICH serves these objects through waits that turn only its implicit pool: a window's fence,
+//! lock and flush progress skip the reserved VCI of a native stream communicator's stream (MPICH's
+//! `rma/` tests hang under the explicit policy without this), and so does the graph exchange of
+//! `MPI_Dist_graph_create`. So where any process has the communicator as a native stream communicator,
+//! every process makes the object on a plain twin instead: a split of the same group and ranks (MPICH
+//! gives a split no stream) with the communicator's error handler, freed right after (the object keeps
+//! its own duplicate). The object's traffic then runs on MPICH's implicit pool, as on a communicator
+//! without a stream; the report counts such objects (`policy_stats.twins`) and docs/policy.md says so.
+//!
+//! Which processes have a stream there can differ (a process whose pool was exhausted attached none),
+//! so on the native backend the choice is one `MPI_Allreduce` over the communicator, by every process;
+//! on the serial backend, and for intercommunicators and invalid handles (MPICH reports the error as
+//! it would), the call goes straight on.
+use crate::backend::Backend;
+use crate::native_streams::{native_stream_of, panic_for_test};
+use crate::runtime;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::next;
+use mpixstream_wrappers::pmpi;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Objects made on a plain twin so far (the report's `policy_stats.twins`).
+pub static TWINS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `make` on `comm`, or on its plain twin where any process has `comm` as a native stream
+/// communicator (collective over `comm` on the native backend, as the constructors it serves are).
+unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int {
+    panic_for_test();
+    match runtime::active() {
+        Some(rt) if rt.backend == Backend::Native => {}
+        _ => return make(comm),
+    }
+    let p = pmpi::pmpi();
+    let mut inter = 0;
+    if comm == MPI_COMM_NULL || (p.PMPI_Comm_test_inter)(comm, &mut inter) != MPI_SUCCESS || inter != 0 {
+        return make(comm);
+    }
+    let mine = native_stream_of(comm).is_some() as c_int;
+    let mut any = 0;
+    let rc = (p.PMPI_Allreduce)(
+        &mine as *const c_int as *const c_void,
+        &mut any as *mut c_int as *mut c_void,
+        1,
+        MPI_INT,
+        MPI_MAX,
+        comm,
+    );
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    if any == 0 {
+        return make(comm);
+    }
+    let mut rank = 0;
+    let mut twin = MPI_COMM_NULL;
+    (p.PMPI_Comm_rank)(comm, &mut rank);
+    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut twin);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let mut handler: MPI_Errhandler = std::mem::zeroed();
+    if (p.PMPI_Comm_get_errhandler)(comm, &mut handler) == MPI_SUCCESS {
+        (p.PMPI_Comm_set_errhandler)(twin, handler);
+        (p.PMPI_Errhandler_free)(&mut handler);
+    }
+    let rc = make(twin);
+    (p.PMPI_Comm_free)(&mut twin);
+    if rc == MPI_SUCCESS {
+        TWINS.fetch_add(1, Ordering::Relaxed);
+    }
+    rc
+}
+
+pub unsafe fn win_create(
+    base: *mut c_void,
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_create)(base, size, disp_unit, info, c, win))
+}
+
+pub unsafe fn win_create_c(
+    base: *mut c_void,
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_create_c)(base, size, disp_unit, info, c, win))
+}
+
+pub unsafe fn win_allocate(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_allocate)(size, disp_unit, info, c, baseptr, win))
+}
+
+pub unsafe fn win_allocate_c(
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_allocate_c)(size, disp_unit, info, c, baseptr, win))
+}
+
+pub unsafe fn win_allocate_shared(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_allocate_shared)(size, disp_unit, info, c, baseptr, win))
+}
+
+pub unsafe fn win_allocate_shared_c(
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_allocate_shared_c)(size, disp_unit, info, c, baseptr, win))
+}
+
+pub unsafe fn win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_Win_create_dynamic)(info, c, win))
+}
+
+pub unsafe fn file_open(
+    comm: MPI_Comm,
+    filename: *const c_char,
+    amode: c_int,
+    info: MPI_Info,
+    fh: *mut MPI_File,
+) -> c_int {
+    on_plain_twin(comm, |c| next!(MPI_File_open)(c, filename, amode, info, fh))
+}
+
+/// `MPI_Dist_graph_create`: the topology communicator is made from the plain twin, so it is on the
+/// implicit pool, as topology communicators are under the policy (docs/policy.md). It hung on a
+/// native stream communicator (mpi4py's `testDistgraphcomm` under the explicit policy).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn dist_graph_create(
+    comm_old: MPI_Comm,
+    n: c_int,
+    sources: *const c_int,
+    degrees: *const c_int,
+    destinations: *const c_int,
+    weights: *const c_int,
+    info: MPI_Info,
+    reorder: c_int,
+    comm_dist_graph: *mut MPI_Comm,
+) -> c_int {
+    on_plain_twin(comm_old, |c| {
+        next!(MPI_Dist_graph_create)(c, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph)
+    })
+}
