@@ -24,6 +24,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod backend;
+pub mod buffered;
 pub mod comms;
 pub use mpixstream_wrappers::settings as config;
 pub mod enqueue;
