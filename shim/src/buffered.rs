@@ -498,3 +498,48 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
     }
     slow(count, array)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::native_streams::PANIC_FOR_TEST;
+
+    /// A completed message's memory is reused for a message that fits it; a larger one gets new memory.
+    #[test]
+    fn memory_is_reused_when_large_enough() {
+        let mut lane = Lane::default();
+        lane.spare.push(Vec::with_capacity(100));
+        let reused = lane.memory(50);
+        assert!(reused.capacity() >= 100 && lane.spare.is_empty(), "the spare memory is taken");
+        lane.spare.push(reused);
+        let fresh = lane.memory(200);
+        assert!(fresh.capacity() >= 200);
+        assert_eq!(lane.spare.len(), 1, "the too-small spare stays");
+    }
+
+    /// `MPI_BUFFER_AUTOMATIC` never runs out; a failed attach records nothing.
+    #[test]
+    fn attach_records_the_size_only_on_success() {
+        assert_eq!(attached(MPI_ERR_BUFFER, std::ptr::null_mut(), 4096), MPI_ERR_BUFFER);
+        assert_eq!(ATTACHED.load(Ordering::Relaxed), 0);
+        attached(MPI_SUCCESS, MPI_BUFFER_AUTOMATIC, 0);
+        assert_eq!(ATTACHED.load(Ordering::Relaxed), i64::MAX);
+        attached(MPI_SUCCESS, 0x1000 as *mut c_void, 4096);
+        assert_eq!(ATTACHED.load(Ordering::Relaxed), 4096);
+        ATTACHED.store(0, Ordering::Relaxed);
+    }
+
+    /// A panic inside the buffered-send interposers comes back as `MPI_ERR_INTERN` (the exported
+    /// symbols, as C calls them), never as an abort.
+    #[test]
+    fn a_panic_in_a_buffered_send_interposer_returns_mpi_err_intern() {
+        PANIC_FOR_TEST.with(|p| p.set(true));
+        let mut request = MPI_REQUEST_NULL;
+        let one = 1;
+        let p = &one as *const i32 as *const c_void;
+        let bsend = unsafe { crate::MPI_Bsend(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD) };
+        let ibsend_c = unsafe { crate::MPI_Ibsend_c(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &mut request) };
+        PANIC_FOR_TEST.with(|p| p.set(false));
+        assert_eq!((bsend, ibsend_c), (MPI_ERR_INTERN, MPI_ERR_INTERN));
+    }
+}

@@ -7,10 +7,10 @@
 //! the probes we route here, on such communicators only, through calls whose completion does progress
 //! the stream (Irecv + Isend + Waitall; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`nonblocking_collective`). Everything else passes through (what that
-//! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
-//! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
-//! documented (README, "Native MPICH 5.0.2 defects").
+//! the thread that waits for them (`nonblocking_collective`). Persistent requests are waited for with
+//! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
+//! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
+//! else passes through (what that costs, counted in instructions: README, "Cost").
 use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
