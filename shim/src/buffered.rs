@@ -16,13 +16,15 @@
 //! The route, on native stream communicators only: we buffer the message ourselves. The calling thread
 //! (the communicator's one user under the policy) packs it into memory of ours and sends it with
 //! `MPI_Isend_c` (`MPI_PACKED`) on the same communicator, so it keeps its place among that thread's
-//! messages (a buffered send and a later `MPI_Send` to the same peer match in order), and keeps the
-//! request in its own list (`Lane`, thread-local). Only the thread that made a request ever tests it,
-//! so only the stream's owner drives the stream's VCI. The list is reaped (`MPI_Testsome`: the
-//! requests' own VCI) before each buffered send of the thread; on MPICH >= 4.3 also from MPICH's global
-//! progress, whatever the thread waits in (an async thing on the implicit pool, polled by every thread,
-//! which reaps the polling thread's own list); and when the thread exits (its list is emptied before it
-//! goes). The attached buffer's rules hold: `MPI_Buffer_attach` records its size; the space our
+//! messages (a buffered send and a later `MPI_Send` to the same peer match in order). A small message
+//! (up to `DEPART_MAX_BYTES`) is driven until it has left before the call returns (`MPI_Test` turns only
+//! its own stream); a larger one may need the receiver to match it first, so its request goes to the
+//! thread's own list (`Lane`, thread-local) and is completed in the thread's next buffered send
+//! (`MPI_Testsome`), its `MPI_Buffer_detach`, its exit (the list is emptied before the thread goes) or
+//! its `MPI_Finalize`. Only the thread that made a request ever tests it, so only the stream's owner
+//! drives the stream's VCI (MPICH's global progress cannot do it for us: an async thing polled there
+//! would have to turn the stream from inside MPICH's hook lock, which the stream's progress takes again).
+//! The attached buffer's rules hold: `MPI_Buffer_attach` records its size; the space our
 //! messages take (packed size + `MPI_BSEND_OVERHEAD` each) never exceeds it, a message waits for space
 //! while earlier ones complete, and one that can never fit (or no buffer) goes to MPICH's own call,
 //! which reports `MPI_ERR_BUFFER` through the communicator's handler. The memory is ours (kept for
@@ -39,14 +41,12 @@
 //! Not routed: MPI-4.1's per-communicator and per-session buffers (`MPI_Comm_attach_buffer`,
 //! `MPI_Session_attach_buffer`): a routed message counts against the process buffer's size only, and
 //! `MPI_Buffer_flush`/`MPI_Buffer_iflush`/`MPI_Comm_flush_buffer` wait for MPICH's own buffered
-//! messages, not ours (ours complete through their threads as above). On MPICH 4.1 and 4.2 (no
-//! `MPIX_Async_start`), a thread's routed messages progress only in its next buffered send, its exit
-//! and `MPI_Buffer_detach`.
+//! messages, not ours. A large message whose thread then waits elsewhere holds its space until the
+//! thread's next buffered send, detach, exit or finalize (docs/policy.md, "Buffered sends").
 //!
 //! Cost on everything else: the buffered-send interposers are one lookup (`native_stream_of`) and a
 //! call through `next!`; `MPI_Start`/`MPI_Startall`/`MPI_Request_free` one relaxed load while no
-//! persistent buffered send is recorded (always, under `implicit`); the async thing exists only while
-//! a routed message is pending.
+//! persistent buffered send is recorded (always, under `implicit`).
 use crate::native_streams::native_stream_of;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
@@ -72,9 +72,11 @@ static ATTACHED: AtomicI64 = AtomicI64::new(0);
 static IN_FLIGHT: AtomicI64 = AtomicI64::new(0);
 /// How many routed messages are not yet complete, all threads together.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
-/// A message up to this size (packed) may leave without the receiver's help (eager protocols); a
-/// larger one needs the receiver to match it first, so we do not wait for it to leave.
-const DEPART_MAX_BYTES: i64 = 64 * 1024;
+/// A message up to this size (packed) leaves without the receiver matching it (eager protocols: below
+/// MPICH's shared-memory cell, 8 KiB, and its single-copy threshold, `MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD`
+/// = 8 KiB); a larger one may need the receiver to match it first, so we do not wait for it to leave
+/// (two ranks exchanging buffered sends before their receives would wait for each other).
+const DEPART_MAX_BYTES: i64 = 4096;
 
 /// A thread's routed messages: their requests (for `MPI_Testsome`) and, at the same index, the memory
 /// each was packed into; `spare` keeps completed messages' memory for reuse.
@@ -176,6 +178,17 @@ fn drain() {
     }
 }
 
+/// At `MPI_Finalize`, before MPICH's: the calling thread's routed messages are delivered, as MPICH
+/// delivers its own buffered messages there (the other threads' were delivered when they exited).
+pub fn finalize() {
+    with_lane(|l| {
+        while !l.requests.is_empty() {
+            unsafe { l.reap() };
+            std::thread::yield_now();
+        }
+    });
+}
+
 pub unsafe fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
     drain();
     let rc = next!(MPI_Buffer_detach)(buffer_addr, size);
@@ -220,7 +233,12 @@ unsafe fn send_routed(
         // Wait for space: reserve it, or reap our own and let the other threads complete theirs.
         loop {
             lane.reap();
-            if IN_FLIGHT.fetch_add(space, Ordering::AcqRel) + space <= ATTACHED.load(Ordering::Acquire) {
+            let limit = ATTACHED.load(Ordering::Acquire);
+            if space > limit {
+                // Detached meanwhile (by another thread): MPICH's own call reports it.
+                return None;
+            }
+            if IN_FLIGHT.fetch_add(space, Ordering::AcqRel) + space <= limit {
                 break;
             }
             IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
@@ -236,7 +254,7 @@ unsafe fn send_routed(
         if rc != MPI_SUCCESS {
             IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
             lane.spare.push(memory);
-            return rc;
+            return Some(rc);
         }
         // A small message leaves before the call returns: nobody else may drive this stream for it,
         // and the thread may next wait in a call that does not turn it (MPICH's global progress).
@@ -251,15 +269,16 @@ unsafe fn send_routed(
         if request == MPI_REQUEST_NULL {
             IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
             lane.spare.push(memory);
-            return MPI_SUCCESS;
+            return Some(MPI_SUCCESS);
         }
         lane.requests.push(request);
         lane.held.push((memory, space));
         PENDING.fetch_add(1, Ordering::AcqRel);
-        MPI_SUCCESS
+        Some(MPI_SUCCESS)
     });
-    // None: this thread's lane is busy (re-entered from MPICH's progress) or gone: MPICH's own call.
-    routed.unwrap_or_else(mpich)
+    // None: this thread's lane is busy (re-entered from MPICH's progress) or gone, or the buffer was
+    // detached meanwhile: MPICH's own call.
+    routed.flatten().unwrap_or_else(mpich)
 }
 
 pub unsafe fn bsend(
