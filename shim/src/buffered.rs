@@ -257,8 +257,12 @@ unsafe fn send_routed(
             return Some(rc);
         }
         // A small message leaves before the call returns: nobody else may drive this stream for it,
-        // and the thread may next wait in a call that does not turn it (MPICH's global progress).
-        if packed <= DEPART_MAX_BYTES {
+        // and the thread may next wait in a call that does not turn it (MPICH's global progress). Not
+        // one to this process itself: MPICH completes a send to self when the receive is posted (no
+        // VCI involved), which may be this thread's next call.
+        let mut me = MPI_PROC_NULL;
+        (p.PMPI_Comm_rank)(comm, &mut me);
+        if packed <= DEPART_MAX_BYTES && dest != me {
             let mut done = 0;
             while done == 0 {
                 if next!(MPI_Test)(&mut request, &mut done, MPI_STATUS_IGNORE) != MPI_SUCCESS {
