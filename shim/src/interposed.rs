@@ -145,6 +145,8 @@ pub unsafe fn finalize() -> c_int {
         // Enqueued work: drained, or reported and abandoned after MPIXSTREAM_FINALIZE_TIMEOUT.
         crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
+        // The finalizing thread's routed buffered sends are delivered (MPICH's detach does it for its own).
+        crate::buffered::finalize();
         crate::query::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();

@@ -7,10 +7,10 @@
 //! the probes we route here, on such communicators only, through calls whose completion does progress
 //! the stream (Irecv + Send + Wait; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`nonblocking_collective`). Everything else passes through (what that
-//! costs, counted in instructions: README, "Cost"). Persistent requests and buffered sends would
-//! need interposers on `MPI_Start*`/`MPI_Wait*`/`MPI_Test*`, the hottest calls there are: we leave them,
-//! documented (README, "Native MPICH 5.0.2 defects").
+//! the thread that waits for them (`nonblocking_collective`). Persistent requests are waited for with
+//! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
+//! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
+//! else passes through (what that costs, counted in instructions: README, "Cost").
 use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
@@ -24,9 +24,57 @@ pub use crate::plain_twin::{
     win_create_c, win_create_dynamic,
 };
 // Persistent requests and the completion calls that wait for them (their own file).
-pub use crate::persistent::{
-    persistent_created, request_free, test, testall, testany, testsome, wait, waitall, waitany, waitsome,
+pub use crate::persistent::{persistent_created, test, testall, testany, testsome, wait, waitall, waitany, waitsome};
+// Buffered sends (their own file).
+pub use crate::buffered::{
+    bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
+
+/// `MPI_Request_free`: forgets the request in both records (persistent requests, persistent buffered
+/// sends); each is one relaxed load while it records nothing.
+pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
+    let buffered = crate::buffered::freeing(request);
+    let rc = crate::persistent::request_free(request);
+    if let (Some(handle), MPI_SUCCESS) = (buffered, rc) {
+        crate::ffi_guard("MPI_Request_free", || {
+            crate::buffered::freed(handle);
+            MPI_SUCCESS
+        });
+    }
+    rc
+}
+
+/// `MPI_Bsend_init`: on a native stream communicator, recorded so that `MPI_Start` routes it.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn bsend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    crate::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, request, &|| {
+        next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request)
+    })
+}
+
+/// `MPI_Bsend_init_c`: as `MPI_Bsend_init`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn bsend_init_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    crate::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, request, &|| {
+        next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request)
+    })
+}
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait.
 #[allow(clippy::too_many_arguments)]
