@@ -89,7 +89,11 @@ impl QueueEngine {
                 let handle = reg.request;
                 *next = seq.wrapping_add(1);
                 let op = Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func };
-                q.push(Item::Start { op, blocking: !nonblocking });
+                if nonblocking {
+                    q.push(Item::Start { op, blocking: false });
+                } else if let Err(op) = q.try_run_now(op) {
+                    q.push(Item::Start { op, blocking: true });
+                }
                 drop(next);
                 if let Some(h) = handle {
                     *request = h;

@@ -8,7 +8,10 @@
 //!
 //! The driver claim: everything a driver needs (the MPI driver, the items taken and not yet run) is
 //! the `Runner`, behind one mutex; whoever holds it is the stream's only driver. The worker holds it
-//! while it has work. `synchronize` takes it over: it announces itself (`want`), the worker lets go
+//! while it has work. A blocking operation enqueued on an idle queue is run at once by the
+//! enqueuing thread (`try_run_now`: it takes the claim, starts the operation and polls it briefly;
+//! only if it is not complete by then is it left, holding the queue, to the worker), so a
+//! ping-pong runs without any other thread. `synchronize` takes the claim over: it announces itself (`want`), the worker lets go
 //! at the next item boundary and sleeps, and the synchronising thread runs the items itself up to
 //! its target, then gives the claim back (waking the worker only if work is left). So in the common
 //! "enqueue, then synchronise" pattern the operations run on the thread that waits for them anyway,
@@ -60,6 +63,9 @@ struct Runner {
     stuck: bool,
 }
 
+/// How long an enqueuing thread polls the blocking operation it started at once (`try_run_now`)
+/// before it leaves it to the worker: a few microseconds, several shared-memory round trips.
+const EAGER_POLLS: u32 = 64;
 /// How long a worker with an operation in flight polls MPI before it starts yielding its core.
 const POLLS_BEFORE_YIELD: u32 = 4096;
 /// How long a worker with an operation in flight polls and yields before it polls slowly.
@@ -85,7 +91,7 @@ struct Shared {
     runner: Padded<Mutex<Runner>>,
     /// Threads in `synchronize` waiting to take the claim over (the worker lets go when nonzero).
     want: AtomicU32,
-    /// Items queued (written under `items`' lock), and executed (by the worker).
+    /// Items queued (written under `items`' lock), and executed (by the driver).
     queued: Padded<AtomicU64>,
     executed: Padded<AtomicU64>,
     /// Threads in `synchronize`, waiting on `idle`, and the lowest count of executed items one of
@@ -137,6 +143,56 @@ impl HostQueue {
         let w = shared.clone();
         let handle = BackgroundThread::run(&name, move || worker(w))?;
         Ok(HostQueue { shared, worker: Mutex::new(Some(handle)) })
+    }
+
+    /// Runs blocking operation `op` at once on the calling (enqueuing) thread, if the queue is empty,
+    /// nothing is in flight and nobody holds the driver claim: it takes the claim, starts the
+    /// operation and polls it for `EAGER_POLLS` turns. Completed: the item is executed and no other
+    /// thread was involved. Not yet: it stays in flight at the head of the queue and the worker is
+    /// woken to drive it. Err(op): not possible now (the caller queues it). The caller serialises
+    /// enqueuing (the engine's order lock), so nothing is queued meanwhile.
+    pub fn try_run_now(&self, op: Op) -> Result<(), Op> {
+        let q = &self.shared;
+        if q.want.load(Ordering::SeqCst) > 0 || q.give_up.load(Ordering::Acquire) {
+            return Err(op);
+        }
+        let Ok(mut r) = q.runner.try_lock() else {
+            return Err(op);
+        };
+        if r.stuck || !r.batch.is_empty() || !r.driver.idle() {
+            return Err(op);
+        }
+        {
+            let s = lock(&q.items);
+            if s.stop || !s.queue.is_empty() {
+                return Err(op);
+            }
+            // Counted as queued and taken at once: it never enters the queue.
+            q.queued.fetch_add(1, Ordering::Release);
+            r.taken += 1;
+        }
+        let seq = op.seq;
+        unsafe { r.driver.start(op) };
+        let mut polls = 0;
+        while r.driver.holds(seq) && polls < EAGER_POLLS {
+            if !unsafe { r.driver.poll() } {
+                std::hint::spin_loop();
+            }
+            polls += 1;
+        }
+        if !r.driver.holds(seq) {
+            drop(r);
+            count_executed(q);
+            return Ok(());
+        }
+        // Still in flight: it holds the queue, like a blocking operation the worker started.
+        r.batch.push_front(Item::WaitFor(seq));
+        drop(r);
+        let mut s = lock(&q.items);
+        s.kick = true;
+        s.sleeping = false;
+        q.work.notify_one();
+        Ok(())
     }
 
     pub fn push(&self, item: Item) {
@@ -389,6 +445,11 @@ fn run(q: &Shared, r: &mut Runner, item: Item) {
         }
         Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
     }
+    count_executed(q);
+}
+
+/// One more item executed: wakes a waiting synchroniser whose target is reached.
+fn count_executed(q: &Shared) {
     let executed = q.executed.fetch_add(1, Ordering::SeqCst) + 1;
     if q.syncers.load(Ordering::SeqCst) > 0 && executed >= q.wake_at.load(Ordering::SeqCst) {
         // Under the lock: a syncer registers its target and checks under it too.
