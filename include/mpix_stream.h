@@ -131,8 +131,9 @@ int MPIX_Alltoall_enqueue_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                             MPI_Comm comm);
 /* Ours: the host queue of a stream created with type=mpixstream_host_queue.
- * MPIX_Host_queue_launch runs fn(arg) on the queue's thread after everything queued before it (fn
- * must not call MPI on the stream's communicators); MPIX_Host_queue_synchronize returns once
+ * MPIX_Host_queue_launch runs fn(arg) after everything queued before it, on the queue's worker
+ * thread or on a thread synchronising the queue (fn must not call MPI on the stream's
+ * communicators); MPIX_Host_queue_synchronize runs the queue's items on the calling thread until
  * everything queued so far has run, and reports a failed enqueued operation (MPI_ERR_OTHER). */
 int MPIX_Host_queue_launch(MPIX_Stream stream, void (*fn)(void *), void *arg);
 int MPIX_Host_queue_synchronize(MPIX_Stream stream);

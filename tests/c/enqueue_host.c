@@ -2,8 +2,11 @@
  * queued before a send runs before it, work queued after a receive sees the data, work queued after a
  * send runs after it completed), many operations in order (past the engine's ring of 4096),
  * Isend/Irecv_enqueue with Wait/Waitall_enqueue overlapping (a rendezvous exchange that deadlocks if
- * they were serialised), every collective's result, derived datatypes, the _c forms, and a dup of the
- * stream communicator. */
+ * they were serialised), every collective's result, derived datatypes, the _c forms, a dup of the
+ * stream communicator, and the paths of the driver claim: blocking operations run at once on the
+ * enqueuing thread (a ping-pong, every value checked), one whose peer is late left to the worker
+ * (the enqueue call returns at once, the worker completes it and what follows without a
+ * synchronisation, a callback after it sees the data), synchronisation taking over from the worker. */
 #include "mpixtest.h"
 #include <stdint.h>
 #include <time.h>
@@ -105,6 +108,61 @@ static void many(MPIX_Stream s, MPI_Comm c) {
         CHECK(bad == 0, "%d of %d messages out of order or missing", bad, N);
     }
     free(v);
+}
+
+/* Blocking operations on an empty queue run at once on the enqueuing thread; one that cannot
+ * complete in time stays at the head of the queue for the worker. */
+static void claim_paths(MPIX_Stream s, MPI_Comm c) {
+    int partner = rank ^ 1;
+    if (partner >= size) return;
+    /* A ping-pong with nothing else queued: every round trip's value arrives, in order. */
+    enum { N = 2000 };
+    int *got = malloc(N * sizeof(int)), *sent = malloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) {
+        sent[i] = i * 7 + rank;
+        got[i] = -1;
+        if (rank % 2 == 0) {
+            OK(MPIX_Send_enqueue(&sent[i], 1, MPI_INT, partner, 20, c));
+            OK(MPIX_Recv_enqueue(&got[i], 1, MPI_INT, partner, 20, c, MPI_STATUS_IGNORE));
+        } else {
+            OK(MPIX_Recv_enqueue(&got[i], 1, MPI_INT, partner, 20, c, MPI_STATUS_IGNORE));
+            OK(MPIX_Send_enqueue(&sent[i], 1, MPI_INT, partner, 20, c));
+        }
+    }
+    OK(MPIX_Host_queue_synchronize(s));
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += got[i] != i * 7 + partner;
+    CHECK(bad == 0, "ping-pong: %d of %d values wrong", bad, N);
+    free(got);
+    free(sent);
+
+    /* The peer is 200 ms late: the receive cannot complete at once; the call must return at once
+     * anyway, and the worker completes it and the reply after it with no synchronisation (the
+     * partner's plain MPI_Recv of "done" on MPI_COMM_WORLD needs the reply first). */
+    int x = -1, reply = 0, done = 0;
+    struct check k = {&x, 1, 4242, -1};
+    if (rank % 2 == 0) {
+        double t0 = now();
+        OK(MPIX_Recv_enqueue(&x, 1, MPI_INT, partner, 21, c, MPI_STATUS_IGNORE));
+        double dt = now() - t0;
+        CHECK(dt < 0.1, "Recv_enqueue with a late peer took %.3f s (must not wait for the peer)", dt);
+        OK(MPIX_Host_queue_launch(s, check_cb, &k));
+        reply = 99;
+        OK(MPIX_Send_enqueue(&reply, 1, MPI_INT, partner, 22, c));
+        OK(MPI_Recv(&done, 1, MPI_INT, partner, 23, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHECK(done == 1, "done %d", done);
+        OK(MPIX_Host_queue_synchronize(s));
+        CHECK(k.bad == 0, "callback after a late Recv_enqueue saw %d (expected 4242)", x);
+    } else {
+        usleep(200000);
+        x = 4242;
+        OK(MPIX_Send_enqueue(&x, 1, MPI_INT, partner, 21, c));
+        OK(MPIX_Recv_enqueue(&reply, 1, MPI_INT, partner, 22, c, MPI_STATUS_IGNORE));
+        OK(MPIX_Host_queue_synchronize(s));
+        CHECK(reply == 99, "reply %d", reply);
+        done = 1;
+        OK(MPI_Send(&done, 1, MPI_INT, partner, 23, MPI_COMM_WORLD));
+    }
 }
 
 static void nonblocking(MPIX_Stream s, MPI_Comm c) {
@@ -244,6 +302,7 @@ int main(int argc, char **argv) {
     OK(MPIX_Stream_comm_create(MPI_COMM_WORLD, s, &c));
     ordering(s, c);
     many(s, c);
+    claim_paths(s, c);
     nonblocking(s, c);
     collectives(s, c);
     datatypes(s, c);

@@ -85,10 +85,15 @@ impl QueueEngine {
         let seq = *next;
         match &self.queue {
             Queue::Host(q) => {
-                let handle = self.ledger.register(comm, seq, nonblocking).map_err(|e| (Class::Other, e))?;
+                let reg = self.ledger.register(comm, seq, nonblocking).map_err(|e| (Class::Other, e))?;
+                let handle = reg.request;
                 *next = seq.wrapping_add(1);
-                let op = Op { seq, comm, kind, request: handle, status, func };
-                q.push(Item::Start { op, blocking: !nonblocking });
+                let op = Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func };
+                if nonblocking {
+                    q.push(Item::Start { op, blocking: false });
+                } else if let Err(op) = q.try_run_now(op) {
+                    q.push(Item::Start { op, blocking: true });
+                }
                 drop(next);
                 if let Some(h) = handle {
                     *request = h;
@@ -101,18 +106,19 @@ impl QueueEngine {
                     let never = AtomicBool::new(false);
                     flags.wait_until(|f| f.slot_free(seq), &never, self.spin, self.yield_for);
                 }
-                let handle = self.ledger.register(comm, seq, nonblocking).map_err(|e| (Class::Other, e))?;
+                let reg = self.ledger.register(comm, seq, nonblocking).map_err(|e| (Class::Other, e))?;
+                let handle = reg.request;
                 // Nothing reaches the stream unless the ready signal does: a failure before that
                 // leaves no trace (the sequence number is not consumed).
                 let staged = match queue.stage(&mut kind, comm, seq).and_then(|s| queue.signal_ready(seq).map(|_| s)) {
                     Ok(s) => s,
                     Err(e) => {
-                        self.ledger.unregister(comm, handle);
+                        self.ledger.unregister(comm, reg);
                         return Err((Class::Other, e));
                     }
                 };
                 *next = seq.wrapping_add(1);
-                thread.submit(Op { seq, comm, kind, request: handle, status, func });
+                thread.submit(Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func });
                 let queued = match handle {
                     None => queue.wait_done(seq).and_then(|_| queue.copy_back(staged)),
                     Some(h) => {

@@ -1,12 +1,26 @@
-//! The host queue (`type=mpixstream_host_queue`): a serial CPU work queue whose one worker thread is
-//! also the stream's driver. It takes the items in the order they were queued and, on reaching an
-//! operation, starts it itself (no hand-off to another thread); a blocking operation, or a wait for a
-//! nonblocking one, holds the queue until the operation completed, while the worker keeps every
-//! operation in flight moving. The application adds its own callbacks (`MPIX_Host_queue_launch`) and
-//! waits for everything queued so far (`MPIX_Host_queue_synchronize`).
+//! The host queue (`type=mpixstream_host_queue`): a serial CPU work queue whose items are run by the
+//! stream's one driver: its worker thread, or the application thread that synchronises the queue.
+//! The driver takes the items in the order they were queued and, on reaching an operation, starts it
+//! itself (no hand-off to another thread); a blocking operation, or a wait for a nonblocking one,
+//! holds the queue until the operation completed, while the driver keeps every operation in flight
+//! moving. The application adds its own callbacks (`MPIX_Host_queue_launch`) and waits for
+//! everything queued so far (`MPIX_Host_queue_synchronize`).
+//!
+//! The driver claim: everything a driver needs (the MPI driver, the items taken and not yet run) is
+//! the `Runner`, behind one mutex; whoever holds it is the stream's only driver. The worker holds it
+//! while it has work. A blocking operation enqueued on an idle queue is run at once by the
+//! enqueuing thread (`try_run_now`: it takes the claim, starts the operation and polls it briefly;
+//! only if it is not complete by then is it left, holding the queue, to the worker), so a
+//! ping-pong runs without any other thread. `synchronize` takes the claim over: it announces itself (`want`), the worker lets go
+//! at the next item boundary and sleeps, and the synchronising thread runs the items itself up to
+//! its target, then gives the claim back (waking the worker only if work is left). So in the common
+//! "enqueue, then synchronise" pattern the operations run on the thread that waits for them anyway,
+//! and on a small machine two threads per rank do not compete for the cores (on the 2-core
+//! development machine a ping-pong through the worker, app threads asleep, was about 1.7 × slower
+//! than the same nonblocking calls on the application thread).
 //!
 //! Hand-off cost: a producer takes one uncontended lock and, only when the worker sleeps, signals a
-//! condition variable; the worker takes every queued item at once (one lock per batch). While it has
+//! condition variable; a driver takes every queued item at once (one lock per batch). While it has
 //! no item, the worker spins, then yields, then sleeps; while an operation holds the queue it polls
 //! MPI, then polls and yields, then polls every 50 µs (a late peer).
 use super::driver::Driver;
@@ -34,8 +48,24 @@ struct Items {
     stop: bool,
     /// The worker is asleep on `work` (a producer must notify).
     sleeping: bool,
+    /// A synchronising thread gave the claim back with work left: the worker must resume.
+    kick: bool,
 }
 
+/// The driver claim's contents: whoever holds the lock on it drives the stream.
+struct Runner {
+    driver: Driver,
+    /// Items taken from the queue and not yet run (in order).
+    batch: VecDeque<Item>,
+    /// Items ever taken from the queue.
+    taken: u64,
+    /// An operation could not be released at finalize: nothing more may run.
+    stuck: bool,
+}
+
+/// How long an enqueuing thread polls the blocking operation it started at once (`try_run_now`)
+/// before it leaves it to the worker: a few microseconds, several shared-memory round trips.
+const EAGER_POLLS: u32 = 64;
 /// How long a worker with an operation in flight polls MPI before it starts yielding its core.
 const POLLS_BEFORE_YIELD: u32 = 4096;
 /// How long a worker with an operation in flight polls and yields before it polls slowly.
@@ -43,12 +73,27 @@ const BUSY_YIELD: Duration = Duration::from_millis(5);
 /// How often a worker polls MPI after that without progress (a very late peer).
 const SLOW_POLL: Duration = Duration::from_micros(50);
 
+/// Keeps what one side writes off the other side's cache lines (producer: `items`, `queued`; driver:
+/// `executed`, `runner`): a line shared by both moves between cores at every item.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 struct Shared {
-    items: Mutex<Items>,
+    items: Padded<Mutex<Items>>,
     work: Condvar,
-    /// Items queued (written under `items`' lock), and executed (by the worker).
-    queued: AtomicU64,
-    executed: AtomicU64,
+    runner: Padded<Mutex<Runner>>,
+    /// Threads in `synchronize` waiting to take the claim over (the worker lets go when nonzero).
+    want: AtomicU32,
+    /// Items queued (written under `items`' lock), and executed (by the driver).
+    queued: Padded<AtomicU64>,
+    executed: Padded<AtomicU64>,
     /// Threads in `synchronize`, waiting on `idle`, and the lowest count of executed items one of
     /// them waits for (the worker signals only then: no system call per item).
     syncers: AtomicU32,
@@ -67,14 +112,25 @@ pub struct HostQueue {
     worker: Mutex<Option<BackgroundThread>>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl HostQueue {
     /// Starts the worker thread, which drives the stream's operations with `driver`.
     pub fn start(driver: Driver, spin: u32, yield_for: Duration, name: String) -> std::io::Result<HostQueue> {
         let shared = Arc::new(Shared {
-            items: Mutex::new(Items { queue: VecDeque::with_capacity(1024), stop: false, sleeping: false }),
+            items: Padded(Mutex::new(Items {
+                queue: VecDeque::with_capacity(1024),
+                stop: false,
+                sleeping: false,
+                kick: false,
+            })),
             work: Condvar::new(),
-            queued: AtomicU64::new(0),
-            executed: AtomicU64::new(0),
+            runner: Padded(Mutex::new(Runner { driver, batch: VecDeque::with_capacity(1024), taken: 0, stuck: false })),
+            want: AtomicU32::new(0),
+            queued: Padded(AtomicU64::new(0)),
+            executed: Padded(AtomicU64::new(0)),
             syncers: AtomicU32::new(0),
             wake_at: AtomicU64::new(u64::MAX),
             idle_lock: Mutex::new(()),
@@ -85,8 +141,58 @@ impl HostQueue {
             yield_for,
         });
         let w = shared.clone();
-        let handle = BackgroundThread::run(&name, move || worker(w, driver))?;
+        let handle = BackgroundThread::run(&name, move || worker(w))?;
         Ok(HostQueue { shared, worker: Mutex::new(Some(handle)) })
+    }
+
+    /// Runs blocking operation `op` at once on the calling (enqueuing) thread, if the queue is empty,
+    /// nothing is in flight and nobody holds the driver claim: it takes the claim, starts the
+    /// operation and polls it for `EAGER_POLLS` turns. Completed: the item is executed and no other
+    /// thread was involved. Not yet: it stays in flight at the head of the queue and the worker is
+    /// woken to drive it. Err(op): not possible now (the caller queues it). The caller serialises
+    /// enqueuing (the engine's order lock), so nothing is queued meanwhile.
+    pub fn try_run_now(&self, op: Op) -> Result<(), Op> {
+        let q = &self.shared;
+        if q.want.load(Ordering::SeqCst) > 0 || q.give_up.load(Ordering::Acquire) {
+            return Err(op);
+        }
+        let Ok(mut r) = q.runner.try_lock() else {
+            return Err(op);
+        };
+        if r.stuck || !r.batch.is_empty() || !r.driver.idle() {
+            return Err(op);
+        }
+        {
+            let s = lock(&q.items);
+            if s.stop || !s.queue.is_empty() {
+                return Err(op);
+            }
+            // Counted as queued and taken at once: it never enters the queue.
+            q.queued.fetch_add(1, Ordering::Release);
+            r.taken += 1;
+        }
+        let seq = op.seq;
+        unsafe { r.driver.start(op) };
+        let mut polls = 0;
+        while r.driver.holds(seq) && polls < EAGER_POLLS {
+            if !unsafe { r.driver.poll() } {
+                std::hint::spin_loop();
+            }
+            polls += 1;
+        }
+        if !r.driver.holds(seq) {
+            drop(r);
+            count_executed(q);
+            return Ok(());
+        }
+        // Still in flight: it holds the queue, like a blocking operation the worker started.
+        r.batch.push_front(Item::WaitFor(seq));
+        drop(r);
+        let mut s = lock(&q.items);
+        s.kick = true;
+        s.sleeping = false;
+        q.work.notify_one();
+        Ok(())
     }
 
     pub fn push(&self, item: Item) {
@@ -106,12 +212,19 @@ impl HostQueue {
     }
 
     /// Waits until every item queued before the call has executed; false if the queue was given up
-    /// (or `deadline` passed) first.
+    /// (or `deadline` passed) first. Without a deadline the calling thread takes the driver claim
+    /// over and runs the items itself (module doc); with one it waits for the worker.
     pub fn synchronize(&self, deadline: Option<Instant>) -> bool {
         let q = &self.shared;
         let target = q.queued.load(Ordering::SeqCst);
+        if q.executed.load(Ordering::SeqCst) >= target {
+            return true;
+        }
+        if deadline.is_none() {
+            return drive_to(q, target);
+        }
         q.syncers.fetch_add(1, Ordering::SeqCst);
-        let mut g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&q.idle_lock);
         let ok = loop {
             q.wake_at.fetch_min(target, Ordering::SeqCst);
             if q.executed.load(Ordering::SeqCst) >= target {
@@ -138,7 +251,7 @@ impl HostQueue {
             self.shared.give_up.store(true, Ordering::Release);
         }
         {
-            let mut s = self.shared.items.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = lock(&self.shared.items);
             s.stop = true;
             self.shared.work.notify_all();
         }
@@ -157,10 +270,12 @@ impl HostQueue {
 }
 
 /// What the worker does between two pieces of progress: spin, then yield, then sleep or poll slowly.
-/// The clock is read once every `CLOCK_EVERY` turns (a read costs as much as a poll).
+/// The clock is read only once spinning is over (the common wait, a peer a fraction of a microsecond
+/// away, never reads it), then once every `CLOCK_EVERY` turns (a read costs as much as a poll).
 struct Backoff {
     turns: u32,
-    since: Instant,
+    /// When yielding began.
+    since: Option<Instant>,
     /// Set once yielding has lasted the caller's `yield_for`.
     expired: bool,
 }
@@ -169,26 +284,29 @@ const CLOCK_EVERY: u32 = 64;
 
 impl Backoff {
     fn new() -> Backoff {
-        Backoff { turns: 0, since: Instant::now(), expired: false }
+        Backoff { turns: 0, since: None, expired: false }
     }
 
     fn reset(&mut self) {
         self.turns = 0;
+        self.since = None;
         self.expired = false;
     }
 
     /// One idle turn; `spin_turns` before yielding. Returns true once yielding has lasted `yield_for`.
+    #[inline]
     fn pause(&mut self, spin_turns: u32, yield_for: Duration) -> bool {
-        if self.turns == 0 {
-            self.since = Instant::now();
-        }
         self.turns = self.turns.saturating_add(1);
         if self.turns <= spin_turns {
             std::hint::spin_loop();
             return false;
         }
-        if !self.expired && self.turns.is_multiple_of(CLOCK_EVERY) {
-            self.expired = self.since.elapsed() >= yield_for;
+        match self.since {
+            None => self.since = Some(Instant::now()),
+            Some(t) if !self.expired && self.turns.is_multiple_of(CLOCK_EVERY) => {
+                self.expired = t.elapsed() >= yield_for;
+            }
+            Some(_) => {}
         }
         if !self.expired {
             std::thread::yield_now();
@@ -197,57 +315,148 @@ impl Backoff {
     }
 }
 
-fn worker(q: Arc<Shared>, mut driver: Driver) {
-    let mut batch: VecDeque<Item> = VecDeque::with_capacity(1024);
-    let mut taken: u64 = 0;
-    let mut stuck = false;
-    'run: loop {
-        if batch.is_empty() && !take(&q, &mut batch, &mut taken, &mut driver) {
-            break;
-        }
-        while let Some(item) = batch.pop_front() {
-            let giving_up = q.give_up.load(Ordering::Acquire);
-            if giving_up && !driver.idle() && !abandon(&mut driver) {
-                stuck = true;
-                break 'run;
-            }
-            match item {
-                Item::Start { op, blocking } => unsafe {
-                    if giving_up {
-                        driver.skip(op);
-                    } else {
-                        let seq = op.seq;
-                        driver.start(op);
-                        if blocking && !drive_until(&q, &mut driver, seq) {
-                            stuck = true;
-                            break 'run;
-                        }
-                    }
-                },
-                Item::WaitFor(seq) => {
-                    if !drive_until(&q, &mut driver, seq) {
-                        stuck = true;
-                        break 'run;
-                    }
+/// Why a worker's turn with the claim ended.
+enum Until {
+    /// Nothing queued, nothing in flight, and the idle wait is over.
+    Idle,
+    /// A synchronising thread wants the claim.
+    HandOver,
+    /// Stopped (queue empty) or stuck: the worker exits.
+    Stopped,
+}
+
+fn worker(q: Arc<Shared>) {
+    loop {
+        let mut r = lock(&q.runner);
+        match work(&q, &mut r) {
+            Until::Stopped => {
+                if !r.stuck && !r.driver.idle() {
+                    // Stopped with operations in flight (finalize after a timeout): the same rule.
+                    abandon(&mut r.driver);
                 }
-                Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
+                break;
             }
-            let executed = q.executed.fetch_add(1, Ordering::SeqCst) + 1;
-            if q.syncers.load(Ordering::SeqCst) > 0 && executed >= q.wake_at.load(Ordering::SeqCst) {
-                // Under the lock: a syncer registers its target and checks under it too.
-                let _g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
-                q.wake_at.store(u64::MAX, Ordering::SeqCst);
-                q.idle.notify_all();
+            Until::Idle | Until::HandOver => {
+                drop(r);
+                sleep(&q);
             }
         }
-    }
-    if !stuck && !driver.idle() {
-        // Stopped with operations in flight (finalize after a timeout): the same rule.
-        abandon(&mut driver);
     }
     q.exited.store(true, Ordering::Release);
-    let _g = q.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock(&q.idle_lock);
     q.idle.notify_all();
+}
+
+/// The worker without the claim: sleeps until there is work for it (a producer queued an item and
+/// nobody is taking the claim over, a synchronising thread gave it back with work left) or a stop.
+fn sleep(q: &Shared) {
+    let mut s = lock(&q.items);
+    loop {
+        if s.stop || s.kick || (!s.queue.is_empty() && q.want.load(Ordering::SeqCst) == 0) {
+            s.kick = false;
+            s.sleeping = false;
+            return;
+        }
+        s.sleeping = true;
+        s = q.work.wait(s).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// The worker's turn with the claim: runs items until idle, asked to hand over, or stopped.
+fn work(q: &Shared, r: &mut Runner) -> Until {
+    loop {
+        if r.stuck {
+            return Until::Stopped;
+        }
+        if q.want.load(Ordering::SeqCst) > 0 {
+            return Until::HandOver;
+        }
+        match r.batch.pop_front() {
+            Some(item) => run(q, r, item),
+            None => match take(q, r) {
+                Some(until) => return until,
+                None => continue,
+            },
+        }
+    }
+}
+
+/// A synchronising thread's turn: takes the claim (the worker lets go at its next item boundary),
+/// runs items until `target` have executed, gives the claim back. False if the queue was given up
+/// or stopped first.
+fn drive_to(q: &Shared, target: u64) -> bool {
+    q.want.fetch_add(1, Ordering::SeqCst);
+    let mut r = lock(&q.runner);
+    let ok = loop {
+        if q.executed.load(Ordering::SeqCst) >= target {
+            break true;
+        }
+        if r.stuck || q.give_up.load(Ordering::Acquire) || q.exited.load(Ordering::Acquire) {
+            break false;
+        }
+        match r.batch.pop_front() {
+            Some(item) => run(q, &mut r, item),
+            None => {
+                let mut s = lock(&q.items);
+                r.taken += s.queue.len() as u64;
+                std::mem::swap(&mut s.queue, &mut r.batch);
+                // Below the target, something is queued (only a driver executes items): never empty.
+                debug_assert!(!r.batch.is_empty());
+            }
+        }
+    };
+    let left = !r.batch.is_empty() || !r.driver.idle();
+    drop(r);
+    q.want.fetch_sub(1, Ordering::SeqCst);
+    let mut s = lock(&q.items);
+    if left || !s.queue.is_empty() {
+        s.kick = true;
+        q.work.notify_all();
+    }
+    ok
+}
+
+/// Runs one item (the claim is held); sets `r.stuck` if the queue was given up with an operation
+/// that could not be released.
+fn run(q: &Shared, r: &mut Runner, item: Item) {
+    let giving_up = q.give_up.load(Ordering::Acquire);
+    if giving_up && !r.driver.idle() && !abandon(&mut r.driver) {
+        r.stuck = true;
+        return;
+    }
+    match item {
+        Item::Start { op, blocking } => unsafe {
+            if giving_up {
+                r.driver.skip(op);
+            } else {
+                let seq = op.seq;
+                r.driver.start(op);
+                if blocking && !drive_until(q, &mut r.driver, seq) {
+                    r.stuck = true;
+                    return;
+                }
+            }
+        },
+        Item::WaitFor(seq) => {
+            if !drive_until(q, &mut r.driver, seq) {
+                r.stuck = true;
+                return;
+            }
+        }
+        Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
+    }
+    count_executed(q);
+}
+
+/// One more item executed: wakes a waiting synchroniser whose target is reached.
+fn count_executed(q: &Shared) {
+    let executed = q.executed.fetch_add(1, Ordering::SeqCst) + 1;
+    if q.syncers.load(Ordering::SeqCst) > 0 && executed >= q.wake_at.load(Ordering::SeqCst) {
+        // Under the lock: a syncer registers its target and checks under it too.
+        let _g = lock(&q.idle_lock);
+        q.wake_at.store(u64::MAX, Ordering::SeqCst);
+        q.idle.notify_all();
+    }
 }
 
 /// Cancels or finishes what is in flight; false (reported) if an operation could not be released.
@@ -259,39 +468,36 @@ fn abandon(driver: &mut Driver) -> bool {
     left.is_empty()
 }
 
-/// Moves every queued item into `batch`, progressing operations in flight while there is none.
-/// False when the queue is stopped and empty.
-fn take(q: &Shared, batch: &mut VecDeque<Item>, taken: &mut u64, driver: &mut Driver) -> bool {
+/// Moves every queued item into the runner's batch (None: go on), progressing operations in flight
+/// while there is none; or why the worker's turn ends.
+fn take(q: &Shared, r: &mut Runner) -> Option<Until> {
     let mut backoff = Backoff::new();
     loop {
+        if q.want.load(Ordering::SeqCst) > 0 {
+            return Some(Until::HandOver);
+        }
         let expired = backoff.expired;
-        if q.queued.load(Ordering::Acquire) != *taken || backoff.turns == 0 || expired {
-            let mut s = q.items.lock().unwrap_or_else(|e| e.into_inner());
+        if q.queued.load(Ordering::Acquire) != r.taken || backoff.turns == 0 || expired {
+            let mut s = lock(&q.items);
             if !s.queue.is_empty() {
-                *taken += s.queue.len() as u64;
-                std::mem::swap(&mut s.queue, batch);
-                return true;
+                r.taken += s.queue.len() as u64;
+                std::mem::swap(&mut s.queue, &mut r.batch);
+                return None;
             }
             if s.stop {
-                return false;
+                return Some(Until::Stopped);
             }
-            if driver.idle() && expired {
-                // Nothing to do: sleep until a producer (or shutdown) wakes us.
-                s.sleeping = true;
-                while s.sleeping && !s.stop {
-                    s = q.work.wait(s).unwrap_or_else(|e| e.into_inner());
-                }
-                s.sleeping = false;
-                backoff.reset();
-                continue;
+            if r.driver.idle() && expired {
+                // Nothing to do: the worker sleeps (without the claim) until a producer wakes it.
+                return Some(Until::Idle);
             }
         }
-        if unsafe { driver.poll() } {
+        if unsafe { r.driver.poll() } {
             backoff.reset();
             continue;
         }
-        let yield_for = if driver.idle() { q.yield_for } else { (q.yield_for * 50).max(BUSY_YIELD) };
-        if backoff.pause(q.spin.max(1), yield_for) && !driver.idle() {
+        let yield_for = if r.driver.idle() { q.yield_for } else { (q.yield_for * 50).max(BUSY_YIELD) };
+        if backoff.pause(q.spin.max(1), yield_for) && !r.driver.idle() {
             std::thread::sleep(SLOW_POLL);
         }
     }

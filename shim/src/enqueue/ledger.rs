@@ -1,7 +1,9 @@
 //! The bookkeeping of one queue-backed stream's operations, shared by the application threads that
 //! enqueue and the one thread that runs them: live requests, incomplete operations per communicator
 //! (`MPI_Comm_free` refuses while any), the stream's pending count (`MPIX_Stream_free` refuses while
-//! any), and the first failure not yet reported. One short lock per operation on each side.
+//! any), and the first failure not yet reported. A blocking operation takes no lock (counters only);
+//! a nonblocking one takes one short lock on each side (its request).
+use super::comm_counts::CommCounts;
 use super::cuda_staging::Staged;
 use super::ops::Op;
 use super::requests::{Request, RequestTable};
@@ -13,8 +15,6 @@ use std::sync::Mutex;
 
 struct State {
     reqs: RequestTable<Staged>,
-    /// (communicator, incomplete operations): a stream has few communicators, so a short vector.
-    comm_ops: Vec<(MPI_Comm, u32)>,
     error: Option<String>,
 }
 
@@ -27,7 +27,17 @@ pub struct Ledger {
     incomplete: AtomicU32,
     /// Whether `state.error` holds a failure (checked without the lock by every enqueue call).
     has_error: AtomicBool,
+    /// Incomplete operations per communicator.
+    comm_ops: CommCounts,
     state: Mutex<State>,
+}
+
+/// What `register` gives an operation: its request handle (nonblocking) and the index of its
+/// communicator's counter (the operation carries it to `complete`).
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub request: Option<MPI_Request>,
+    pub comm_slot: u16,
 }
 
 impl Ledger {
@@ -37,7 +47,8 @@ impl Ledger {
             pending,
             incomplete: AtomicU32::new(0),
             has_error: AtomicBool::new(false),
-            state: Mutex::new(State { reqs: RequestTable::new(index), comm_ops: Vec::with_capacity(8), error: None }),
+            comm_ops: CommCounts::new(),
+            state: Mutex::new(State { reqs: RequestTable::new(index), error: None }),
         }
     }
 
@@ -45,10 +56,10 @@ impl Ledger {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers operation `seq` on `comm`; a nonblocking one gets a request handle (None: blocking).
-    pub fn register(&self, comm: MPI_Comm, seq: u32, nonblocking: bool) -> Result<Option<MPI_Request>, String> {
-        let mut st = self.lock();
-        let handle = if nonblocking {
+    /// Registers operation `seq` on `comm`; a nonblocking one gets a request handle. Calls of one
+    /// ledger are serialised by the caller (the engine's order lock), as `CommCounts::add` needs.
+    pub fn register(&self, comm: MPI_Comm, seq: u32, nonblocking: bool) -> Result<Registered, String> {
+        let request = if nonblocking {
             let req = Request {
                 seq,
                 done: false,
@@ -57,7 +68,7 @@ impl Ledger {
                 dst: std::ptr::null_mut(),
                 extra: None,
             };
-            Some(st.reqs.insert(req).ok_or_else(|| {
+            Some(self.lock().reqs.insert(req).ok_or_else(|| {
                 format!(
                     "{} requests of MPIX_Isend_enqueue/MPIX_Irecv_enqueue are not waited for on this stream \
                      (the most it holds)",
@@ -67,30 +78,19 @@ impl Ledger {
         } else {
             None
         };
-        match st.comm_ops.iter_mut().find(|(c, _)| *c == comm) {
-            Some((_, n)) => *n += 1,
-            None => st.comm_ops.push((comm, 1)),
-        }
-        drop(st);
+        let comm_slot = self.comm_ops.add(comm);
         self.pending.fetch_add(if nonblocking { 2 } else { 1 }, Ordering::AcqRel);
         self.incomplete.fetch_add(1, Ordering::AcqRel);
-        Ok(handle)
+        Ok(Registered { request, comm_slot })
     }
 
     /// Undoes `register` for an operation that was never handed to its queue.
-    pub fn unregister(&self, comm: MPI_Comm, handle: Option<MPI_Request>) {
-        let mut st = self.lock();
-        if let Some(h) = handle {
-            st.reqs.remove(h);
+    pub fn unregister(&self, comm: MPI_Comm, reg: Registered) {
+        if let Some(h) = reg.request {
+            self.lock().reqs.remove(h);
         }
-        if let Some(i) = st.comm_ops.iter().position(|(c, _)| *c == comm) {
-            st.comm_ops[i].1 -= 1;
-            if st.comm_ops[i].1 == 0 {
-                st.comm_ops.swap_remove(i);
-            }
-        }
-        drop(st);
-        self.pending.fetch_sub(if handle.is_some() { 2 } else { 1 }, Ordering::AcqRel);
+        self.comm_ops.done(comm, reg.comm_slot);
+        self.pending.fetch_sub(if reg.request.is_some() { 2 } else { 1 }, Ordering::AcqRel);
         self.incomplete.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -129,7 +129,7 @@ impl Ledger {
 
     /// Incomplete operations on `comm`.
     pub fn comm_ops(&self, comm: MPI_Comm) -> u32 {
-        self.lock().comm_ops.iter().find(|(c, _)| *c == comm).map_or(0, |(_, n)| *n)
+        self.comm_ops.get(comm)
     }
 
     pub fn incomplete(&self) -> u32 {
@@ -149,9 +149,9 @@ impl Ledger {
                 error_string(code)
             ));
         }
-        let mut st = self.lock();
         match op.request {
             Some(h) => {
+                let mut st = self.lock();
                 if let Some(r) = st.reqs.get_mut(h) {
                     if r.waited {
                         if status_is_real(r.dst) {
@@ -170,13 +170,7 @@ impl Ledger {
                 }
             }
         }
-        if let Some(i) = st.comm_ops.iter().position(|(c, _)| *c == op.comm) {
-            st.comm_ops[i].1 -= 1;
-            if st.comm_ops[i].1 == 0 {
-                st.comm_ops.swap_remove(i);
-            }
-        }
-        drop(st);
+        self.comm_ops.done(op.comm, op.comm_slot);
         self.pending.fetch_sub(1, Ordering::AcqRel);
         self.incomplete.fetch_sub(1, Ordering::AcqRel);
     }

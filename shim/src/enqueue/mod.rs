@@ -19,6 +19,7 @@
 //! Layering: this module uses runtime, streams, comms, errors, backend, info and hex; none of them
 //! uses it (mpix.rs and interposed.rs call in through the functions re-exported here).
 pub mod api;
+pub mod comm_counts;
 pub mod config;
 pub mod cuda;
 pub mod cuda_staging;

@@ -213,6 +213,8 @@ pub struct Op {
     pub kind: Kind,
     /// Our request handle (nonblocking forms): the status goes through the request table.
     pub request: Option<MPI_Request>,
+    /// The index of its communicator's counter of incomplete operations (the ledger's).
+    pub comm_slot: u16,
     /// Where a blocking receive's status goes (null or `MPI_STATUS_IGNORE`: nowhere).
     pub status: *mut MPI_Status,
     /// Which call queued it (for error messages).
