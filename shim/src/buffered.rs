@@ -50,6 +50,7 @@
 use crate::native_streams::native_stream_of;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
 use std::cell::RefCell;
@@ -296,7 +297,7 @@ pub unsafe fn bsend(
     if native_stream_of(comm).is_none() {
         return next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm);
     }
-    crate::ffi_guard("MPI_Bsend", || unsafe {
+    ffi_guard("MPI_Bsend", || unsafe {
         send_routed(buf, count.into(), datatype, dest, tag, comm, || {
             next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
         })
@@ -314,7 +315,7 @@ pub unsafe fn bsend_c(
     if native_stream_of(comm).is_none() {
         return next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm);
     }
-    crate::ffi_guard("MPI_Bsend_c", || unsafe {
+    ffi_guard("MPI_Bsend_c", || unsafe {
         send_routed(buf, count, datatype, dest, tag, comm, || next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm))
     })
 }
@@ -352,7 +353,7 @@ pub unsafe fn ibsend(
         return next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
     }
     let mpich = || next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
-    crate::ffi_guard("MPI_Ibsend", || unsafe {
+    ffi_guard("MPI_Ibsend", || unsafe {
         ibsend_routed(
             comm,
             tag,
@@ -381,7 +382,7 @@ pub unsafe fn ibsend_c(
         return next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
     }
     let mpich = || next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
-    crate::ffi_guard("MPI_Ibsend_c", || unsafe {
+    ffi_guard("MPI_Ibsend_c", || unsafe {
         ibsend_routed(
             comm,
             tag,
@@ -491,7 +492,7 @@ pub unsafe fn start(request: *mut MPI_Request) -> c_int {
     #[cold]
     #[inline(never)]
     unsafe fn slow(request: *mut MPI_Request) -> c_int {
-        crate::ffi_guard("MPI_Start", || unsafe { start_one(request) })
+        ffi_guard("MPI_Start", || unsafe { start_one(request) })
     }
     slow(request)
 }
@@ -504,7 +505,7 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
     #[cold]
     #[inline(never)]
     unsafe fn slow(count: c_int, array: *mut MPI_Request) -> c_int {
-        crate::ffi_guard("MPI_Startall", || unsafe {
+        ffi_guard("MPI_Startall", || unsafe {
             let requests = std::slice::from_raw_parts(array, count as usize);
             if requests.iter().all(|r| recorded(*r).is_none()) {
                 return next!(MPI_Startall)(count, array);
