@@ -173,12 +173,13 @@ pub unsafe fn finalize() -> c_int {
 
 /// A communicator constructor: `create` makes the communicator; we then record stream inheritance
 /// (dup-like constructors of a stream communicator) or apply the explicit policy. `info`: the info
-/// argument of `MPI_Comm_dup_with_info`.
+/// argument of `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`.
 pub unsafe fn comm_constructed(
     kind: CommCtor,
     parent: MPI_Comm,
     newcomm: *mut MPI_Comm,
     info: Option<MPI_Info>,
+    request: Option<*mut MPI_Request>,
     create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
     ffi_guard(kind.name(), || unsafe {
@@ -198,7 +199,7 @@ pub unsafe fn comm_constructed(
             return rc;
         }
         // A dup of a multiplex communicator is multiplex too.
-        if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm) {
+        if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request) {
             return rc;
         }
         let parent_entry = rt.comms.get(parent);

@@ -4,8 +4,8 @@
  * send and receive between every pair of indices, statuses, wildcards (MPI_ANY_SOURCE, MPI_ANY_TAG,
  * MPIX_ANY_INDEX), matching order, receives posted out of order, unexpected messages, a large
  * (MPI_Imrecv) message, zero-length messages, MPI_PROC_NULL, cancel, MPI_Request_free of a pending
- * receive, MPI_Test polling, ordinary MPI calls on the multiplex communicator, dup (multiplex) and
- * idup (plain), and freeing communicators and streams in order. */
+ * receive, MPI_Test polling, ordinary MPI calls on the multiplex communicator, dup and idup (both
+ * multiplex), and freeing communicators and streams in order. */
 #include "mpixtest.h"
 
 static int rank, size;
@@ -317,12 +317,20 @@ int main(int argc, char **argv) {
         { MPI_Status sts3[3]; OK(MPI_Waitall(3, r, sts3)); }
         CHECK(y == 10 + peer && z == 20 + peer, "dup isolation: %d %d", y, z);
     }
-    /* idup: a plain communicator */
+    /* idup: multiplex too once its request completes (tests/c/multiplex_idup.c covers more) */
     OK(MPI_Comm_idup(mx, &idup, &ir));
     OK(MPI_Wait(&ir, MPI_STATUS_IGNORE));
+    for (int i = 0; i < n; i++) {
+        OK(MPIX_Comm_get_stream(idup, i, &got));
+        CHECK(got == streams[i], "idup get_stream(%d) = %x", i, got);
+    }
     if (n > 0) {
-        int x = 0;
-        EXPECT_ERR(MPIX_Stream_send(&x, 1, MPI_INT, 0, 0, idup, 0, 0), MPI_ERR_COMM, "not a multiplex");
+        int x = 40 + rank, y = -1;
+        MPI_Request r;
+        OK(MPIX_Stream_irecv(&y, 1, MPI_INT, rank, 3, idup, 0, 0, &r));
+        OK(MPIX_Stream_send(&x, 1, MPI_INT, rank, 3, idup, 0, 0));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(y == 40 + rank, "idup send to self: %d", y);
     }
 
     OK(MPI_Comm_free(&idup));

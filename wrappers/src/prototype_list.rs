@@ -19,13 +19,14 @@ pub enum Lean {
     Init(Vec<String>),
     /// `hooks::<name>(params)`.
     Hook(Vec<String>),
-    /// `hooks::comm_constructed(CommCtor::kind, parent, out, info (`Some` where the row names one),
-    /// PMPI call)`.
+    /// `hooks::comm_constructed(CommCtor::kind, parent, out, info, request (each `Some` where the row
+    /// names one), PMPI call)`.
     Ctor {
         kind: String,
         parent: String,
         out: String,
         info: Option<String>,
+        request: Option<String>,
     },
     /// `fixes::<name>(every parameter)`.
     Fix,
@@ -278,24 +279,32 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             set_once(&mut row.lean, Lean::Persistent { comm, request }, "lean")?;
         }
         "lean:ctor" => {
+            const USAGE: &str = "lean:ctor takes (KIND, PARENT, OUT[, INFO][, REQUEST])";
             let mut a = need_args(args)?;
-            if !(3..=4).contains(&a.len()) {
-                return Err("lean:ctor takes (KIND, PARENT, OUT[, INFO])".into());
+            if !(3..=5).contains(&a.len()) {
+                return Err(USAGE.into());
             }
-            let info = if a.len() == 4 { a.pop() } else { None };
-            let [kind, parent, out] =
-                <[String; 3]>::try_from(a).map_err(|_| "lean:ctor takes (KIND, PARENT, OUT[, INFO])")?;
+            // The optional arguments, told apart by their parameters' types.
+            let (mut info, mut request) = (None, None);
+            for extra in a.split_off(3) {
+                check_params(row, std::slice::from_ref(&extra))?;
+                let slot = match row.param(&extra)?.c_type.as_str() {
+                    "MPI_Info" => &mut info,
+                    "MPI_Request *" => &mut request,
+                    t => return Err(format!("parameter `{extra}` is `{t}`, neither `MPI_Info` nor `MPI_Request *`")),
+                };
+                if slot.replace(extra).is_some() {
+                    return Err(USAGE.into());
+                }
+            }
+            let [kind, parent, out] = <[String; 3]>::try_from(a).map_err(|_| USAGE)?;
             check_params(row, &[parent.clone(), out.clone()])?;
             expect_type(row, &parent, "MPI_Comm")?;
             expect_type(row, &out, "MPI_Comm *")?;
-            if let Some(info) = &info {
-                check_params(row, std::slice::from_ref(info))?;
-                expect_type(row, info, "MPI_Info")?;
-            }
             if !kind.chars().all(is_ident_char) {
                 return Err(format!("lean:ctor: `{kind}` is not a CommCtor variant"));
             }
-            set_once(&mut row.lean, Lean::Ctor { kind, parent, out, info }, "lean")?;
+            set_once(&mut row.lean, Lean::Ctor { kind, parent, out, info, request }, "lean")?;
         }
         _ => match word.strip_prefix("tools:") {
             Some(hook) if !hook.is_empty() && hook.chars().all(is_ident_char) => {
@@ -479,10 +488,11 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 r.hook_name(),
                 all_args(r)
             ),
-            Lean::Ctor { kind, parent, out, info } => format!(
-                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, \
+            Lean::Ctor { kind, parent, out, info, request } => format!(
+                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))",
                 info.as_ref().map_or_else(|| "None".to_string(), |i| format!("Some({i})")),
+                request.as_ref().map_or_else(|| "None".to_string(), |r| format!("Some({r})")),
                 r.pmpi_name(),
                 all_args(r)
             ),
@@ -614,7 +624,7 @@ mod tests {
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
             (
                 "int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi lean:ctor(Dup, comm, newcomm, newcomm)",
-                "expected `MPI_Info`",
+                "neither `MPI_Info` nor `MPI_Request *`",
             ),
             ("int MPI_X(int count);  nullable(count)", "not a function pointer"),
             ("int Foo(int count);  pmpi", "MPI_* or MPIX_*"),

@@ -263,6 +263,12 @@ impl Endpoints {
         out
     }
 
+    /// `P_0`: a plain communicator of the user's group and ranks on MPICH's implicit pool (none where
+    /// no process has an index).
+    pub fn plain(&self) -> Option<MPI_Comm> {
+        self.pooled.first().copied()
+    }
+
     /// How many hidden communicators this holds.
     pub fn count(&self) -> usize {
         self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()

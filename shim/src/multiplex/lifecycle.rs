@@ -15,9 +15,43 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
 
 /// Collective over `user` (the user's new communicator): the hidden communicators and the record.
-unsafe fn build(
+/// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
+/// and from which the hidden communicators are made (freed here); `None`: a split of `user`.
+pub(super) unsafe fn build(
     rt: &Runtime,
     user: MPI_Comm,
+    base: Option<MPI_Comm>,
+    rank: c_int,
+    counts: Box<[c_int]>,
+    tag_ub: c_int,
+    streams: Box<[Option<usize>]>,
+) -> Result<&'static Multiplex, c_int> {
+    let p = pmpi();
+    let mut base = match base {
+        Some(b) => b,
+        None => {
+            // A split never inherits a stream: the base is on the implicit pool on every backend.
+            let mut b = MPI_COMM_NULL;
+            let rc = (p.PMPI_Comm_split)(user, 0, rank, &mut b);
+            if rc != MPI_SUCCESS {
+                return Err(rc);
+            }
+            (p.PMPI_Comm_set_errhandler)(b, MPI_ERRORS_RETURN);
+            b
+        }
+    };
+    let built = build_on(rt, user, base, rank, counts, tag_ub, streams);
+    if base != MPI_COMM_NULL {
+        (p.PMPI_Comm_free)(&mut base);
+    }
+    built
+}
+
+/// `build` once the base exists (`MPI_COMM_NULL` only where no process has an index).
+unsafe fn build_on(
+    rt: &Runtime,
+    user: MPI_Comm,
+    base: MPI_Comm,
     rank: c_int,
     counts: Box<[c_int]>,
     tag_ub: c_int,
@@ -50,7 +84,7 @@ unsafe fn build(
             2,
             MPI_INT,
             MPI_MAX,
-            user,
+            base,
         );
         if rc != MPI_SUCCESS {
             return Err(rc);
@@ -78,13 +112,6 @@ unsafe fn build(
              indexed traffic runs on MPICH's implicit pool instead"
         );
     }
-    // A split never inherits a stream: the base is on the implicit pool on every backend.
-    let mut base = MPI_COMM_NULL;
-    let rc = (p.PMPI_Comm_split)(user, 0, rank, &mut base);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    (p.PMPI_Comm_set_errhandler)(base, MPI_ERRORS_RETURN);
     let attach = |i: usize| -> MPIX_Stream {
         match streams.get(i).copied().flatten() {
             Some(slot) => rt.streams.slot(slot).native(),
@@ -93,9 +120,7 @@ unsafe fn build(
     };
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let built = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm);
-    (p.PMPI_Comm_free)(&mut base);
-    let endpoints = built?;
+    let endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
     let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
     counter.fetch_add(1, Ordering::Relaxed);
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
@@ -214,7 +239,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         if rc != MPI_SUCCESS {
             return rc;
         }
-        match build(rt, user, rank, counts, tag_ub, streams) {
+        match build(rt, user, None, rank, counts, tag_ub, streams) {
             Ok(_) => {
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.
                 inherit_stream(rt, comm, user);
@@ -229,22 +254,31 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
     })
 }
 
-/// After a communicator constructor made `*newcomm` from `parent`: a blocking dup
-/// (`MPI_Comm_dup`/`MPI_Comm_dup_with_info`) of a multiplex communicator is multiplex too, with the
-/// same streams and indices and its own hidden communicators (collective, like the dup itself).
-/// `None`: `parent` is not multiplex or the constructor does not make a multiplex child.
+/// After a communicator constructor made `*newcomm` from `parent`: every dup of a multiplex
+/// communicator is multiplex too, with the same streams and indices and its own hidden communicators.
+/// A blocking dup (`MPI_Comm_dup`/`MPI_Comm_dup_with_info`) makes them here (collective, like the dup
+/// itself); a nonblocking one (`request`: `MPI_Comm_idup*`) by the time its request completes
+/// (`idup`). `None`: `parent` is not multiplex or the constructor does not make a multiplex child.
 pub unsafe fn comm_constructed(
-    rt: &Runtime,
+    rt: &'static Runtime,
     kind: CommCtor,
     parent: MPI_Comm,
     newcomm: *mut MPI_Comm,
+    request: Option<*mut MPI_Request>,
 ) -> Option<c_int> {
-    if !matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo) {
-        return None;
-    }
     let parent_handle = parent;
+    match kind {
+        CommCtor::Dup | CommCtor::DupWithInfo => {}
+        CommCtor::Idup | CommCtor::IdupWithInfo => {
+            let parent = registry::lookup(parent)?;
+            let rc = super::idup::started(rt, parent, *newcomm, request?)?;
+            inherit_stream(rt, parent_handle, *newcomm);
+            return Some(rc);
+        }
+        _ => return None,
+    }
     let parent = registry::lookup(parent)?;
-    Some(match build(rt, *newcomm, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
+    Some(match build(rt, *newcomm, None, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
         Ok(_) => {
             inherit_stream(rt, parent_handle, *newcomm);
             MPI_SUCCESS

@@ -20,9 +20,10 @@
 //!   `lifecycle` creates, duplicates and frees; `errors` holds the error texts.
 //!
 //! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
-//! `registry`, `lifecycle`, `p2p` (the entry points), `errors`.
+//! `registry`, `lifecycle`, `idup` (the nonblocking dup), `p2p` (the entry points), `errors`.
 pub mod endpoints;
 mod errors;
+mod idup;
 pub mod lifecycle;
 mod matching;
 mod p2p;
