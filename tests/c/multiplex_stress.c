@@ -8,7 +8,11 @@
  * Checks: every message received exactly once (per-class counts, and the global total), and MPI order:
  * in posting order, each class (source process, source index, destination index, tag) arrives in
  * sequence, and with full wildcards each pair (source process, source index) -> destination index does.
- * Stream counts differ between processes (2, 3, 4, 2, ...); index 1 is MPIX_STREAM_NULL. */
+ * Stream counts differ between processes (2, 3, 4, 2, ...); index 1 is MPIX_STREAM_NULL.
+ * One thread drives every index, so this runs on the implicit pool (Debian, and MPIXSTREAM_BACKEND=serial
+ * on MPICH 5): on the streams' own endpoints a blocking receive on one index progresses only that
+ * index's VCI, while this thread's sends from the others wait in MPICH's queues (docs/multiplex.md,
+ * "Progress"); tests/c/multiplex_alltoall.c runs the streams' endpoints with one thread per index. */
 #include "mpixtest.h"
 
 enum { KMAX = 4, T = 8, BATCH = 4096, WORDS = 6 };

@@ -9,6 +9,8 @@
 #   rank 0's worker of stream i sends exactly 100*(i+1), rank 1's worker of stream j receives exactly
 #   that many, every other reserved worker stays at 0, and the implicit worker 0 carries exactly what
 #   it carries in a run without indexed messages (creation and finalize only).
+# Then the same with conventional indices (MPIX_STREAM_NULL: rank 0's index 1, rank 1's index 2): a pair
+# with an end on one runs on the implicit worker 0 at both ends, exactly its messages; the others as above.
 # With MPIXSTREAM_BACKEND=serial everything stays on worker 0, and the payloads are still right.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,9 +51,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     shift = atoi(getenv("SHIFT"));
     scale = atoi(getenv("SCALE"));
-    MPIX_Stream s[T];
-    for (int i = 0; i < T; i++) MPIX_Stream_create(MPI_INFO_NULL, &s[i]);
-    MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, T, s, &mx);
+    MPIX_Stream s[T], attach[T];
+    for (int i = 0; i < T; i++) MPIX_Stream_create(MPI_INFO_NULL, &s[i]), attach[i] = s[i];
+    /* NULLIDX=1: rank 0's index 1 and rank 1's index 2 are conventional (the streams still exist, so
+     * worker 1+i stays stream i's) */
+    if (getenv("NULLIDX") && atoi(getenv("NULLIDX"))) attach[rank == 0 ? 1 : 2] = MPIX_STREAM_NULL;
+    MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, T, attach, &mx);
     pthread_t th[T];
     for (int i = 0; i < T; i++) pthread_create(&th[i], NULL, run, (void *)(long)i);
     for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
@@ -99,6 +104,36 @@ for shift in 0 1 2; do
   w0="$(get "$d" 0 0 sends)/$(get "$d" 0 0 recvs)/$(get "$d" 1 0 sends)/$(get "$d" 1 0 recvs)"
   [ "$w0" = "$b0s/$b0r/$b1s/$b1r" ]
   check "shift $shift: implicit worker 0 carries exactly the baseline ($w0 sends/recvs of rank 0, rank 1)" $?
+done
+
+# conventional indices: rank 0's index 1 and rank 1's index 2 attach MPIX_STREAM_NULL. A pair with an end
+# on one of them runs on the implicit worker 0 at both ends (exactly its messages beyond the baseline of
+# a run with the same conventional indices and no message); every other pair stays exact on its streams'
+# workers.
+run_probe "$out/nbase" SHIFT=0 SCALE=0 NULLIDX=1
+n0s=$(get "$out/nbase" 0 0 sends); n0r=$(get "$out/nbase" 0 0 recvs)
+n1s=$(get "$out/nbase" 1 0 sends); n1r=$(get "$out/nbase" 1 0 recvs)
+for shift in 0 1 2; do
+  d=$out/null$shift
+  run_probe "$d" SHIFT=$shift SCALE=100 NULLIDX=1
+  python3 "$root/tests/probe/summarize.py" "$d"
+  conv=0
+  for i in 0 1 2; do
+    j=$(((i + shift) % 3)); n=$((100 * (i + 1)))
+    s=$(get "$d" 0 $((1 + i)) sends); r=$(get "$d" 1 $((1 + j)) recvs)
+    if [ $i -eq 1 ] || [ $j -eq 2 ]; then
+      conv=$((conv + n))
+      [ "$s" -eq 0 ] && [ "$r" -eq 0 ]
+      check "conventional pair $i -> $j (${how[$shift]}): nothing on the workers of stream $i ($s) and of the peer's stream $j ($r)" $?
+    else
+      [ "$s" -eq "$n" ] && [ "$r" -eq "$n" ]
+      check "pair $i -> $j beside conventional indices (${how[$shift]}): worker of stream $i sent $s, peer's worker of stream $j received $r, expected $n" $?
+    fi
+  done
+  w0="$(get "$d" 0 0 sends)/$(get "$d" 0 0 recvs)/$(get "$d" 1 0 sends)/$(get "$d" 1 0 recvs)"
+  want="$((n0s + conv))/$n0r/$n1s/$((n1r + conv))"
+  [ "$w0" = "$want" ]
+  check "shift $shift with conventional indices: implicit worker 0 carries the baseline plus exactly the conventional pairs' $conv messages ($w0, expected $want)" $?
 done
 
 # serial backend: everything on worker 0, still correct

@@ -20,7 +20,11 @@
 //!     two streams of one rank); tag `tag * S + source index`.
 //!
 //!   A process that lacks index `i` (smaller count) or whose entry `i` is `MPIX_STREAM_NULL` attaches
-//!   `MPIX_STREAM_NULL` where it would attach stream `i`: that index is on the implicit pool.
+//!   `MPIX_STREAM_NULL` where it would attach stream `i`. Those communicators never carry a message
+//!   with an end on a conventional index: such a message takes `P_j` (tag `tag * S + source index`),
+//!   both ends on the implicit pool. (MPICH 5.0.2 loses messages between one rank's implicit VCI and
+//!   a peer's reserved one, shared-memory path.) So a conventional index is on the implicit pool, and
+//!   every other pair keeps its streams' endpoints.
 //!   Every communicator in which this process attached stream `j` is on VCI `j`, so a receive on `j`
 //!   (any source, any source index, any tag) only ever touches VCI `j` (and `P_j`, implicit).
 //!   Cost: `2S + S(S-1)B` communicators, i.e. context ids (MPICH has about 2000 per process), each a
@@ -113,6 +117,10 @@ pub struct Endpoints {
     /// Streams layout: `pair[(i * S + j) * B' + b]` is `C_{i,j,b}`, and `pair[(i * S + i) * B']` is
     /// `D_i` (`B' = max(B, 1)`); empty in the pooled layout.
     pair: Box<[MPI_Comm]>,
+    /// Streams layout where some process attached `MPIX_STREAM_NULL`: per rank, bit `i` set where
+    /// index `i` has a stream. A message with an end on a conventional index takes `P_j` (both ends on
+    /// the implicit pool). `None`: every index of every process has a stream.
+    real: Option<Box<[u64]>>,
 }
 
 /// `ceil(log2 n)`: the rank bits that tell any two ranks of `n` apart.
@@ -166,7 +174,7 @@ impl Endpoints {
     ) -> Result<Endpoints, c_int> {
         let p = pmpi();
         let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
-        let mut ep = Endpoints { layout, rank, width, bits, pooled: Box::new([]), pair: Box::new([]) };
+        let mut ep = Endpoints { layout, rank, width, bits, pooled: Box::new([]), pair: Box::new([]), real: None };
         let mut pooled = Vec::with_capacity(width);
         let mut made: Vec<MPI_Comm> = Vec::new();
         let fail = |made: &mut Vec<MPI_Comm>, rc: c_int| {
@@ -226,7 +234,10 @@ impl Endpoints {
     /// send fast path runs outside `ffi_guard`); `None` only for indices out of range.
     #[inline(always)]
     pub fn try_route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Option<Route> {
-        if self.layout == Layout::Pooled || (from == to && si != di) {
+        if self.layout == Layout::Pooled
+            || (from == to && si != di)
+            || (self.real.is_some() && !(self.has_stream(from, si) && self.has_stream(to, di)))
+        {
             return Some(Route { comm: *self.pooled.get(di)?, tag_in_tag: true });
         }
         let b1 = self.b1();
@@ -243,10 +254,27 @@ impl Endpoints {
         Some(Route { comm: *self.pair.get(slot)?, tag_in_tag: false })
     }
 
+    /// Records which indices of which processes have a stream (`real[rank]`, bit `i`), where some
+    /// process attached `MPIX_STREAM_NULL` (the same on every process: an allgather's result).
+    pub fn set_conventional(&mut self, real: Box<[u64]>) {
+        if self.layout == Layout::Streams {
+            self.real = Some(real);
+        }
+    }
+
+    /// Whether index `i` of process `rank` has a stream (streams layout with conventional indices).
+    #[inline(always)]
+    fn has_stream(&self, rank: c_int, i: usize) -> bool {
+        match &self.real {
+            None => true,
+            Some(m) => m.get(rank as usize).is_some_and(|&bits| i < 64 && (bits >> i) & 1 == 1),
+        }
+    }
+
     /// Every hidden communicator on which this process receives for its local index `j`.
     pub fn sources(&self, j: usize) -> Vec<Source> {
         let mut out = vec![Source { comm: self.pooled[j], index: SourceIndex::InTag }];
-        if self.layout == Layout::Streams {
+        if self.layout == Layout::Streams && self.has_stream(self.rank, j) {
             let (s, b1) = (self.width, self.b1());
             out.push(Source { comm: self.pair[(j * s + j) * b1], index: SourceIndex::Fixed(j as c_int) });
             for b in 0..self.bits {
@@ -298,7 +326,7 @@ impl Endpoints {
                 pair[(i * width + j) * b1 + b] = (10_000 + (i * 100 + j) * 10 + b) as MPI_Comm;
             }
         }
-        Endpoints { layout, rank, width, bits, pooled, pair: pair.into_boxed_slice() }
+        Endpoints { layout, rank, width, bits, pooled, pair: pair.into_boxed_slice(), real: None }
     }
 
     /// The index rank `rank` attached in hidden communicator `comm` (test helper: which stream).
@@ -367,6 +395,65 @@ mod tests {
                         for x in ep.sources(j).iter().skip(1) {
                             assert_eq!(ep.attached(r as c_int, x.comm), Some(j));
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// With conventional (`MPIX_STREAM_NULL`) indices: a message with an end on one takes `P_j` with the
+    /// source index in the tag, every other keeps the streams' communicator; the receiver finds each
+    /// exactly once among its sources, and a conventional index receives on `P_j` only.
+    #[test]
+    fn conventional_indices_take_the_pooled_communicator() {
+        for n in 1..=6usize {
+            for s in 1..=4usize {
+                // rank r has no stream at index (r % s) when r is odd, and at index s - 1 when r % 3 == 2
+                let real: Vec<u64> = (0..n)
+                    .map(|r| {
+                        let mut m = (1u64 << s) - 1;
+                        if r % 2 == 1 {
+                            m &= !(1 << (r % s));
+                        }
+                        if r % 3 == 2 {
+                            m &= !(1 << (s - 1));
+                        }
+                        m
+                    })
+                    .collect();
+                let has = |r: usize, i: usize| (real[r] >> i) & 1 == 1;
+                let eps: Vec<Endpoints> = (0..n)
+                    .map(|r| {
+                        let mut e = Endpoints::fake(Layout::Streams, r as c_int, n, s);
+                        e.set_conventional(real.clone().into_boxed_slice());
+                        e
+                    })
+                    .collect();
+                for a in 0..n {
+                    for b in 0..n {
+                        for i in 0..s {
+                            for j in 0..s {
+                                let r = eps[a].route(a as c_int, i, b as c_int, j);
+                                assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
+                                let src = eps[b].sources(j);
+                                let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
+                                assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
+                                let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
+                                assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
+                                if !has(a, i) || !has(b, j) || (a == b && i != j) {
+                                    assert!(r.tag_in_tag && r.comm == 1000 + j as MPI_Comm, "{a}({i}) -> {b}({j})");
+                                } else {
+                                    assert!(!r.tag_in_tag);
+                                    assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
+                                    assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
+                                }
+                            }
+                        }
+                    }
+                }
+                for (r, ep) in eps.iter().enumerate() {
+                    for j in (0..s).filter(|&j| !has(r, j)) {
+                        assert_eq!(ep.sources(j).len(), 1, "a conventional index receives on P_j only");
                     }
                 }
             }

@@ -71,10 +71,12 @@ unsafe fn build_on(
             endpoints::MAX_HIDDEN_COMMS
         )
     });
+    // Where some process attached MPIX_STREAM_NULL: per rank, which indices have a stream.
+    let mut conventional: Option<Box<[u64]>> = None;
     if layout == Layout::Streams {
-        // MPICH 5.0.2 loses messages (shared-memory path) between a rank's implicit VCI and a peer's
-        // reserved one: the streams layout only when no process attached MPIX_STREAM_NULL. And only
-        // while no process would pass its bound of live hidden communicators.
+        // The streams layout only while no process would pass its bound of live hidden communicators.
+        // Whether any process attached MPIX_STREAM_NULL: then every process learns which indices have
+        // a stream (messages with an end on a conventional index take the implicit pool, `endpoints`).
         let mine: [c_int; 2] =
             [streams.iter().any(|s| s.is_none()) as c_int, endpoints::over_process_bound(cost) as c_int];
         let mut any: [c_int; 2] = [0; 2];
@@ -89,21 +91,39 @@ unsafe fn build_on(
         if rc != MPI_SUCCESS {
             return Err(rc);
         }
-        if any[0] != 0 {
-            layout = Layout::Pooled;
-            if rank == 0 && rt.config.verbose {
-                eprintln!(
-                    "mpixstream: a multiplex communicator with MPIX_STREAM_NULL entries: its indexed traffic runs \
-                     on MPICH's implicit pool"
-                );
-            }
-        } else if any[1] != 0 {
+        if any[1] != 0 {
             layout = Layout::Pooled;
             pooled_because = Some(format!(
                 "its {cost} hidden communicators on the streams' endpoints would pass a process's bound of {} \
                  alive at once (free multiplex communicators no longer used)",
                 endpoints::MAX_HIDDEN_COMMS_PER_PROCESS
             ));
+        } else if any[0] != 0 {
+            // A 64-bit mask per process; an index from 64 up (the streams layout allows that many only on
+            // one process) counts as conventional, which routes it correctly on the implicit pool.
+            let bits: u64 =
+                streams.iter().enumerate().filter(|(i, s)| *i < 64 && s.is_some()).fold(0, |m, (i, _)| m | 1 << i);
+            let mine: [c_int; 2] = [bits as u32 as c_int, (bits >> 32) as u32 as c_int];
+            let mut all = vec![0 as c_int; 2 * size];
+            let rc = (p.PMPI_Allgather)(
+                mine.as_ptr() as *const c_void,
+                2,
+                MPI_INT,
+                all.as_mut_ptr() as *mut c_void,
+                2,
+                MPI_INT,
+                base,
+            );
+            if rc != MPI_SUCCESS {
+                return Err(rc);
+            }
+            conventional = Some(all.chunks(2).map(|w| w[0] as u32 as u64 | (w[1] as u32 as u64) << 32).collect());
+            if rank == 0 && rt.config.verbose {
+                eprintln!(
+                    "mpixstream: a multiplex communicator with MPIX_STREAM_NULL entries: messages to or from \
+                     those indices run on MPICH's implicit pool, every other pair on its streams' endpoints"
+                );
+            }
         }
     }
     if let (Some(why), 0) = (&pooled_because, rank) {
@@ -120,7 +140,10 @@ unsafe fn build_on(
     };
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
+    let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
+    if let Some(real) = conventional {
+        endpoints.set_conventional(real);
+    }
     let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
     counter.fetch_add(1, Ordering::Relaxed);
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
