@@ -107,6 +107,23 @@ pub struct Route {
     pub tag_in_tag: bool,
 }
 
+impl Route {
+    /// One word of the send table: the handle in the low half, `tag_in_tag` in bit 32. Never 0 (MPICH's
+    /// communicator handles are not), so 0 marks an invalid (rank, index) pair.
+    fn packed(self) -> u64 {
+        self.comm as u32 as u64 | (self.tag_in_tag as u64) << 32
+    }
+
+    #[inline(always)]
+    pub fn unpack(word: u64) -> Route {
+        Route { comm: word as u32 as MPI_Comm, tag_in_tag: word >> 32 != 0 }
+    }
+}
+
+/// At most this many entries (8 bytes each) in a multiplex communicator's send table; a larger one
+/// (`N S^2` beyond it) routes each send by arithmetic instead.
+pub const MAX_SEND_TABLE: usize = 1 << 14;
+
 pub struct Endpoints {
     pub layout: Layout,
     rank: c_int,
@@ -252,6 +269,28 @@ impl Endpoints {
             }
         };
         Some(Route { comm: *self.pair.get(slot)?, tag_in_tag: false })
+    }
+
+    /// This process's sends, precomputed: entry `(dest * S + di) * S + si` is the packed route of a
+    /// message from local index `si` to process `dest`'s index `di`, 0 where `si` is not a local index
+    /// or `di` not one of `dest`'s (`counts`: every process's count, `local`: this process's). Empty
+    /// beyond `MAX_SEND_TABLE` entries.
+    pub fn send_table(&self, counts: &[c_int], local: usize) -> Box<[u64]> {
+        let s = self.width;
+        if counts.len().saturating_mul(s * s) > MAX_SEND_TABLE {
+            return Box::new([]);
+        }
+        let mut t = vec![0u64; counts.len() * s * s];
+        for (dest, &n) in counts.iter().enumerate() {
+            for di in 0..(n.max(0) as usize).min(s) {
+                for si in 0..local.min(s) {
+                    if let Some(r) = self.try_route(self.rank, si, dest as c_int, di) {
+                        t[(dest * s + di) * s + si] = r.packed();
+                    }
+                }
+            }
+        }
+        t.into_boxed_slice()
     }
 
     /// Records which indices of which processes have a stream (`real[rank]`, bit `i`), where some
@@ -458,6 +497,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The send table holds exactly `try_route` for valid pairs and 0 elsewhere.
+    #[test]
+    fn send_table_matches_the_routes() {
+        let counts: Vec<c_int> = vec![3, 1, 0, 2];
+        for layout in [Layout::Streams, Layout::Pooled] {
+            for me in 0..counts.len() {
+                let ep = Endpoints::fake(layout, me as c_int, counts.len(), 3);
+                let local = counts[me] as usize;
+                let t = ep.send_table(&counts, local);
+                assert_eq!(t.len(), counts.len() * 9);
+                for dest in 0..counts.len() {
+                    for di in 0..3 {
+                        for si in 0..3 {
+                            let w = t[(dest * 3 + di) * 3 + si];
+                            if si < local && (di as c_int) < counts[dest] {
+                                assert_eq!(Route::unpack(w), ep.route(me as c_int, si, dest as c_int, di));
+                            } else {
+                                assert_eq!(w, 0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let big = Endpoints::fake(Layout::Pooled, 0, 2000, 3);
+        assert!(big.send_table(&vec![3; 2000], 3).is_empty());
     }
 
     #[test]

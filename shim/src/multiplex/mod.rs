@@ -63,6 +63,9 @@ pub struct Multiplex {
     pub streams: Box<[Option<usize>]>,
     /// The hidden communicators.
     endpoints: Endpoints,
+    /// This process's send routes by (destination, destination index, source index)
+    /// (`Endpoints::send_table`); empty for a large communicator.
+    send_routes: Box<[u64]>,
     /// One matching engine per local index.
     engines: Box<[MatchingEngine]>,
     /// Engine receives posted and not complete, over all engines.
@@ -90,9 +93,11 @@ impl Multiplex {
                 MatchingEngine::new(endpoints.sources(j).into_boxed_slice(), stream)
             })
             .collect();
+        let send_routes = endpoints.send_table(&counts, streams.len());
         Multiplex {
             comm,
             rank,
+            send_routes,
             counts,
             width,
             tag_ub,

@@ -11,6 +11,7 @@
 //!   Nothing it could overtake exists: every earlier receive of the index is in MPICH's queue before
 //!   it, and no message of the pair has been pulled out of MPICH.
 //! - Any other receive goes through its index's matching engine.
+use super::endpoints::Route;
 use super::errors::{forward, not_multiplex};
 use super::matching::{lock, Outcome, RecvOp};
 use super::{registry, requests, Multiplex, MPIX_ANY_INDEX};
@@ -59,8 +60,10 @@ fn send_route(
 
 /// The send path when every argument is valid: the hidden communicator and tag, or `None` for anything
 /// else (not a live multiplex communicator, `MPI_PROC_NULL`, a bad rank, index, tag or count, a null
-/// request), which `send_route` then handles with its errors. Unsigned compares fold each range check
-/// into one; `get` instead of indexing leaves no panic path (it runs outside `ffi_guard`).
+/// request), which `send_route` then handles with its errors. The route is one load from the
+/// communicator's send table (0 for an index out of range; arithmetic for a communicator too large for
+/// a table). Unsigned compares fold each range check into one; `get` instead of indexing leaves no
+/// panic path (it runs outside `ffi_guard`).
 #[inline(always)]
 fn fast_send_route(
     comm: MPI_Comm,
@@ -73,15 +76,27 @@ fn fast_send_route(
     // No check of the runtime's phase: the registry holds records only between MPI_Init and the
     // start of MPI_Finalize (cleared there, before PMPI_Finalize), so a record found means active.
     let mx = registry::lookup(comm)?;
-    let peers = *mx.counts.get(dest as u32 as usize)?;
-    if count < 0
-        || (si as u32) >= mx.streams.len() as u32
-        || (di as u32) >= peers as u32
-        || (tag as u32) > mx.max_tag as u32
-    {
+    if count < 0 || (tag as u32) > mx.max_tag as u32 {
         return None;
     }
-    let route = mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize)?;
+    let route = if !mx.send_routes.is_empty() {
+        // One load: 0 for an index out of range; a negative or too large rank or index is past the end.
+        let s = mx.width as u32 as usize;
+        if (si as u32 as usize) >= s || (di as u32 as usize) >= s {
+            return None;
+        }
+        let word = *mx.send_routes.get((dest as u32 as usize * s + di as usize) * s + si as usize)?;
+        if word == 0 {
+            return None;
+        }
+        Route::unpack(word)
+    } else {
+        let peers = *mx.counts.get(dest as u32 as usize)?;
+        if (si as u32) >= mx.streams.len() as u32 || (di as u32) >= peers as u32 {
+            return None;
+        }
+        mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize)?
+    };
     Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
 
