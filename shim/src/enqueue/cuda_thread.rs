@@ -11,12 +11,16 @@ use super::flags::Flags;
 use super::ops::Op;
 use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 struct Shared {
     inbox: Mutex<VecDeque<Op>>,
+    /// Operations pushed and not yet taken (counted after the push, uncounted after the take: it may
+    /// dip below 0 for a moment). The driver thread takes the inbox's lock only when it is positive,
+    /// so its spinning and polling never touch the lock the enqueuing thread pushes under.
+    queued: AtomicIsize,
     flags: Arc<Flags>,
     stop: AtomicBool,
     abandon: AtomicBool,
@@ -45,6 +49,7 @@ impl CudaDriverThread {
     ) -> std::io::Result<CudaDriverThread> {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(VecDeque::with_capacity(256)),
+            queued: AtomicIsize::new(0),
             flags,
             stop: AtomicBool::new(false),
             abandon: AtomicBool::new(false),
@@ -61,6 +66,7 @@ impl CudaDriverThread {
     /// Hands operation `op` over (before the stream can signal it ready).
     pub fn submit(&self, op: Op) {
         self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).push_back(op);
+        self.shared.queued.fetch_add(1, Ordering::Release);
         self.shared.flags.wake_engine();
     }
 
@@ -91,13 +97,16 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
     let mut idle: u32 = 0;
     let mut idle_since = Instant::now();
     loop {
-        {
+        if s.queued.load(Ordering::Acquire) > 0 {
             let mut inbox = s.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            let taken = inbox.len();
             if waiting.is_empty() {
                 std::mem::swap(&mut *inbox, &mut waiting);
             } else {
                 waiting.extend(inbox.drain(..));
             }
+            drop(inbox);
+            s.queued.fetch_sub(taken as isize, Ordering::AcqRel);
         }
         if s.abandon.load(Ordering::Acquire) {
             let left = unsafe { driver.abandon() };

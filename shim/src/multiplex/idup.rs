@@ -17,7 +17,7 @@
 //!
 //! Our thread makes MPI calls, so this needs `MPI_THREAD_MULTIPLE`; below it the dup stays a plain
 //! communicator (rank 0 says so once on stderr; `docs/multiplex.md`).
-use super::{lifecycle, Multiplex};
+use super::{creation, Multiplex};
 use crate::ffi_guard;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
@@ -98,7 +98,7 @@ pub unsafe fn started(
                 }
             }
             let base = if base == MPI_COMM_NULL { None } else { Some(base) };
-            match lifecycle::build(rt, newcomm, base, rank, counts, tag_ub, streams) {
+            match creation::build(rt, newcomm, base, rank, counts, tag_ub, streams) {
                 Ok(_) => MPI_SUCCESS,
                 Err(rc) => rc,
             }

@@ -1,9 +1,8 @@
 //! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
-use super::endpoints::{self, Endpoints, Layout};
-use super::{progress, registry, Multiplex};
-use crate::backend::Backend;
+use super::creation::build;
+use super::{registry, Multiplex};
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
 use crate::runtime::Runtime;
@@ -13,145 +12,6 @@ use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
-
-/// Collective over `user` (the user's new communicator): the hidden communicators and the record.
-/// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
-/// and from which the hidden communicators are made (freed here); `None`: a split of `user`.
-pub(super) unsafe fn build(
-    rt: &Runtime,
-    user: MPI_Comm,
-    base: Option<MPI_Comm>,
-    rank: c_int,
-    counts: Box<[c_int]>,
-    tag_ub: c_int,
-    streams: Box<[Option<usize>]>,
-) -> Result<&'static Multiplex, c_int> {
-    let p = pmpi();
-    let mut base = match base {
-        Some(b) => b,
-        None => {
-            // A split never inherits a stream: the base is on the implicit pool on every backend.
-            let mut b = MPI_COMM_NULL;
-            let rc = (p.PMPI_Comm_split)(user, 0, rank, &mut b);
-            if rc != MPI_SUCCESS {
-                return Err(rc);
-            }
-            (p.PMPI_Comm_set_errhandler)(b, MPI_ERRORS_RETURN);
-            b
-        }
-    };
-    let built = build_on(rt, user, base, rank, counts, tag_ub, streams);
-    if base != MPI_COMM_NULL {
-        (p.PMPI_Comm_free)(&mut base);
-    }
-    built
-}
-
-/// `build` once the base exists (`MPI_COMM_NULL` only where no process has an index).
-unsafe fn build_on(
-    rt: &Runtime,
-    user: MPI_Comm,
-    base: MPI_Comm,
-    rank: c_int,
-    counts: Box<[c_int]>,
-    tag_ub: c_int,
-    streams: Box<[Option<usize>]>,
-) -> Result<&'static Multiplex, c_int> {
-    let p = pmpi();
-    let size = counts.len();
-    let width = counts.iter().copied().max().unwrap_or(0).max(0) as usize;
-    let native = rt.backend == Backend::Native;
-    let mut layout = endpoints::choose_layout(native, size, width);
-    let cost = endpoints::streams_layout_cost(size, width);
-    // Why this communicator's indexed traffic runs on MPICH's implicit pool, if it does on the native
-    // backend (the same on every process: decided from agreed values).
-    let mut pooled_because = (native && layout == Layout::Pooled && width > 0).then(|| {
-        format!(
-            "it would need {cost} hidden communicators on the streams' endpoints (bound {})",
-            endpoints::MAX_HIDDEN_COMMS
-        )
-    });
-    // Where some process attached MPIX_STREAM_NULL: per rank, which indices have a stream.
-    let mut conventional: Option<Box<[u64]>> = None;
-    if layout == Layout::Streams {
-        // The streams layout only while no process would pass its bound of live hidden communicators.
-        // Whether any process attached MPIX_STREAM_NULL: then every process learns which indices have
-        // a stream (messages with an end on a conventional index take the implicit pool, `endpoints`).
-        let mine: [c_int; 2] =
-            [streams.iter().any(|s| s.is_none()) as c_int, endpoints::over_process_bound(cost) as c_int];
-        let mut any: [c_int; 2] = [0; 2];
-        let rc = (p.PMPI_Allreduce)(
-            mine.as_ptr() as *const c_void,
-            any.as_mut_ptr() as *mut c_void,
-            2,
-            MPI_INT,
-            MPI_MAX,
-            base,
-        );
-        if rc != MPI_SUCCESS {
-            return Err(rc);
-        }
-        if any[1] != 0 {
-            layout = Layout::Pooled;
-            pooled_because = Some(format!(
-                "its {cost} hidden communicators on the streams' endpoints would pass a process's bound of {} \
-                 alive at once (free multiplex communicators no longer used)",
-                endpoints::MAX_HIDDEN_COMMS_PER_PROCESS
-            ));
-        } else if any[0] != 0 {
-            // A 64-bit mask per process; an index from 64 up (the streams layout allows that many only on
-            // one process) counts as conventional, which routes it correctly on the implicit pool.
-            let bits: u64 =
-                streams.iter().enumerate().filter(|(i, s)| *i < 64 && s.is_some()).fold(0, |m, (i, _)| m | 1 << i);
-            let mine: [c_int; 2] = [bits as u32 as c_int, (bits >> 32) as u32 as c_int];
-            let mut all = vec![0 as c_int; 2 * size];
-            let rc = (p.PMPI_Allgather)(
-                mine.as_ptr() as *const c_void,
-                2,
-                MPI_INT,
-                all.as_mut_ptr() as *mut c_void,
-                2,
-                MPI_INT,
-                base,
-            );
-            if rc != MPI_SUCCESS {
-                return Err(rc);
-            }
-            conventional = Some(all.chunks(2).map(|w| w[0] as u32 as u64 | (w[1] as u32 as u64) << 32).collect());
-            if rank == 0 && rt.config.verbose {
-                eprintln!(
-                    "mpixstream: a multiplex communicator with MPIX_STREAM_NULL entries: messages to or from \
-                     those indices run on MPICH's implicit pool, every other pair on its streams' endpoints"
-                );
-            }
-        }
-    }
-    if let (Some(why), 0) = (&pooled_because, rank) {
-        eprintln!(
-            "mpixstream: a multiplex communicator of {size} processes and {width} stream indices: {why}; its \
-             indexed traffic runs on MPICH's implicit pool instead"
-        );
-    }
-    let attach = |i: usize| -> MPIX_Stream {
-        match streams.get(i).copied().flatten() {
-            Some(slot) => rt.streams.slot(slot).native(),
-            None => MPIX_STREAM_NULL,
-        }
-    };
-    let stream_comm =
-        |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
-    if let Some(real) = conventional {
-        endpoints.set_conventional(real);
-    }
-    let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
-    counter.fetch_add(1, Ordering::Relaxed);
-    let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
-    let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
-    let mx = registry::register(rt, mx);
-    progress::ensure_started(rt);
-    Ok(mx)
-}
 
 /// Standard class number -> our class (for agreeing on an error at creation).
 fn class_of(standard: c_int) -> Class {

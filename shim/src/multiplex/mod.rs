@@ -20,7 +20,9 @@
 //!   `lifecycle` creates, duplicates and frees; `errors` holds the error texts.
 //!
 //! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
-//! `registry`, `lifecycle`, `idup` (the nonblocking dup), `p2p` (the entry points), `errors`.
+//! `registry`, `creation` (hidden communicators and record), `lifecycle`, `idup` (the nonblocking
+//! dup), `p2p` (the entry points), `errors`.
+mod creation;
 pub mod endpoints;
 mod errors;
 mod idup;
