@@ -142,19 +142,17 @@ unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> 
     })
 }
 
-/// `MPI_Waitall` calls this in a loop until the requests complete: one look at each.
+/// `MPI_Waitall` calls this in a loop until the requests complete: one poll of each.
 unsafe extern "C" fn greq_wait(
     count: c_int,
     states: *mut *mut c_void,
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
-    ffi_guard("MPI_Comm_idup (wait)", || unsafe {
-        for i in 0..count.max(0) as usize {
-            advance(&*(*states.add(i) as *const IdupOp));
-        }
-        MPI_SUCCESS
-    })
+    for i in 0..count.max(0) as usize {
+        greq_poll(*states.add(i), std::ptr::null_mut());
+    }
+    MPI_SUCCESS
 }
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
