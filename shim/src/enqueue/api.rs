@@ -12,10 +12,14 @@ use crate::runtime::Runtime;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
-fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<Arc<QueueEngine>, c_int> {
+fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static QueueEngine, c_int> {
+    // The common case through the communicator table's cache (no hashing, no lock).
+    if let Some(e) = rt.comms.stream_of(comm).and_then(engine) {
+        e.report_error(comm, func)?;
+        return Ok(e);
+    }
     if comm == MPI_COMM_NULL {
         return Err(raise(MPI_COMM_WORLD, Class::Comm, func, "the communicator is MPI_COMM_NULL"));
     }
@@ -346,7 +350,7 @@ pub unsafe extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are
 /// skipped (their statuses set empty); requests are set to `MPI_REQUEST_NULL`.
 unsafe fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuses: &[*mut MPI_Status]) -> c_int {
-    let mut eng: Option<Arc<QueueEngine>> = None;
+    let mut eng: Option<&'static QueueEngine> = None;
     let mut live = Vec::new();
     let mut dsts = Vec::new();
     for (i, &h) in requests.iter().enumerate() {
@@ -443,7 +447,7 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
 }
 
 /// The host queue behind `stream`, or the error.
-fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<Arc<QueueEngine>, c_int> {
+fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<&'static QueueEngine, c_int> {
     let index = rt
         .streams
         .lookup(stream)

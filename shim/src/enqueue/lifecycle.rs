@@ -51,7 +51,7 @@ pub fn attach_queue(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Resu
         }
     };
     let eng = QueueEngine::new(index, handle, queue, ledger, cfg.spin, cfg.yield_for);
-    registry::set(index, Some(Arc::new(eng)));
+    registry::set(index, Some(eng));
     Ok(())
 }
 
