@@ -8,6 +8,7 @@ use super::ops::{empty_status, Op};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,26 +85,12 @@ impl Driver {
         if self.native != MPIX_STREAM_NULL {
             self.rt.progress(self.native);
         }
-        let p = pmpi();
         let mut progressed = false;
         let mut i = 0;
         while i < self.inflight.len() {
-            let mut flag = 0;
-            let mut status = empty_status();
-            let rc = (p.PMPI_Test)(&mut self.inflight[i].1, &mut flag, &mut status);
-            if rc != MPI_SUCCESS || flag != 0 {
+            let (op, req) = &mut self.inflight[i];
+            if let Some((status, err)) = test(op, req) {
                 let (op, _) = self.inflight.swap_remove(i);
-                let err = if rc != MPI_SUCCESS {
-                    Some(rc)
-                } else if status.MPI_ERROR != MPI_SUCCESS && op.kind.is_recv() {
-                    Some(status.MPI_ERROR)
-                } else {
-                    None
-                };
-                // Nonblocking collectives and sends leave MPI_ERROR undefined: clear it.
-                if err.is_none() {
-                    status.MPI_ERROR = MPI_SUCCESS;
-                }
                 self.finish(op, status, err);
                 progressed = true;
             } else {
@@ -111,6 +98,45 @@ impl Driver {
             }
         }
         progressed
+    }
+
+    /// Starts `op` and tests it for up to `window`, for an operation run on the enqueuing thread
+    /// while nothing else is in flight: its outcome, or its request if it is not complete by then
+    /// (the caller registers it and hands it to `adopt`). A failure to start is an outcome.
+    pub unsafe fn start_and_poll(
+        &mut self,
+        op: &Op,
+        window: Duration,
+    ) -> Result<(MPI_Status, Option<c_int>), MPI_Request> {
+        debug_assert!(self.inflight.is_empty());
+        let mut req = match op.kind.start(op.comm) {
+            Ok(req) => req,
+            Err(code) => return Ok((empty_status(), Some(code))),
+        };
+        let mut since = None;
+        for polls in 0u32.. {
+            if self.native != MPIX_STREAM_NULL {
+                self.rt.progress(self.native);
+            }
+            // No pause between polls: each is a call into MPICH, and a pause would only delay
+            // noticing the peer's message.
+            if let Some(outcome) = test(op, &mut req) {
+                return Ok(outcome);
+            }
+            // The clock only after the common case (complete within a few polls), then now and then.
+            if polls % 32 == 31 {
+                let start = *since.get_or_insert_with(Instant::now);
+                if start.elapsed() >= window {
+                    break;
+                }
+            }
+        }
+        Err(req)
+    }
+
+    /// Keeps `op`, started by `start_and_poll` as `req` and registered since, in flight.
+    pub fn adopt(&mut self, op: Op, req: MPI_Request) {
+        self.inflight.push((op, req));
     }
 
     /// Finalize gave up on the stream: cancels the receives in flight and gives every operation
@@ -154,4 +180,27 @@ impl Driver {
             })
             .collect()
     }
+}
+
+/// Tests `op`'s request once: its status and error once complete.
+#[inline]
+unsafe fn test(op: &Op, req: &mut MPI_Request) -> Option<(MPI_Status, Option<c_int>)> {
+    let mut flag = 0;
+    let mut status = empty_status();
+    let rc = (pmpi().PMPI_Test)(req, &mut flag, &mut status);
+    if rc == MPI_SUCCESS && flag == 0 {
+        return None;
+    }
+    let err = if rc != MPI_SUCCESS {
+        Some(rc)
+    } else if status.MPI_ERROR != MPI_SUCCESS && op.kind.is_recv() {
+        Some(status.MPI_ERROR)
+    } else {
+        None
+    };
+    // Nonblocking collectives and sends leave MPI_ERROR undefined: clear it.
+    if err.is_none() {
+        status.MPI_ERROR = MPI_SUCCESS;
+    }
+    Some((status, err))
 }

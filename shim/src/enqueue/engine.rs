@@ -85,15 +85,21 @@ impl QueueEngine {
         let seq = *next;
         match &self.queue {
             Queue::Host(q) => {
-                let reg = self.ledger.register(comm, seq, nonblocking).map_err(|e| (Class::Other, e))?;
+                if !nonblocking {
+                    let op = Op { seq, comm, kind, request: None, comm_slot: 0, status, func };
+                    *next = seq.wrapping_add(1);
+                    if let Err(mut op) = q.try_run_now(op, &self.ledger) {
+                        let reg = self.ledger.register(comm, seq, false).map_err(|e| (Class::Other, e))?;
+                        op.comm_slot = reg.comm_slot;
+                        q.push(Item::Start { op, blocking: true });
+                    }
+                    return Ok(());
+                }
+                let reg = self.ledger.register(comm, seq, true).map_err(|e| (Class::Other, e))?;
                 let handle = reg.request;
                 *next = seq.wrapping_add(1);
                 let op = Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func };
-                if nonblocking {
-                    q.push(Item::Start { op, blocking: false });
-                } else if let Err(op) = q.try_run_now(op) {
-                    q.push(Item::Start { op, blocking: true });
-                }
+                q.push(Item::Start { op, blocking: false });
                 drop(next);
                 if let Some(h) = handle {
                     *request = h;

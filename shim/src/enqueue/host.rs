@@ -8,11 +8,11 @@
 //!
 //! The driver claim: everything a driver needs (the MPI driver, the items taken and not yet run) is
 //! the `Runner`, behind one mutex; whoever holds it is the stream's only driver. The worker holds it
-//! while it has work. A blocking operation enqueued on an idle queue is run at once by the
-//! enqueuing thread (`try_run_now`: it takes the claim, starts the operation and polls it briefly;
-//! only if it is not complete by then is it left, holding the queue, to the worker), so a
-//! ping-pong runs without any other thread. `synchronize` takes the claim over: it announces itself (`want`), the worker lets go
-//! at the next item boundary and sleeps, and the synchronising thread runs the items itself up to
+//! while it has work, and lets go as soon as it has none. A blocking operation enqueued on an idle
+//! queue is run at once by the enqueuing thread (`try_run_now`: it takes the claim, starts the
+//! operation and polls it briefly; only if it is not complete by then is it left, holding the
+//! queue, to the worker), so a ping-pong runs without any other thread. `synchronize` takes the
+//! claim over: it announces itself (`want`), the worker lets go at the next item boundary and sleeps, and the synchronising thread runs the items itself up to
 //! its target, then gives the claim back (waking the worker only if work is left). So in the common
 //! "enqueue, then synchronise" pattern the operations run on the thread that waits for them anyway,
 //! and on a small machine two threads per rank do not compete for the cores (on the 2-core
@@ -20,10 +20,11 @@
 //! than the same nonblocking calls on the application thread).
 //!
 //! Hand-off cost: a producer takes one uncontended lock and, only when the worker sleeps, signals a
-//! condition variable; a driver takes every queued item at once (one lock per batch). While it has
-//! no item, the worker spins, then yields, then sleeps; while an operation holds the queue it polls
-//! MPI, then polls and yields, then polls every 50 µs (a late peer).
+//! condition variable; a driver takes every queued item at once (one lock per batch). With nothing
+//! to run, the worker spins, then yields, then sleeps, without the claim; while an operation holds
+//! the queue it polls MPI, then polls and yields, then polls every 50 µs (a late peer).
 use super::driver::Driver;
+use super::ledger::Ledger;
 use super::ops::Op;
 use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
@@ -64,8 +65,12 @@ struct Runner {
 }
 
 /// How long an enqueuing thread polls the blocking operation it started at once (`try_run_now`)
-/// before it leaves it to the worker: a few microseconds, several shared-memory round trips.
-const EAGER_POLLS: u32 = 64;
+/// before it leaves it to the worker (plus the first 32 polls, before the clock is read). Long
+/// enough for a peer a few scheduler wake-ups late (with 64 polls instead, about 6 µs, several
+/// hundred of the enqueue bench's 88,000 operations were left on the 2-core development machine,
+/// and every operation queued behind one then went through the worker); short enough that an
+/// enqueue call never waits long for a peer that is not ready.
+const EAGER_WINDOW: Duration = Duration::from_micros(100);
 /// How long a worker with an operation in flight polls MPI before it starts yielding its core.
 const POLLS_BEFORE_YIELD: u32 = 4096;
 /// How long a worker with an operation in flight polls and yields before it polls slowly.
@@ -102,6 +107,8 @@ struct Shared {
     idle: Condvar,
     /// Set at finalize: operations in flight are cancelled or left, later ones are not started.
     give_up: AtomicBool,
+    /// Set by `shutdown` (with `Items::stop`): nothing more may run at once.
+    stopping: AtomicBool,
     exited: AtomicBool,
     spin: u32,
     yield_for: Duration,
@@ -136,6 +143,7 @@ impl HostQueue {
             idle_lock: Mutex::new(()),
             idle: Condvar::new(),
             give_up: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             spin,
             yield_for,
@@ -146,46 +154,43 @@ impl HostQueue {
     }
 
     /// Runs blocking operation `op` at once on the calling (enqueuing) thread, if the queue is empty,
-    /// nothing is in flight and nobody holds the driver claim: it takes the claim, starts the
-    /// operation and polls it for `EAGER_POLLS` turns. Completed: the item is executed and no other
-    /// thread was involved. Not yet: it stays in flight at the head of the queue and the worker is
-    /// woken to drive it. Err(op): not possible now (the caller queues it). The caller serialises
-    /// enqueuing (the engine's order lock), so nothing is queued meanwhile.
-    pub fn try_run_now(&self, op: Op) -> Result<(), Op> {
+    /// nothing is in flight and no other thread is running items: it takes the driver claim, starts
+    /// the operation and polls it for up to `EAGER_WINDOW`. Completed: the call is done, and the
+    /// operation never entered the queue or the ledger (no count had to show it). Not yet: it is registered in
+    /// `ledger`, stays in flight at the head of the queue, and the worker is woken to drive it.
+    /// Err(op): not possible now (the caller registers and queues it). The caller holds the engine's
+    /// order lock: nothing is queued meanwhile.
+    pub fn try_run_now(&self, mut op: Op, ledger: &Ledger) -> Result<(), Op> {
         let q = &self.shared;
-        if q.want.load(Ordering::SeqCst) > 0 || q.give_up.load(Ordering::Acquire) {
+        if q.want.load(Ordering::SeqCst) > 0 || q.give_up.load(Ordering::Acquire) || q.stopping.load(Ordering::Acquire)
+        {
             return Err(op);
         }
         let Ok(mut r) = q.runner.try_lock() else {
             return Err(op);
         };
-        if r.stuck || !r.batch.is_empty() || !r.driver.idle() {
+        // The queue is empty when every item queued was taken: items are queued only under the order
+        // lock (held), and taken only under the claim (held).
+        if r.stuck || !r.batch.is_empty() || !r.driver.idle() || q.queued.load(Ordering::Acquire) != r.taken {
             return Err(op);
         }
-        {
-            let s = lock(&q.items);
-            if s.stop || !s.queue.is_empty() {
-                return Err(op);
+        let req = match unsafe { r.driver.start_and_poll(&op, EAGER_WINDOW) } {
+            Ok((status, err)) => {
+                drop(r);
+                unsafe { ledger.complete_unregistered(&op, status, err) };
+                return Ok(());
             }
-            // Counted as queued and taken at once: it never enters the queue.
-            q.queued.fetch_add(1, Ordering::Release);
-            r.taken += 1;
-        }
-        let seq = op.seq;
-        unsafe { r.driver.start(op) };
-        let mut polls = 0;
-        while r.driver.holds(seq) && polls < EAGER_POLLS {
-            if !unsafe { r.driver.poll() } {
-                std::hint::spin_loop();
-            }
-            polls += 1;
-        }
-        if !r.driver.holds(seq) {
-            drop(r);
-            count_executed(q);
-            return Ok(());
-        }
+            Err(req) => req,
+        };
         // Still in flight: it holds the queue, like a blocking operation the worker started.
+        op.comm_slot = ledger
+            .register(op.comm, op.seq, false)
+            .map(|reg| reg.comm_slot)
+            .unwrap_or_else(|e| unreachable!("registering a blocking operation cannot fail: {e}"));
+        let seq = op.seq;
+        q.queued.fetch_add(1, Ordering::Release);
+        r.taken += 1;
+        r.driver.adopt(op, req);
         r.batch.push_front(Item::WaitFor(seq));
         drop(r);
         let mut s = lock(&q.items);
@@ -250,6 +255,7 @@ impl HostQueue {
         if abandon {
             self.shared.give_up.store(true, Ordering::Release);
         }
+        self.shared.stopping.store(true, Ordering::Release);
         {
             let mut s = lock(&self.shared.items);
             s.stop = true;
@@ -337,8 +343,10 @@ fn worker(q: Arc<Shared>) {
                 break;
             }
             Until::Idle | Until::HandOver => {
+                // Everything queued so far was taken (and, idle, has run).
+                let seen = r.taken;
                 drop(r);
-                sleep(&q);
+                sleep(&q, seen);
             }
         }
     }
@@ -347,9 +355,18 @@ fn worker(q: Arc<Shared>) {
     q.idle.notify_all();
 }
 
-/// The worker without the claim: sleeps until there is work for it (a producer queued an item and
-/// nobody is taking the claim over, a synchronising thread gave it back with work left) or a stop.
-fn sleep(q: &Shared) {
+/// The worker without the claim: waits until there is work for it (a producer queued an item and
+/// nobody is taking the claim over, an enqueuing thread left it an operation in flight, a
+/// synchronising thread gave the claim back with work left) or a stop. It spins, then yields, for
+/// the configured time (an item queued meanwhile, counted past `seen`, is seen without a wake-up),
+/// then sleeps.
+fn sleep(q: &Shared, seen: u64) {
+    let mut backoff = Backoff::new();
+    while q.queued.load(Ordering::Acquire) == seen && !q.stopping.load(Ordering::Acquire) {
+        if backoff.pause(q.spin, q.yield_for) {
+            break;
+        }
+    }
     let mut s = lock(&q.items);
     loop {
         if s.stop || s.kick || (!s.queue.is_empty() && q.want.load(Ordering::SeqCst) == 0) {
@@ -469,15 +486,16 @@ fn abandon(driver: &mut Driver) -> bool {
 }
 
 /// Moves every queued item into the runner's batch (None: go on), progressing operations in flight
-/// while there is none; or why the worker's turn ends.
+/// while there is none; or why the worker's turn ends: with nothing queued and nothing in flight it
+/// ends at once (`Idle`), so that the claim is free for an enqueuing thread to run the next
+/// operation itself (`sleep` waits for work without it).
 fn take(q: &Shared, r: &mut Runner) -> Option<Until> {
     let mut backoff = Backoff::new();
     loop {
         if q.want.load(Ordering::SeqCst) > 0 {
             return Some(Until::HandOver);
         }
-        let expired = backoff.expired;
-        if q.queued.load(Ordering::Acquire) != r.taken || backoff.turns == 0 || expired {
+        if q.queued.load(Ordering::Acquire) != r.taken || backoff.turns == 0 || backoff.expired {
             let mut s = lock(&q.items);
             if !s.queue.is_empty() {
                 r.taken += s.queue.len() as u64;
@@ -487,17 +505,15 @@ fn take(q: &Shared, r: &mut Runner) -> Option<Until> {
             if s.stop {
                 return Some(Until::Stopped);
             }
-            if r.driver.idle() && expired {
-                // Nothing to do: the worker sleeps (without the claim) until a producer wakes it.
-                return Some(Until::Idle);
-            }
+        }
+        if r.driver.idle() {
+            return Some(Until::Idle);
         }
         if unsafe { r.driver.poll() } {
             backoff.reset();
             continue;
         }
-        let yield_for = if r.driver.idle() { q.yield_for } else { (q.yield_for * 50).max(BUSY_YIELD) };
-        if backoff.pause(q.spin.max(1), yield_for) && !r.driver.idle() {
+        if backoff.pause(q.spin.max(1), (q.yield_for * 50).max(BUSY_YIELD)) {
             std::thread::sleep(SLOW_POLL);
         }
     }

@@ -137,18 +137,8 @@ impl Ledger {
     }
 
     /// Completes `op` with `status`; `err`: the MPI error it failed with (recorded for the next call).
-    pub unsafe fn complete(&self, op: &Op, mut status: MPI_Status, err: Option<c_int>) {
-        if let Some(code) = err {
-            status.MPI_ERROR = code;
-            self.record_error(format!(
-                "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}): {}",
-                op.func,
-                op.comm as u32,
-                op.kind.name(),
-                self.stream as u32,
-                error_string(code)
-            ));
-        }
+    pub unsafe fn complete(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
+        let status = self.settle(op, status, err);
         match op.request {
             Some(h) => {
                 let mut st = self.lock();
@@ -173,6 +163,32 @@ impl Ledger {
         self.comm_ops.done(op.comm, op.comm_slot);
         self.pending.fetch_sub(1, Ordering::AcqRel);
         self.incomplete.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Completes blocking operation `op`, never registered: it completed on the enqueuing thread
+    /// before its enqueue call returned, so no count ever had to show it.
+    pub unsafe fn complete_unregistered(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
+        debug_assert!(op.request.is_none());
+        let status = self.settle(op, status, err);
+        if status_is_real(op.status) {
+            *op.status = status;
+        }
+    }
+
+    /// `status` with `err` in it; a failure is recorded for the stream's next call.
+    unsafe fn settle(&self, op: &Op, mut status: MPI_Status, err: Option<c_int>) -> MPI_Status {
+        if let Some(code) = err {
+            status.MPI_ERROR = code;
+            self.record_error(format!(
+                "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}): {}",
+                op.func,
+                op.comm as u32,
+                op.kind.name(),
+                self.stream as u32,
+                error_string(code)
+            ));
+        }
+        status
     }
 
     pub fn take_error(&self) -> Option<String> {
