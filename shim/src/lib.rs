@@ -46,6 +46,7 @@ pub mod query;
 pub mod runtime;
 pub mod streams;
 pub mod thread;
+pub mod wrapped_collectives;
 
 use std::os::raw::c_int;
 

@@ -7,15 +7,15 @@
 //! the probes we route here, on such communicators only, through calls whose completion does progress
 //! the stream (Irecv + Send + Wait; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`nonblocking_collective`). Persistent requests are waited for with
+//! the thread that waits for them (`wrapped_collectives`). Persistent requests are waited for with
 //! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
 //! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
 //! else passes through (what that costs, counted in instructions: README, "Cost").
-use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
+use crate::native_streams::{native_stream_of, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi::{self, Pmpi};
+use mpixstream_wrappers::pmpi;
 use std::os::raw::{c_int, c_void};
 
 // Windows, files and distributed graphs: made on a plain twin of the communicator (their own file).
@@ -25,6 +25,8 @@ pub use crate::plain_twin::{
 };
 // Persistent requests and the completion calls that wait for them (their own file).
 pub use crate::persistent::{persistent_created, test, testall, testany, testsome, wait, waitall, waitany, waitsome};
+// Nonblocking collectives (their own file).
+pub use crate::wrapped_collectives::nonblocking_collective;
 // Buffered sends (their own file).
 pub use crate::buffered::{
     bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
@@ -228,128 +230,6 @@ pub unsafe fn improbe(
         progress_turn(slot);
     }
     next!(MPI_Improbe)(source, tag, comm, flag, message, status)
-}
-
-/// A nonblocking collective on a native stream communicator, handed to the application as an MPICH
-/// extended generalized request. MPICH completes a generalized request only by polling it, from the
-/// `MPI_Wait*`/`MPI_Test*` of the thread that waits for it: the stream's owner, in the stream model.
-/// Our poll function drives the stream's progress and tests the real request, which MPICH's own
-/// global progress would never complete (its sub-operations run on the stream's explicit VCI).
-struct WrappedCollective {
-    slot: &'static StreamSlot,
-    inner: MPI_Request,
-    outer: MPI_Request,
-    error: c_int,
-}
-
-/// Interposer hook of the nonblocking collectives: `create(p, request)` makes the real call.
-pub unsafe fn nonblocking_collective(
-    comm: MPI_Comm,
-    request: *mut MPI_Request,
-    create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
-) -> c_int {
-    panic_for_test();
-    let p = match pmpi::load() {
-        Ok(p) => p,
-        Err(_) => return MPI_ERR_OTHER,
-    };
-    let Some(slot) = native_stream_of(comm) else {
-        return create(p, request);
-    };
-    if request.is_null() {
-        // MPICH's own argument check reports it.
-        return create(p, request);
-    }
-    let state = Box::into_raw(Box::new(WrappedCollective {
-        slot,
-        inner: MPI_REQUEST_NULL,
-        outer: MPI_REQUEST_NULL,
-        error: MPI_SUCCESS,
-    }));
-    let rc = create(p, &mut (*state).inner);
-    if rc != MPI_SUCCESS {
-        drop(Box::from_raw(state));
-        return rc;
-    }
-    let rc = (p.PMPIX_Grequest_start)(
-        wrapped_query,
-        wrapped_free,
-        wrapped_cancel,
-        wrapped_poll,
-        Some(wrapped_wait),
-        state as *mut c_void,
-        &mut (*state).outer,
-    );
-    if rc != MPI_SUCCESS {
-        // Cannot wrap: complete the real operation here rather than lose it.
-        (p.PMPI_Wait)(&mut (*state).inner, MPI_STATUS_IGNORE);
-        drop(Box::from_raw(state));
-        return rc;
-    }
-    // The tools library (if loaded) tracked the inner request through the next definition: it tracks
-    // the one the application waits on instead.
-    crate::query::tools_request_replaced((*state).inner, (*state).outer);
-    *request = (*state).outer;
-    MPI_SUCCESS
-}
-
-unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("nonblocking collective (poll)", || unsafe {
-        let st = &mut *(extra as *mut WrappedCollective);
-        if st.inner == MPI_REQUEST_NULL {
-            return MPI_SUCCESS;
-        }
-        let p = pmpi::pmpi();
-        progress_turn(st.slot);
-        let mut flag = 0;
-        let mut status = MPI_Status::default();
-        let rc = (p.PMPI_Test)(&mut st.inner, &mut flag, &mut status);
-        if rc != MPI_SUCCESS || flag != 0 {
-            st.error = rc;
-            st.inner = MPI_REQUEST_NULL;
-            (p.PMPI_Grequest_complete)(st.outer);
-        }
-        MPI_SUCCESS
-    })
-}
-
-/// MPICH requires a wait function too, and calls it in a loop for the generalized requests of one
-/// `MPI_Wait*`: one turn of each request's poll.
-unsafe extern "C" fn wrapped_wait(
-    count: c_int,
-    states: *mut *mut c_void,
-    _timeout: f64,
-    _status: *mut MPI_Status,
-) -> c_int {
-    for i in 0..count.max(0) as usize {
-        wrapped_poll(*states.add(i), std::ptr::null_mut());
-    }
-    MPI_SUCCESS
-}
-
-unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("nonblocking collective (query)", || unsafe {
-        let st = &*(extra as *const WrappedCollective);
-        let p = pmpi::pmpi();
-        // A collective's status carries nothing but the error: MPICH's reads source and tag as "any".
-        (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-        (*status).MPI_TAG = MPI_ANY_TAG;
-        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-        (p.PMPI_Status_set_cancelled)(status, 0);
-        st.error
-    })
-}
-
-unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
-    crate::ffi_guard("nonblocking collective (free)", || unsafe {
-        drop(Box::from_raw(extra as *mut WrappedCollective));
-        MPI_SUCCESS
-    })
-}
-
-/// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
-unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
-    MPI_SUCCESS
 }
 
 #[cfg(test)]

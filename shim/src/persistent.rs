@@ -10,11 +10,17 @@
 //! another driver holds the stream, which then progresses it). A stale record (a handle freed where we
 //! did not see it and reused) costs only an extra progress turn.
 //!
-//! Cost on everything else: while no such request is live (always, under `implicit`), each completion
-//! interposer is one relaxed load and a call through `next!` (README, "Cost").
+//! The same completion calls also keep MPI's progress rule for wrapped nonblocking collectives: while
+//! the calling thread has some outstanding, they turn those collectives' streams as well
+//! (`wrapped_collectives`).
+//!
+//! Cost on everything else: while no such request is live and no wrapped collective is outstanding
+//! (always, under `implicit`), each completion interposer is two relaxed loads and a call through
+//! `next!` (README, "Cost").
 use crate::native_streams::{native_stream_index_of, progress_turn};
 use crate::runtime;
 use crate::streams::StreamSlot;
+use crate::wrapped_collectives;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use std::collections::HashMap;
@@ -27,9 +33,11 @@ static RECORDED: Mutex<Option<HashMap<MPI_Request, usize>>> = Mutex::new(None);
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether the completion calls can pass through: no recorded request is live and no thread has a
+/// wrapped nonblocking collective outstanding (whose streams its waits must turn too).
 #[inline(always)]
 fn none_live() -> bool {
-    LIVE.load(Ordering::Relaxed) == 0
+    LIVE.load(Ordering::Relaxed) == 0 && !wrapped_collectives::any_outstanding()
 }
 
 fn record(request: MPI_Request, slot: usize) {
@@ -47,14 +55,23 @@ fn forget(request: MPI_Request) {
 }
 
 /// The streams behind the recorded requests among `requests` (deduplicated; empty if none).
+/// With them, the streams on which this thread has wrapped nonblocking collectives outstanding
+/// (`wrapped_collectives`: MPI's progress rule).
 fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
     let Some(rt) = runtime::active() else { return Vec::new() };
+    let mut streams = wrapped_collectives::thread_streams();
     let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(map) = map.as_ref() else { return Vec::new() };
-    let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).copied()).collect();
-    slots.sort_unstable();
-    slots.dedup();
-    slots.into_iter().map(|s| rt.streams.slot(s)).collect()
+    if let Some(map) = map.as_ref() {
+        let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).copied()).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for s in slots.into_iter().map(|s| rt.streams.slot(s)) {
+            if !streams.iter().any(|t| std::ptr::eq(*t, s)) {
+                streams.push(s);
+            }
+        }
+    }
+    streams
 }
 
 unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {

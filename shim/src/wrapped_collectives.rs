@@ -1,0 +1,220 @@
+//! Nonblocking collectives on native stream communicators (the explicit policy's, the application's
+//! own), handed to the application as MPICH extended generalized requests.
+//!
+//! MPICH runs such a collective's sub-operations on the stream's explicit VCI, which its global
+//! progress never turns, and completes a generalized request only by polling it, from the
+//! `MPI_Wait*`/`MPI_Test*` of the thread that waits for it. Our poll function turns the stream's own
+//! progress and tests the real request.
+//!
+//! MPI's progress rule reaches further: while a process waits for one request, every operation it
+//! started must progress, or a peer that waits for another of them hangs. `coll/nonblocking3` of
+//! MPICH's suite is such a program: nonblocking collectives on four communicators, each rank waiting
+//! for a different one. So a thread's poll turns the progress of every stream on which *it* has
+//! nonblocking collectives outstanding (the thread's `Started` set), not only the stream of the
+//! request it waits for. Only its own: a stream the policy gave one thread's communicator is that
+//! thread's to drive, and a reserved VCI has no lock (another thread driving it meanwhile would
+//! corrupt it), so a stream is never driven from a thread that did not start work on it (and
+//! `progress_turn` skips a stream another driver of ours holds). The same goes for the thread's
+//! other completion calls while it has wrapped collectives outstanding (`MPI_Wait` on a
+//! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
+use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
+use crate::streams::StreamSlot;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::{self, Pmpi};
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Wrapped collectives outstanding in the process: while 0, the completion interposers stay on their
+/// pass-through path (`any_outstanding`).
+static OUTSTANDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any thread has a wrapped collective outstanding (one relaxed load).
+#[inline(always)]
+pub fn any_outstanding() -> bool {
+    OUTSTANDING.load(Ordering::Relaxed) != 0
+}
+
+/// The streams on which the calling thread has wrapped collectives outstanding: a completion call of
+/// this thread turns their progress while it waits, whatever it waits for (module doc).
+pub fn thread_streams() -> Vec<&'static StreamSlot> {
+    STARTED
+        .try_with(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&(s, _)| s).collect())
+        .unwrap_or_default()
+}
+
+/// The streams on which one thread has nonblocking collectives outstanding, with how many.
+#[derive(Default)]
+struct Started(Mutex<Vec<(&'static StreamSlot, u32)>>);
+
+impl Started {
+    fn add(&self, slot: &'static StreamSlot) {
+        OUTSTANDING.fetch_add(1, Ordering::Relaxed);
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match v.iter_mut().find(|(s, _)| std::ptr::eq(*s, slot)) {
+            Some((_, n)) => *n += 1,
+            None => v.push((slot, 1)),
+        }
+    }
+
+    fn done(&self, slot: &'static StreamSlot) {
+        OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = v.iter().position(|(s, _)| std::ptr::eq(*s, slot)) {
+            v[i].1 -= 1;
+            if v[i].1 == 0 {
+                v.swap_remove(i);
+            }
+        }
+    }
+
+    /// One progress turn of each stream in the set except `skip` (turned by the caller).
+    fn turn_others(&self, skip: &'static StreamSlot) {
+        // Copied out: a progress turn may run our poll functions again (nested generalized requests).
+        let mut slots = [None; 8];
+        let mut more = Vec::new();
+        {
+            let v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, &(s, _)) in v.iter().filter(|(s, _)| !std::ptr::eq(*s, skip)).enumerate() {
+                match slots.get_mut(k) {
+                    Some(x) => *x = Some(s),
+                    None => more.push(s),
+                }
+            }
+        }
+        for s in slots.iter().flatten().copied().chain(more) {
+            progress_turn(s);
+        }
+    }
+}
+
+thread_local! {
+    static STARTED: Arc<Started> = Arc::new(Started::default());
+}
+
+struct WrappedCollective {
+    slot: &'static StreamSlot,
+    /// The set of the thread that started it (completion may happen on another thread).
+    started: Arc<Started>,
+    inner: MPI_Request,
+    outer: MPI_Request,
+    error: c_int,
+}
+
+/// Interposer hook of the nonblocking collectives: `create(p, request)` makes the real call.
+pub unsafe fn nonblocking_collective(
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
+) -> c_int {
+    panic_for_test();
+    let p = match pmpi::load() {
+        Ok(p) => p,
+        Err(_) => return MPI_ERR_OTHER,
+    };
+    let Some(slot) = native_stream_of(comm) else {
+        return create(p, request);
+    };
+    if request.is_null() {
+        // MPICH's own argument check reports it.
+        return create(p, request);
+    }
+    let state = Box::into_raw(Box::new(WrappedCollective {
+        slot,
+        started: STARTED.with(|s| s.clone()),
+        inner: MPI_REQUEST_NULL,
+        outer: MPI_REQUEST_NULL,
+        error: MPI_SUCCESS,
+    }));
+    let rc = create(p, &mut (*state).inner);
+    if rc != MPI_SUCCESS {
+        drop(Box::from_raw(state));
+        return rc;
+    }
+    let rc = (p.PMPIX_Grequest_start)(
+        wrapped_query,
+        wrapped_free,
+        wrapped_cancel,
+        wrapped_poll,
+        Some(wrapped_wait),
+        state as *mut c_void,
+        &mut (*state).outer,
+    );
+    if rc != MPI_SUCCESS {
+        // Cannot wrap: complete the real operation here rather than lose it.
+        (p.PMPI_Wait)(&mut (*state).inner, MPI_STATUS_IGNORE);
+        drop(Box::from_raw(state));
+        return rc;
+    }
+    (*state).started.add(slot);
+    // The tools library (if loaded) tracked the inner request through the next definition: it tracks
+    // the one the application waits on instead.
+    crate::query::tools_request_replaced((*state).inner, (*state).outer);
+    *request = (*state).outer;
+    MPI_SUCCESS
+}
+
+unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
+    crate::ffi_guard("nonblocking collective (poll)", || unsafe {
+        let st = &mut *(extra as *mut WrappedCollective);
+        if st.inner == MPI_REQUEST_NULL {
+            return MPI_SUCCESS;
+        }
+        let p = pmpi::pmpi();
+        progress_turn(st.slot);
+        let _ = STARTED.try_with(|s| s.turn_others(st.slot));
+        let mut flag = 0;
+        let mut status = MPI_Status::default();
+        let rc = (p.PMPI_Test)(&mut st.inner, &mut flag, &mut status);
+        if rc != MPI_SUCCESS || flag != 0 {
+            st.error = rc;
+            st.inner = MPI_REQUEST_NULL;
+            st.started.done(st.slot);
+            (p.PMPI_Grequest_complete)(st.outer);
+        }
+        MPI_SUCCESS
+    })
+}
+
+/// MPICH requires a wait function too, and calls it in a loop for the generalized requests of one
+/// `MPI_Wait*`: one turn of each request's poll.
+unsafe extern "C" fn wrapped_wait(
+    count: c_int,
+    states: *mut *mut c_void,
+    _timeout: f64,
+    _status: *mut MPI_Status,
+) -> c_int {
+    for i in 0..count.max(0) as usize {
+        wrapped_poll(*states.add(i), std::ptr::null_mut());
+    }
+    MPI_SUCCESS
+}
+
+unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
+    crate::ffi_guard("nonblocking collective (query)", || unsafe {
+        let st = &*(extra as *const WrappedCollective);
+        let p = pmpi::pmpi();
+        // A collective's status carries nothing but the error: MPICH's reads source and tag as "any".
+        (*status).MPI_SOURCE = MPI_ANY_SOURCE;
+        (*status).MPI_TAG = MPI_ANY_TAG;
+        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
+        (p.PMPI_Status_set_cancelled)(status, 0);
+        st.error
+    })
+}
+
+unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
+    crate::ffi_guard("nonblocking collective (free)", || unsafe {
+        let st = Box::from_raw(extra as *mut WrappedCollective);
+        if st.inner != MPI_REQUEST_NULL {
+            // Freed before it completed (MPI_Request_free): it no longer counts as outstanding.
+            st.started.done(st.slot);
+        }
+        MPI_SUCCESS
+    })
+}
+
+/// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
+unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
+    MPI_SUCCESS
+}
