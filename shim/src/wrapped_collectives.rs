@@ -184,23 +184,37 @@ unsafe extern "C" fn wrapped_wait(
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
+    poll_each(count, states, wrapped_poll)
+}
+
+/// The body of a generalized request's wait function (ours here and multiplex idup's): MPICH calls
+/// it in a loop for the requests of one `MPI_Wait*`, and each call polls every request once.
+pub(crate) unsafe fn poll_each(
+    count: c_int,
+    states: *mut *mut c_void,
+    poll: unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int,
+) -> c_int {
     for i in 0..count.max(0) as usize {
-        wrapped_poll(*states.add(i), std::ptr::null_mut());
+        poll(*states.add(i), std::ptr::null_mut());
     }
     MPI_SUCCESS
 }
 
 unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     crate::ffi_guard("nonblocking collective (query)", || unsafe {
-        let st = &*(extra as *const WrappedCollective);
-        let p = pmpi::pmpi();
-        // A collective's status carries nothing but the error: MPICH's reads source and tag as "any".
-        (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-        (*status).MPI_TAG = MPI_ANY_TAG;
-        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-        (p.PMPI_Status_set_cancelled)(status, 0);
-        st.error
+        collective_status(status, (*(extra as *const WrappedCollective)).error)
     })
+}
+
+/// A collective's status (of a generalized request's query function): nothing but the error, which
+/// it returns; MPICH reads source and tag as "any".
+pub(crate) unsafe fn collective_status(status: *mut MPI_Status, error: c_int) -> c_int {
+    let p = pmpi::pmpi();
+    (*status).MPI_SOURCE = MPI_ANY_SOURCE;
+    (*status).MPI_TAG = MPI_ANY_TAG;
+    (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
+    (p.PMPI_Status_set_cancelled)(status, 0);
+    error
 }
 
 unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {

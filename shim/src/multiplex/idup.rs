@@ -20,6 +20,7 @@
 use super::{creation, Multiplex};
 use crate::ffi_guard;
 use crate::runtime::Runtime;
+use crate::wrapped_collectives::{collective_status, poll_each};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
@@ -149,21 +150,12 @@ unsafe extern "C" fn greq_wait(
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
-    for i in 0..count.max(0) as usize {
-        greq_poll(*states.add(i), std::ptr::null_mut());
-    }
-    MPI_SUCCESS
+    poll_each(count, states, greq_poll)
 }
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPI_Comm_idup (query)", || unsafe {
-        let op = &*(extra as *const IdupOp);
-        let p = pmpi();
-        (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-        (p.PMPI_Status_set_cancelled)(status, 0);
-        (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-        (*status).MPI_TAG = MPI_ANY_TAG;
-        op.error.load(Ordering::Acquire)
+        collective_status(status, (*(extra as *const IdupOp)).error.load(Ordering::Acquire))
     })
 }
 
