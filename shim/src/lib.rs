@@ -30,6 +30,7 @@ pub mod comms;
 pub use mpixstream_wrappers::settings as config;
 pub mod enqueue;
 pub mod errors;
+pub mod greq;
 pub mod hex;
 pub mod info;
 pub mod interposed;

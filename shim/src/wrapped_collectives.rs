@@ -17,6 +17,7 @@
 //! `progress_turn` skips a stream another driver of ours holds). The same goes for the thread's
 //! other completion calls while it has wrapped collectives outstanding (`MPI_Wait` on a
 //! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
+use crate::greq::{collective_status, poll_each};
 use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
@@ -187,34 +188,10 @@ unsafe extern "C" fn wrapped_wait(
     poll_each(count, states, wrapped_poll)
 }
 
-/// The body of a generalized request's wait function (ours here and multiplex idup's): MPICH calls
-/// it in a loop for the requests of one `MPI_Wait*`, and each call polls every request once.
-pub(crate) unsafe fn poll_each(
-    count: c_int,
-    states: *mut *mut c_void,
-    poll: unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int,
-) -> c_int {
-    for i in 0..count.max(0) as usize {
-        poll(*states.add(i), std::ptr::null_mut());
-    }
-    MPI_SUCCESS
-}
-
 unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     crate::ffi_guard("nonblocking collective (query)", || unsafe {
         collective_status(status, (*(extra as *const WrappedCollective)).error)
     })
-}
-
-/// A collective's status (of a generalized request's query function): nothing but the error, which
-/// it returns; MPICH reads source and tag as "any".
-pub(crate) unsafe fn collective_status(status: *mut MPI_Status, error: c_int) -> c_int {
-    let p = pmpi::pmpi();
-    (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-    (*status).MPI_TAG = MPI_ANY_TAG;
-    (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-    (p.PMPI_Status_set_cancelled)(status, 0);
-    error
 }
 
 unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {

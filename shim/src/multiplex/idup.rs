@@ -19,8 +19,8 @@
 //! communicator (rank 0 says so once on stderr; `docs/multiplex.md`).
 use super::{creation, Multiplex};
 use crate::ffi_guard;
+use crate::greq::{collective_status, poll_each};
 use crate::runtime::Runtime;
-use crate::wrapped_collectives::{collective_status, poll_each};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
