@@ -89,8 +89,7 @@ impl QueueEngine {
                     let op = Op { seq, comm, kind, request: None, comm_slot: 0, status, func };
                     *next = seq.wrapping_add(1);
                     if let Err(mut op) = q.try_run_now(op, &self.ledger) {
-                        let reg = self.ledger.register(comm, seq, false).map_err(|e| (Class::Other, e))?;
-                        op.comm_slot = reg.comm_slot;
+                        op.comm_slot = self.ledger.register_blocking(comm, seq);
                         q.push(Item::Start { op, blocking: true });
                     }
                     return Ok(());

@@ -183,10 +183,7 @@ impl HostQueue {
             Err(req) => req,
         };
         // Still in flight: it holds the queue, like a blocking operation the worker started.
-        op.comm_slot = ledger
-            .register(op.comm, op.seq, false)
-            .map(|reg| reg.comm_slot)
-            .unwrap_or_else(|e| unreachable!("registering a blocking operation cannot fail: {e}"));
+        op.comm_slot = ledger.register_blocking(op.comm, op.seq);
         let seq = op.seq;
         q.queued.fetch_add(1, Ordering::Release);
         r.taken += 1;

@@ -84,6 +84,15 @@ impl Ledger {
         Ok(Registered { request, comm_slot })
     }
 
+    /// `register` for a blocking operation, which cannot fail (it takes no request slot): the index
+    /// of its communicator's counter.
+    pub fn register_blocking(&self, comm: MPI_Comm, seq: u32) -> u16 {
+        match self.register(comm, seq, false) {
+            Ok(reg) => reg.comm_slot,
+            Err(_) => unreachable!("a blocking operation takes no request slot"),
+        }
+    }
+
     /// Undoes `register` for an operation that was never handed to its queue.
     pub fn unregister(&self, comm: MPI_Comm, reg: Registered) {
         if let Some(h) = reg.request {
