@@ -33,11 +33,11 @@ static RECORDED: Mutex<Option<HashMap<MPI_Request, usize>>> = Mutex::new(None);
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether the completion calls can pass through: no recorded request is live and no thread has a
-/// wrapped nonblocking collective outstanding (whose streams its waits must turn too).
+/// Whether the completion calls can pass through: no recorded request is live and the calling thread
+/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too).
 #[inline(always)]
 fn none_live() -> bool {
-    LIVE.load(Ordering::Relaxed) == 0 && !wrapped_collectives::any_outstanding()
+    LIVE.load(Ordering::Relaxed) == 0 && !wrapped_collectives::thread_has_outstanding()
 }
 
 fn record(request: MPI_Request, slot: usize) {
@@ -60,6 +60,10 @@ fn forget(request: MPI_Request) {
 fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
     let Some(rt) = runtime::active() else { return Vec::new() };
     let mut streams = wrapped_collectives::thread_streams();
+    if LIVE.load(Ordering::Relaxed) == 0 {
+        // Only this thread's collectives brought the call here: no need for the shared record.
+        return streams;
+    }
     let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(map) = map.as_ref() {
         let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).copied()).collect();

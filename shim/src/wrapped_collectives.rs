@@ -27,13 +27,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Wrapped collectives outstanding in the process: while 0, the completion interposers stay on their
-/// pass-through path (`any_outstanding`).
+/// pass-through path (`thread_has_outstanding`).
 static OUTSTANDING: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether any thread has a wrapped collective outstanding (one relaxed load).
+/// Whether the calling thread has a wrapped collective outstanding: one relaxed load while no thread
+/// has any, else its own count too (other threads' completion calls stay on their pass-through path).
 #[inline(always)]
-pub fn any_outstanding() -> bool {
-    OUTSTANDING.load(Ordering::Relaxed) != 0
+pub fn thread_has_outstanding() -> bool {
+    OUTSTANDING.load(Ordering::Relaxed) != 0 && own_count() != 0
+}
+
+#[cold]
+fn own_count() -> usize {
+    STARTED.try_with(|s| s.1.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// The streams on which the calling thread has wrapped collectives outstanding: a completion call of
@@ -44,13 +50,15 @@ pub fn thread_streams() -> Vec<&'static StreamSlot> {
         .unwrap_or_default()
 }
 
-/// The streams on which one thread has nonblocking collectives outstanding, with how many.
+/// The streams on which one thread has nonblocking collectives outstanding, with how many, and
+/// their total (read without the lock by the thread's completion calls).
 #[derive(Default)]
-struct Started(Mutex<Vec<(&'static StreamSlot, u32)>>);
+struct Started(Mutex<Vec<(&'static StreamSlot, u32)>>, AtomicUsize);
 
 impl Started {
     fn add(&self, slot: &'static StreamSlot) {
         OUTSTANDING.fetch_add(1, Ordering::Relaxed);
+        self.1.fetch_add(1, Ordering::Relaxed);
         let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match v.iter_mut().find(|(s, _)| std::ptr::eq(*s, slot)) {
             Some((_, n)) => *n += 1,
@@ -60,6 +68,7 @@ impl Started {
 
     fn done(&self, slot: &'static StreamSlot) {
         OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+        self.1.fetch_sub(1, Ordering::Relaxed);
         let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = v.iter().position(|(s, _)| std::ptr::eq(*s, slot)) {
             v[i].1 -= 1;
