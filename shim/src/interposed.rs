@@ -9,7 +9,7 @@ use crate::{ffi_guard, policy};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::{self, pmpi, Pmpi};
-use std::os::raw::{c_char, c_int};
+use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
@@ -194,6 +194,13 @@ pub unsafe fn comm_constructed(
         if let Some(rc) = policy::dup_directly(rt, kind, parent, newcomm, info) {
             return rc;
         }
+        // The policy's idup of one of its communicators: the child is not on the parent's stream.
+        if let Some(rc) = crate::policy_base::idup(rt, kind, parent, newcomm, info, request) {
+            if rc == MPI_SUCCESS {
+                policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
+            }
+            return rc;
+        }
         let rc = create(pmpi());
         if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
             return rc;
@@ -241,6 +248,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                 if let Some(mx) = multiplex {
                     crate::multiplex::comm_freed(rt, handle, mx);
                 }
+                crate::policy_base::forget_base(handle);
                 if let Some(entry) = rt.comms.detach(&rt.streams, handle) {
                     if entry.origin == Origin::Policy
                         && rt.streams.slot(entry.stream).comms.load(Ordering::Acquire) == 0
@@ -251,6 +259,39 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
             }
         }
         rc
+    })
+}
+
+/// `MPI_Comm_create_keyval`: recorded, so that the policy's idups copy the attributes (policy_base.rs).
+pub unsafe fn comm_create_keyval(
+    copy: Option<MPI_Comm_copy_attr_function>,
+    delete: Option<MPI_Comm_delete_attr_function>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    ffi_guard("MPI_Comm_create_keyval", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(_) => return MPI_ERR_OTHER,
+        };
+        let rc = (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state);
+        if rc == MPI_SUCCESS && !keyval.is_null() {
+            crate::policy_base::keyval_created(*keyval, copy, extra_state);
+        }
+        rc
+    })
+}
+
+pub unsafe fn comm_free_keyval(keyval: *mut c_int) -> c_int {
+    ffi_guard("MPI_Comm_free_keyval", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(_) => return MPI_ERR_OTHER,
+        };
+        if !keyval.is_null() {
+            crate::policy_base::keyval_freed(*keyval);
+        }
+        (p.PMPI_Comm_free_keyval)(keyval)
     })
 }
 

@@ -16,7 +16,8 @@
 //! - [`comms`]: which communicator carries which stream;
 //! - [`runtime`]: the state between `MPI_Init*` and `MPI_Finalize`;
 //! - the features: [`mpix`] (the stream API), [`multiplex`], [`enqueue`], [`policy`] (the explicit
-//!   endpoint policy; [`progress_rule`]: its streams keep MPI's progress rule), [`native_fixes`] (routes
+//!   endpoint policy; [`progress_rule`]: its streams keep MPI's progress rule; [`policy_base`]: idups
+//!   of its communicators), [`native_fixes`] (routes
 //!   around native MPICH defects; [`persistent`] and [`buffered`]: persistent requests and buffered
 //!   sends on native stream communicators);
 //! - [`interposed`]: what the `MPI_*` interposers do (`MPI_Init*`, `MPI_Finalize`, the communicator
@@ -41,6 +42,7 @@ pub mod native_streams;
 pub mod persistent;
 pub mod plain_twin;
 pub mod policy;
+pub mod policy_base;
 pub mod progress;
 pub mod progress_rule;
 pub mod query;

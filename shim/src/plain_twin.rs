@@ -11,10 +11,12 @@
 //! its own duplicate). The object's traffic then runs on MPICH's implicit pool, as on a communicator
 //! without a stream; the report counts such objects (`policy_stats.twins`) and docs/policy.md says so.
 //!
-//! Which processes have a stream there can differ (a process whose pool was exhausted attached none),
-//! so on the native backend the choice is one `MPI_Allreduce` over the communicator, by every process;
-//! on the serial backend, and for intercommunicators and invalid handles (MPICH reports the error as
-//! it would), the call goes straight on.
+//! An explicit-policy communicator's twin is its base, which every process keeps (`policy_base.rs`).
+//! For the application's own stream communicators, which processes have a stream there can differ (a
+//! process may attach `MPIX_STREAM_NULL`), so on the native backend the choice is one `MPI_Allreduce`
+//! over the communicator, by every process, and the twin is a split made for the object; on the serial
+//! backend, and for intercommunicators and invalid handles (MPICH reports the error as it would), the
+//! call goes straight on.
 use crate::backend::Backend;
 use crate::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
@@ -34,6 +36,14 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
     match runtime::active() {
         Some(rt) if rt.backend == Backend::Native => {}
         _ => return make(comm),
+    }
+    // A policy communicator: its base, which every process keeps (no agreement needed).
+    if let Some(base) = crate::policy_base::current_base(comm) {
+        let rc = make(base);
+        if rc == MPI_SUCCESS {
+            TWINS.fetch_add(1, Ordering::Relaxed);
+        }
+        return rc;
     }
     let p = pmpi::pmpi();
     let mut inter = 0;

@@ -99,6 +99,8 @@ pub unsafe fn dup_directly(
         *newcomm = MPI_COMM_NULL;
         return Some(rc);
     }
+    // Its base, for the policy's idups of it (policy_base.rs): one more collective over `parent`.
+    crate::policy_base::split_base(parent, *newcomm);
     if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {
         let rc = (p.PMPI_Comm_set_info)(*newcomm, info);
         if rc != MPI_SUCCESS {
@@ -152,7 +154,6 @@ unsafe fn attach_native(
     replace: bool,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let p = pmpi();
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
         let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
@@ -170,8 +171,9 @@ unsafe fn attach_native(
             return rc;
         }
         if replace {
-            let mut made = source;
-            (p.PMPI_Comm_free)(&mut made);
+            // The communicator made for the caller stays, as the stream communicator's base (a plain
+            // communicator of the same group, for the policy's idups of it: policy_base.rs).
+            crate::policy_base::keep_base(streamed, source);
         }
         *newcomm = streamed;
     }

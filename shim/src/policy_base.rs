@@ -1,0 +1,178 @@
+//! The plain **base** of each explicit-policy communicator (native backend), and what it serves: the
+//! policy's `MPI_Comm_idup*` of the communicator, and the windows, files and distributed graphs made on
+//! it (`plain_twin.rs`).
+//!
+//! Every process keeps, beside each policy communicator, a plain communicator with its group and ranks
+//! (made at its creation: the split, create or create_group result the stream communicator was made
+//! from, or one more split for a dup; freed with it). MPICH gives a split no stream, so the base is on
+//! the implicit pool, and every process has one, whether its pool had a stream for the communicator or
+//! not: all members take the same path.
+//!
+//! Idups. MPICH's idup copies the parent's stream into the child (every idup of a stream communicator
+//! is on the parent's reserved VCI). A program that gives the children of one communicator to
+//! different threads, as MPICH's `threads/comm/idup_nb` does, then drives one unlocked VCI from several
+//! threads at once: MPICH corrupts its state or hangs. The application never asked for a stream, and
+//! attaching a new one is a blocking collective (which an idup must not become), so the policy leaves
+//! the child on the implicit pool, as it documents for idups: the child is MPICH's idup of the base.
+//! What MPICH's idup of the parent would copy, the child gets here too:
+//! - the attributes: MPICH runs the copy callbacks at the idup call, into the new communicator; so do
+//!   we, once per attribute, for every keyval the program made with `MPI_Comm_create_keyval` (recorded
+//!   by its interposer), with the parent as `oldcomm`, and set the kept values on the child. Keyvals of
+//!   other languages' bindings and of the removed MPI-1 `MPI_Keyval_create` are not recorded; their
+//!   attributes are not copied (docs/policy.md);
+//! - the error handler; info hints as MPICH gives them (an idup copies none of the parent's,
+//!   `MPI_Comm_idup_with_info` applies its own).
+//!
+//! A parent with a topology (a policy dup of a Cartesian communicator) keeps MPICH's idup: the base has
+//! no topology to copy, and all members take the same path (a topology is the same on every process).
+use crate::backend::Backend;
+use crate::config::Policy;
+use crate::runtime::Runtime;
+use dashmap::DashMap;
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::interpose::CommCtor;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_int, c_void};
+use std::sync::{Mutex, OnceLock};
+
+/// Policy communicator -> its base (every process that made the communicator, stream or not).
+fn bases() -> &'static DashMap<MPI_Comm, MPI_Comm> {
+    static BASES: OnceLock<DashMap<MPI_Comm, MPI_Comm>> = OnceLock::new();
+    BASES.get_or_init(DashMap::new)
+}
+
+/// A keyval the program made with `MPI_Comm_create_keyval` (its copy callback and extra state).
+#[derive(Clone, Copy)]
+struct Keyval {
+    keyval: c_int,
+    copy: Option<MPI_Comm_copy_attr_function>,
+    extra: usize,
+}
+
+/// The live keyvals, in the order the program made them.
+static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
+
+/// Records `base` as the base of the policy communicator `comm`.
+pub fn keep_base(comm: MPI_Comm, base: MPI_Comm) {
+    if let Some(old) = bases().insert(comm, base) {
+        // A reused handle whose free we did not see: that base is no one's any more.
+        let mut old = old;
+        unsafe { (pmpi().PMPI_Comm_free)(&mut old) };
+    }
+}
+
+/// Makes and records the base of the policy dup `comm` of `parent`: a split of `parent` (same group and
+/// ranks, no attributes copied, `parent`'s error handler). Collective over `parent`, as the dup is.
+pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
+    let p = pmpi();
+    let (mut rank, mut base) = (0, MPI_COMM_NULL);
+    (p.PMPI_Comm_rank)(parent, &mut rank);
+    if (p.PMPI_Comm_split)(parent, 0, rank, &mut base) == MPI_SUCCESS {
+        keep_base(comm, base);
+    }
+}
+
+/// At `MPI_Comm_free` of `comm`: frees its base, if it has one (an idup of the base still pending
+/// completes: MPICH holds the base until then).
+pub fn forget_base(comm: MPI_Comm) {
+    if let Some((_, mut base)) = bases().remove(&comm) {
+        unsafe { (pmpi().PMPI_Comm_free)(&mut base) };
+    }
+}
+
+/// After the program's `MPI_Comm_create_keyval` succeeded.
+pub fn keyval_created(keyval: c_int, copy: Option<MPI_Comm_copy_attr_function>, extra: *mut c_void) {
+    let mut kvs = KEYVALS.lock().unwrap_or_else(|e| e.into_inner());
+    kvs.retain(|k| k.keyval != keyval);
+    kvs.push(Keyval { keyval, copy, extra: extra as usize });
+}
+
+/// Before the program's `MPI_Comm_free_keyval`.
+pub fn keyval_freed(keyval: c_int) {
+    KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| k.keyval != keyval);
+}
+
+/// The base of the policy communicator `comm`, given `comm`'s error handler now (the base has the one
+/// `comm` had at its creation), or `None` (not a policy communicator on the native backend).
+pub unsafe fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
+    let base = *bases().get(&comm)?;
+    let p = pmpi();
+    let mut handler: MPI_Errhandler = std::mem::zeroed();
+    if (p.PMPI_Comm_get_errhandler)(comm, &mut handler) == MPI_SUCCESS {
+        (p.PMPI_Comm_set_errhandler)(base, handler);
+        (p.PMPI_Errhandler_free)(&mut handler);
+    }
+    Some(base)
+}
+
+/// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of `parent`, where it applies (explicit
+/// policy, native backend, a parent with a base and no topology); `None`: MPICH's own idup. `info`:
+/// `MPI_Comm_idup_with_info`'s.
+pub unsafe fn idup(
+    rt: &Runtime,
+    kind: CommCtor,
+    parent: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    info: Option<MPI_Info>,
+    request: Option<*mut MPI_Request>,
+) -> Option<c_int> {
+    if rt.config.policy != Policy::Explicit || rt.backend != Backend::Native || kind.is_blocking() {
+        return None;
+    }
+    let request = request.filter(|r| !r.is_null())?;
+    if newcomm.is_null() {
+        return None;
+    }
+    if !bases().contains_key(&parent) {
+        return None;
+    }
+    let p = pmpi();
+    let mut topology = MPI_UNDEFINED;
+    if (p.PMPI_Topo_test)(parent, &mut topology) != MPI_SUCCESS || topology != MPI_UNDEFINED {
+        return None;
+    }
+    // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
+    // started, so that a callback's error fails the call with nothing left behind.
+    let keyvals = KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut copies: Vec<(c_int, *mut c_void)> = Vec::new();
+    for kv in keyvals {
+        let Some(copy) = kv.copy else { continue }; // MPI_COMM_NULL_COPY_FN
+        let (mut value, mut found) = (std::ptr::null_mut::<c_void>(), 0);
+        let rc = (p.PMPI_Comm_get_attr)(parent, kv.keyval, &mut value as *mut *mut c_void as *mut c_void, &mut found);
+        if rc != MPI_SUCCESS || found == 0 {
+            continue;
+        }
+        let (mut out, mut keep) = (std::ptr::null_mut::<c_void>(), 0);
+        let rc = copy(
+            parent,
+            kv.keyval,
+            kv.extra as *mut c_void,
+            value,
+            &mut out as *mut *mut c_void as *mut c_void,
+            &mut keep,
+        );
+        if rc != MPI_SUCCESS {
+            // As MPICH's idup: the callback's error through the parent's error handler, no communicator.
+            *newcomm = MPI_COMM_NULL;
+            (p.PMPI_Comm_call_errhandler)(parent, rc);
+            return Some(rc);
+        }
+        if keep != 0 {
+            copies.push((kv.keyval, out));
+        }
+    }
+    let base = current_base(parent)?;
+    // Info hints as MPICH's idup gives them: none copied from the parent, `MPI_Comm_idup_with_info`'s
+    // applied.
+    let rc = match info {
+        Some(info) if matches!(kind, CommCtor::IdupWithInfo) => (p.PMPI_Comm_idup_with_info)(base, info, newcomm, request),
+        _ => (p.PMPI_Comm_idup)(base, newcomm, request),
+    };
+    if rc != MPI_SUCCESS {
+        return Some(rc);
+    }
+    for (keyval, value) in copies {
+        (p.PMPI_Comm_set_attr)(*newcomm, keyval, value);
+    }
+    Some(MPI_SUCCESS)
+}
