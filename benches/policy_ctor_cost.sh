@@ -43,7 +43,7 @@ for l in sys.stdin:
     f = l.split()
     d.setdefault(f[0], []).append(dict(kv.split("=") for kv in f[2:]))
 print(f"policy constructors, MPICH '"$mpich"', 2 ranks, '"$rounds"' rounds, medians of {max(len(v) for v in d.values())} repetitions [min..max], us per create + free")
-print(f"{\"variant\":16}" + "".join(f"{k:>26}" for k in ("dup_us", "split_us", "idup_us")))
+print("variant".ljust(16) + "".join(k.rjust(26) for k in ("dup_us", "split_us", "idup_us")))
 for v, rs in d.items():
     cells = []
     for k in ("dup_us", "split_us", "idup_us"):
