@@ -104,6 +104,8 @@ while read -r prog nps classes expect envs; do
       [ "$envs" != "-" ] && for kv in $envs; do envargs+=("$kv"); done
       env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1 </dev/null
       rc=$?
+      # The status in the log too: a run that fails with no output at all still says how it ended.
+      echo "tests/run.sh: exit status $rc" >>"$log"
       # A rank killed (timeout, MPI_Abort) leaves MPICH's shared memory behind.
       [ $rc -ne 0 ] && bash scripts/shm_cleanup.sh
       if [ $rc -eq 124 ] && reason=$(known_reason "$mpich" "$prog" "$np"); then
