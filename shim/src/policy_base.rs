@@ -165,7 +165,9 @@ pub unsafe fn idup(
     // Info hints as MPICH's idup gives them: none copied from the parent, `MPI_Comm_idup_with_info`'s
     // applied.
     let rc = match info {
-        Some(info) if matches!(kind, CommCtor::IdupWithInfo) => (p.PMPI_Comm_idup_with_info)(base, info, newcomm, request),
+        Some(info) if matches!(kind, CommCtor::IdupWithInfo) => {
+            (p.PMPI_Comm_idup_with_info)(base, info, newcomm, request)
+        }
         _ => (p.PMPI_Comm_idup)(base, newcomm, request),
     };
     if rc != MPI_SUCCESS {
