@@ -66,18 +66,10 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
     if any == 0 {
         return make(comm);
     }
-    let mut rank = 0;
-    let mut twin = MPI_COMM_NULL;
-    (p.PMPI_Comm_rank)(comm, &mut rank);
-    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut twin);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    let mut handler: MPI_Errhandler = std::mem::zeroed();
-    if (p.PMPI_Comm_get_errhandler)(comm, &mut handler) == MPI_SUCCESS {
-        (p.PMPI_Comm_set_errhandler)(twin, handler);
-        (p.PMPI_Errhandler_free)(&mut handler);
-    }
+    let mut twin = match crate::policy_base::plain_split(comm) {
+        Ok(twin) => twin,
+        Err(rc) => return rc,
+    };
     let rc = make(twin);
     (p.PMPI_Comm_free)(&mut twin);
     if rc == MPI_SUCCESS {

@@ -61,13 +61,35 @@ pub fn keep_base(comm: MPI_Comm, base: MPI_Comm) {
     }
 }
 
-/// Makes and records the base of the policy dup `comm` of `parent`: a split of `parent` (same group and
-/// ranks, no attributes copied, `parent`'s error handler). Collective over `parent`, as the dup is.
-pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
+/// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
+/// attributes) and `comm`'s error handler. Collective over `comm`. Also the plain twin that
+/// `plain_twin.rs` makes for an application's stream communicator.
+pub unsafe fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
     let p = pmpi();
-    let (mut rank, mut base) = (0, MPI_COMM_NULL);
-    (p.PMPI_Comm_rank)(parent, &mut rank);
-    if (p.PMPI_Comm_split)(parent, 0, rank, &mut base) == MPI_SUCCESS {
+    let (mut rank, mut split) = (0, MPI_COMM_NULL);
+    (p.PMPI_Comm_rank)(comm, &mut rank);
+    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut split);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    give_errhandler(comm, split);
+    Ok(split)
+}
+
+/// Gives `to` the error handler `from` has now.
+unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
+    let p = pmpi();
+    let mut handler: MPI_Errhandler = std::mem::zeroed();
+    if (p.PMPI_Comm_get_errhandler)(from, &mut handler) == MPI_SUCCESS {
+        (p.PMPI_Comm_set_errhandler)(to, handler);
+        (p.PMPI_Errhandler_free)(&mut handler);
+    }
+}
+
+/// Makes and records the base of the policy dup `comm` of `parent` (collective over `parent`, as the
+/// dup is).
+pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
+    if let Ok(base) = plain_split(parent) {
         keep_base(comm, base);
     }
 }
@@ -96,12 +118,7 @@ pub fn keyval_freed(keyval: c_int) {
 /// `comm` had at its creation), or `None` (not a policy communicator on the native backend).
 pub unsafe fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
     let base = *bases().get(&comm)?;
-    let p = pmpi();
-    let mut handler: MPI_Errhandler = std::mem::zeroed();
-    if (p.PMPI_Comm_get_errhandler)(comm, &mut handler) == MPI_SUCCESS {
-        (p.PMPI_Comm_set_errhandler)(base, handler);
-        (p.PMPI_Errhandler_free)(&mut handler);
-    }
+    give_errhandler(comm, base);
     Some(base)
 }
 
@@ -123,14 +140,13 @@ pub unsafe fn idup(
     if newcomm.is_null() {
         return None;
     }
-    if !bases().contains_key(&parent) {
-        return None;
-    }
     let p = pmpi();
     let mut topology = MPI_UNDEFINED;
     if (p.PMPI_Topo_test)(parent, &mut topology) != MPI_SUCCESS || topology != MPI_UNDEFINED {
         return None;
     }
+    // Taken before any copy callback runs: from here on the call is ours, never MPICH's as well.
+    let base = current_base(parent)?;
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
     // started, so that a callback's error fails the call with nothing left behind.
     let keyvals = KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -161,7 +177,6 @@ pub unsafe fn idup(
             copies.push((kv.keyval, out));
         }
     }
-    let base = current_base(parent)?;
     // Info hints as MPICH's idup gives them: none copied from the parent, `MPI_Comm_idup_with_info`'s
     // applied.
     let rc = match info {
