@@ -285,6 +285,33 @@ int main(int argc, char **argv) {
             OK(MPIX_Stream_send(&two, 1, MPI_INT, 1, 77, mx, 0, 0));
             pair_sync(mx, peer);
         }
+        /* cancel of a wildcard receive whose message had already arrived (it takes MPICH's own receive
+         * of that message): either it completes with the message, not cancelled, or it is cancelled and
+         * the message is still there for the next receive; never both, never neither */
+        if (rank == 1) {
+            int x = -1;
+            MPI_Request r;
+            MPI_Status st;
+            pair_sync(mx, peer);
+            pair_sync(mx, peer);
+            OK(MPIX_Stream_irecv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 55, mx, MPIX_ANY_INDEX, 0, &r));
+            OK(MPI_Cancel(&r));
+            OK(MPI_Wait(&r, &st));
+            int cancelled = 0;
+            MPI_Test_cancelled(&st, &cancelled);
+            if (cancelled) {
+                OK(MPIX_Stream_recv(&x, 1, MPI_INT, 0, 55, mx, 0, 0, &st));
+                CHECK(x == 55, "after a cancelled receive the message held %d", x);
+            } else {
+                CHECK(x == 55 && st.MPI_SOURCE == 0 && st.MPI_TAG == 55,
+                      "a receive that was not cancelled got %d from %d tag %d", x, st.MPI_SOURCE, st.MPI_TAG);
+            }
+        } else {
+            int v = 55;
+            pair_sync(mx, peer);
+            OK(MPIX_Stream_send(&v, 1, MPI_INT, 1, 55, mx, 0, 0));
+            pair_sync(mx, peer);
+        }
     }
     OK(MPI_Barrier(mx));
 

@@ -145,6 +145,11 @@ unsafe fn build_on(
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
     let mx = registry::register(rt, mx);
-    progress::ensure_started(rt);
+    // The progress thread turns only engines on the implicit pool: a communicator whose every index
+    // is on its stream's reserved VCI gives it nothing to do, and its 1 ms wake-ups would only take
+    // the cores from the streams' threads.
+    if mx.engines.iter().any(|e| !e.on_reserved_vci) {
+        progress::ensure_started(rt);
+    }
     Ok(mx)
 }

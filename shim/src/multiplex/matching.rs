@@ -246,7 +246,22 @@ impl MatchingEngine {
         self.sync_queued(st);
     }
 
-    /// For a blocking receive (`want`: source, tag, source index), when no receive is posted on this
+    /// Receives `msg`, which `take_first` gave to `op` (a nonblocking receive whose generalized request
+    /// exists): counted as pending and started as a matched receive.
+    pub unsafe fn adopt(
+        &self,
+        mx: &Multiplex,
+        st: &mut EngineState,
+        op: Arc<RecvOp>,
+        msg: MPI_Message,
+        status: &MPI_Status,
+        tag: c_int,
+    ) {
+        mx.pending.fetch_add(1, Ordering::AcqRel);
+        start(st, op, msg, status, tag);
+    }
+
+    /// For a receive (`want`: source, tag, source index), when no receive is posted on this
     /// engine: the first matching message, from the unexpected queue or pulled out of MPICH now
     /// (messages pulled that do not match join the unexpected queue). The caller receives it outside
     /// the engine's lock. None: post and wait.

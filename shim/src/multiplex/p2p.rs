@@ -100,6 +100,41 @@ fn fast_send_route(
     Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
 
+/// The direct receive path when every argument is valid and it applies (see the module comment): the
+/// one hidden communicator that carries (`source`, source index `si`) -> (this process, index `di`),
+/// or `None` for anything else (not a live multiplex communicator, a wildcard source or index,
+/// `MPI_PROC_NULL`, a bad rank, index, tag or count, an index without its own reserved VCI, an engine
+/// with receives posted or messages unexpected, a pair on a pooled communicator), which `recv` then
+/// handles. As `fast_send_route`: unsigned compares fold the range checks (a negative rank or index,
+/// `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPIX_ANY_INDEX` among them, is past the end), no panic path.
+#[inline(always)]
+fn fast_recv_route(
+    comm: MPI_Comm,
+    count: MPI_Count,
+    source: c_int,
+    tag: c_int,
+    si: c_int,
+    di: c_int,
+) -> Option<MPI_Comm> {
+    let mx = registry::lookup(comm)?;
+    if count < 0 || (tag != MPI_ANY_TAG && (tag as u32) > mx.max_tag as u32) {
+        return None;
+    }
+    let peers = *mx.counts.get(source as u32 as usize)?;
+    if (si as u32) >= peers as u32 {
+        return None;
+    }
+    let engine = mx.engines.get(di as u32 as usize)?;
+    if !engine.on_reserved_vci || !engine.is_idle() {
+        return None;
+    }
+    let route = mx.endpoints.try_route(source, si as usize, mx.rank, di as usize)?;
+    if route.tag_in_tag {
+        return None;
+    }
+    Some(route.comm)
+}
+
 enum RecvOut {
     Blocking(*mut MPI_Status),
     Nonblocking(*mut MPI_Request),
@@ -180,30 +215,39 @@ unsafe fn recv(
     if let Err(rc) = checked {
         return rc;
     }
+    // The direct path (`fast_recv_route`) was declined before this: the receive goes through the engine.
     let engine = &mx.engines[d];
-    if engine.on_reserved_vci && source != MPI_ANY_SOURCE && si != MPIX_ANY_INDEX && engine.is_idle() {
-        let route = mx.endpoints.route(source, si as usize, mx.rank, d);
-        if !route.tag_in_tag {
-            let rc = match out {
-                RecvOut::Blocking(status) => (p.PMPI_Recv_c)(buf, count, datatype, source, tag, route.comm, status),
-                RecvOut::Nonblocking(r) => (p.PMPI_Irecv_c)(buf, count, datatype, source, tag, route.comm, r),
-            };
-            return forward(comm, rc);
-        }
-    }
-    if let RecvOut::Blocking(status) = out {
-        // No receive posted before ours on this engine: the first matching message, already pulled or
-        // next out of MPICH, is ours; take it without queueing anything.
-        if let Some((mut msg, got, user_tag)) = engine.take_first(mx, (source, tag, si)) {
-            let mut st = MPI_Status::default();
-            let rc = (p.PMPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
-            st.MPI_SOURCE = got.MPI_SOURCE;
-            st.MPI_TAG = user_tag;
-            if status_is_real(status) {
-                st.MPI_ERROR = (*status).MPI_ERROR;
-                *status = st;
+    // No receive posted before ours on this engine: the first matching message, already pulled or next
+    // out of MPICH, is ours; take it without queueing anything.
+    if let Some((mut msg, got, user_tag)) = engine.take_first(mx, (source, tag, si)) {
+        match out {
+            RecvOut::Blocking(status) => {
+                let mut st = MPI_Status::default();
+                let rc = (p.PMPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+                st.MPI_SOURCE = got.MPI_SOURCE;
+                st.MPI_TAG = user_tag;
+                if status_is_real(status) {
+                    st.MPI_ERROR = (*status).MPI_ERROR;
+                    *status = st;
+                }
+                return forward(comm, rc);
             }
-            return forward(comm, rc);
+            // MPICH's status of this message is the user's (a hidden communicator that carries the
+            // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
+            RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
+                return forward(comm, (p.PMPI_Imrecv_c)(buf, count, datatype, &mut msg, request));
+            }
+            // The hidden tag carries the source index: a generalized request reports the user's tag.
+            RecvOut::Nonblocking(request) => {
+                let op = Arc::new(RecvOp::new(mx, d, buf, count, datatype, (source, tag, si), None));
+                let rc = requests::start(&op, request);
+                if rc != MPI_SUCCESS {
+                    return forward(comm, rc);
+                }
+                let mut st = lock(&engine.state);
+                engine.adopt(mx, &mut st, op, msg, &got, user_tag);
+                return MPI_SUCCESS;
+            }
         }
     }
     let op = Arc::new(RecvOp::new(mx, d, buf, count, datatype, (source, tag, si), None));
@@ -251,7 +295,7 @@ unsafe fn recv(
 /// The indexed point-to-point entry points, in their `int` and large-count (`_c`) forms from one
 /// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator.
 macro_rules! indexed_p2p {
-    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident) => {
+    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -355,6 +399,11 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             status: *mut MPI_Status,
         ) -> c_int {
+            if let Some(h) =
+                fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
+            {
+                return forward(comm, (pmpi().$pmpi_recv)(buf, count, datatype, source, tag, h, status));
+            }
             let f = stringify!($recv);
             mpix_entry(f, |rt| unsafe {
                 let (si, di) = (source_stream_index, dest_stream_index);
@@ -374,6 +423,13 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
+            if !request.is_null() {
+                if let Some(h) =
+                    fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
+                {
+                    return forward(comm, (pmpi().$pmpi_irecv)(buf, count, datatype, source, tag, h, request));
+                }
+            }
             let f = stringify!($irecv);
             mpix_entry(f, |rt| unsafe {
                 let (si, di) = (source_stream_index, dest_stream_index);
@@ -384,7 +440,17 @@ macro_rules! indexed_p2p {
     };
 }
 
-indexed_p2p!(MPIX_Stream_send, MPIX_Stream_isend, MPIX_Stream_recv, MPIX_Stream_irecv, c_int, PMPI_Send, PMPI_Isend);
+indexed_p2p!(
+    MPIX_Stream_send,
+    MPIX_Stream_isend,
+    MPIX_Stream_recv,
+    MPIX_Stream_irecv,
+    c_int,
+    PMPI_Send,
+    PMPI_Isend,
+    PMPI_Recv,
+    PMPI_Irecv
+);
 indexed_p2p!(
     MPIX_Stream_send_c,
     MPIX_Stream_isend_c,
@@ -392,5 +458,7 @@ indexed_p2p!(
     MPIX_Stream_irecv_c,
     MPI_Count,
     PMPI_Send_c,
-    PMPI_Isend_c
+    PMPI_Isend_c,
+    PMPI_Recv_c,
+    PMPI_Irecv_c
 );

@@ -21,7 +21,8 @@ const PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
 /// The multiplex progress thread, while it runs.
 static THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
 
-/// Starts the thread if the process runs `MPI_THREAD_MULTIPLE` and it is not running yet.
+/// Starts the thread if the process runs `MPI_THREAD_MULTIPLE` and it is not running yet (called for
+/// each new multiplex communicator with an index on the implicit pool).
 pub fn ensure_started(rt: &Runtime) {
     if !rt.thread_multiple() {
         return;
