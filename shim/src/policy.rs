@@ -171,6 +171,13 @@ unsafe fn attach_native(
             return rc;
         }
         if replace {
+            // MPICH's stream communicator starts with no hints: give it those the constructor's result
+            // got (an `MPI_Comm_split_type` with info, say), as MPICH's result would have had them.
+            let rc = copy_hints(source, streamed);
+            if rc != MPI_SUCCESS {
+                let _ = (pmpi().PMPI_Comm_free)(&mut streamed);
+                return rc;
+            }
             // The communicator made for the caller stays, as the stream communicator's base (a plain
             // communicator of the same group, for the policy's idups of it: policy_base.rs).
             crate::policy_base::keep_base(streamed, source);
@@ -178,6 +185,19 @@ unsafe fn attach_native(
         *newcomm = streamed;
     }
     finish(rt, index, *newcomm)
+}
+
+/// Sets the hints `from` has on `to` (`MPI_Comm_set_info`: collective over the group both share).
+unsafe fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
+    let p = pmpi();
+    let mut info = MPI_INFO_NULL;
+    let rc = (p.PMPI_Comm_get_info)(from, &mut info);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let rc = (p.PMPI_Comm_set_info)(to, info);
+    (p.PMPI_Info_free)(&mut info);
+    rc
 }
 
 fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
