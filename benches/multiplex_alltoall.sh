@@ -7,11 +7,13 @@
 # Prints median rates [min..max] and the ratio multiplex / percomm (median of per-repetition ratios).
 # Writes results/multiplex_alltoall.csv.
 #   benches/multiplex_alltoall.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
+# --messages: per (thread, partner index); by default 400000 / T^2 (every run then carries 800000
+# messages, half a second or more here; 20000 at T = 1 ran for 30 ms)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-mpich=5; reps=5; threads="1 2 4"; messages=20000; window=16
+mpich=5; reps=5; threads="1 2 4"; messages=auto; window=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpich) mpich=$2; shift 2 ;;
@@ -30,12 +32,13 @@ mpich_select "$mpich"
 csv=$out/multiplex_alltoall.csv
 echo "variant,threads,rep,rate,seconds" >"$csv"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
-echo "all-to-all: 2 ranks x T threads, every index to every index, 8-byte messages, $messages per (thread, partner index), window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
+echo "all-to-all: 2 ranks x T threads, every index to every index, 8-byte messages, $([ "$messages" = auto ] && echo "400000/T^2" || echo "$messages") per (thread, partner index), window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
 for r in $(seq "$reps"); do
   for T in $threads; do
     order="multiplex percomm"; [ $((r % 2)) -eq 0 ] && order="percomm multiplex"
     for v in $order; do
-      line=$(MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_alltoall-$mpich" "$v" "$T" "$messages" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      n=$messages; [ "$n" = auto ] && n=$((400000 / (T * T)))
+      line=$(MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_alltoall-$mpich" "$v" "$T" "$n" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
       [ $? -ne 0 ] || [ -z "$line" ] && bash scripts/shm_cleanup.sh
       get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
       echo "$v,$T,$r,$(get rate),$(get seconds)" >>"$csv"

@@ -11,11 +11,13 @@
 # Reports median rates [min..max] and the ratio multiplex / percomm (median of per-repetition ratios).
 # Writes results/multiplex_n_to_1.{csv,txt,json}.
 #   benches/multiplex_n_to_1.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
+# --messages: per sender thread; by default 1000000 / T, so that every run lasts about half a second or
+# more here (100000 per sender at T = 1 ran for 50 ms, and its ratios swung from 0.4 to 2.9)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-mpich=5; reps=7; threads="1 2 4"; messages=100000; window=32
+mpich=5; reps=7; threads="1 2 4"; messages=auto; window=32
 variants="multiplex percomm blocking percomm-locked"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,13 +40,14 @@ csv=$out/multiplex_n_to_1.csv
 echo "variant,threads,rep,rate,seconds" >"$csv"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 start=$(date +%s)
-echo "N-to-1: T sender threads (rank 1) -> 1 polling thread (rank 0), 8-byte messages, $messages per sender, window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
+echo "N-to-1: T sender threads (rank 1) -> 1 polling thread (rank 0), 8-byte messages, $([ "$messages" = auto ] && echo "1000000/T" || echo "$messages") messages per sender, window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
 for r in $(seq "$reps"); do
   for T in $threads; do
     for v in $variants; do
       mode=$v; backend=${MPIXSTREAM_BACKEND:-auto}
       [ "$v" = percomm-locked ] && { mode=percomm; backend=serial; }
-      line=$(MPIXSTREAM_BACKEND=$backend MPIXSTREAM_STREAMS=$((T + 1)) timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_n_to_1-$mpich" "$mode" "$T" "$messages" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      n=$messages; [ "$n" = auto ] && n=$((1000000 / T))
+      line=$(MPIXSTREAM_BACKEND=$backend MPIXSTREAM_STREAMS=$((T + 1)) timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_n_to_1-$mpich" "$mode" "$T" "$n" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
       get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
       if [ -z "$line" ]; then echo "  rep $r T=$T $v: no result"; echo "$v,$T,$r,," >>"$csv"; continue; fi
       echo "$v,$T,$r,$(get rate),$(get seconds)" >>"$csv"
@@ -78,7 +81,7 @@ for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking /
                                               "max": max(paired),
                                               "of_medians": summary[a][t]["median"] / summary[b][t]["median"]}
 fmt = lambda x: f"{x / 1e3:,.0f}k"
-lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {messages} per sender thread, window {window}, "
+lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {"1000000/T" if messages == "auto" else messages} per sender thread, window {window}, "
          f"{reps} repetitions, variants interleaved",
          f"machine: {cores} cores, load average {lb} -> {la}; rank 1's T sender threads share the cores with rank 0's "
          f"poller, so compare ratios within this run, not absolute rates",
@@ -102,7 +105,7 @@ for name in ratios:
 text = "\n".join(lines)
 print(text)
 open(f"{out}/multiplex_n_to_1.txt", "w").write(text + "\n")
-json.dump({"benchmark": "benches/multiplex_n_to_1.c", "mpich": mpich, "messages_per_sender": int(messages),
+json.dump({"benchmark": "benches/multiplex_n_to_1.c", "mpich": mpich, "messages_per_sender": messages if messages == "auto" else int(messages),
            "window": int(window), "reps": int(reps), "cores": int(cores), "load_before": float(lb),
            "load_after": float(la), "threads": threads, "summary": summary, "ratios": ratios},
           open(f"{out}/multiplex_n_to_1.json", "w"), indent=1)
