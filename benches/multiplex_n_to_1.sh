@@ -81,7 +81,7 @@ for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking /
                                               "max": max(paired),
                                               "of_medians": summary[a][t]["median"] / summary[b][t]["median"]}
 fmt = lambda x: f"{x / 1e3:,.0f}k"
-lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {"1000000/T" if messages == "auto" else messages} per sender thread, window {window}, "
+lines = [f"N-to-1 message rate (msg/s), MPICH {mpich}, 8-byte messages, {'1000000/T' if messages == 'auto' else messages} per sender thread, window {window}, "
          f"{reps} repetitions, variants interleaved",
          f"machine: {cores} cores, load average {lb} -> {la}; rank 1's T sender threads share the cores with rank 0's "
          f"poller, so compare ratios within this run, not absolute rates",
