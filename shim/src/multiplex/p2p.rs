@@ -293,7 +293,8 @@ unsafe fn recv(
 }
 
 /// The indexed point-to-point entry points, in their `int` and large-count (`_c`) forms from one
-/// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator.
+/// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator, and
+/// `$recv`/`$irecv` to `$pmpi_recv`/`$pmpi_irecv` where the direct path applies (`fast_recv_route`).
 macro_rules! indexed_p2p {
     ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
         #[no_mangle]
