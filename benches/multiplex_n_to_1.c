@@ -5,12 +5,15 @@
  *              with MPI_Testall, reposting each window as it completes;
  *   percomm    T stream communicators, one per sender thread (rank 0 attaches its one stream to all of
  *              them); the receiver keeps a window of W receives on each and polls them in turn.
+ *   named      the multiplex communicator, with the windows of percomm: window k names rank 1, source
+ *              index k and tag 0, as percomm's window k names its communicator (the same matching
+ *              work as percomm; multiplex's wildcards must also merge the T senders' streams);
  *   blocking   (extra) the multiplex communicator, received with blocking MPIX_Stream_recv
  *              (MPI_ANY_SOURCE, MPIX_ANY_INDEX) one at a time.
  * Senders: windows of W MPIX_Stream_isend / MPI_Isend and MPI_Waitall, N messages each, no
  * acknowledgements (the receiver is the bottleneck being measured). The rate is all messages over the
  * receiver's time from a common start (barrier) to the last message, after a warm-up round.
- * Usage: multiplex_n_to_1 multiplex|percomm|blocking T [N=200000] [W=32]
+ * Usage: multiplex_n_to_1 multiplex|percomm|named|blocking T [N=200000] [W=32]
  * Rank 0 prints: RESULT variant=V threads=T messages=M seconds=S rate=MSG/S */
 #include <mpi.h>
 #include "mpix_stream.h"
@@ -20,7 +23,7 @@
 #include <string.h>
 
 #define MAXT 64
-enum { MULTIPLEX, PERCOMM, BLOCKING };
+enum { MULTIPLEX, PERCOMM, NAMED, BLOCKING };
 static int variant, nthreads, window = 32, rank;
 static long nmsg = 200000;
 static MPI_Comm mx, comms[MAXT];
@@ -72,20 +75,23 @@ static void receive(long n) {
     long *left = malloc(sizeof(long) * nthreads); /* per window: messages still to post there */
     long posted = 0, done = 0;
     int *active = calloc(nthreads, sizeof(int));
-    for (int k = 0; k < nthreads; k++) left[k] = variant == PERCOMM ? n : 0;
+    int per_window = variant == PERCOMM || variant == NAMED; /* window k receives sender k's n */
+    for (int k = 0; k < nthreads; k++) left[k] = per_window ? n : 0;
     /* post one window on each */
     for (int k = 0; k < nthreads; k++) {
-        int ok = variant == PERCOMM ? left[k] >= window : posted + window <= total;
+        int ok = per_window ? left[k] >= window : posted + window <= total;
         if (!ok) continue;
         for (int w = 0; w < window; w++) {
             char *b = buf + 8 * ((size_t)k * window + w);
             if (variant == PERCOMM)
                 CK(MPI_Irecv(b, 8, MPI_BYTE, 1, 0, comms[k], &req[k * window + w]));
+            else if (variant == NAMED)
+                CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, 1, 0, mx, k, 0, &req[k * window + w]));
             else
                 CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, 0,
                                      &req[k * window + w]));
         }
-        if (variant == PERCOMM) left[k] -= window;
+        if (per_window) left[k] -= window;
         posted += window;
         active[k] = 1;
     }
@@ -97,17 +103,19 @@ static void receive(long n) {
             if (!flag) continue;
             done += window;
             active[k] = 0;
-            int again = variant == PERCOMM ? left[k] >= window : posted + window <= total;
+            int again = per_window ? left[k] >= window : posted + window <= total;
             if (!again) continue;
             for (int w = 0; w < window; w++) {
                 char *b = buf + 8 * ((size_t)k * window + w);
                 if (variant == PERCOMM)
                     CK(MPI_Irecv(b, 8, MPI_BYTE, 1, 0, comms[k], &req[k * window + w]));
+                else if (variant == NAMED)
+                    CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, 1, 0, mx, k, 0, &req[k * window + w]));
                 else
                     CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, 0,
                                          &req[k * window + w]));
             }
-            if (variant == PERCOMM) left[k] -= window;
+            if (per_window) left[k] -= window;
             posted += window;
             active[k] = 1;
         }
@@ -143,10 +151,11 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3 || size != 2 || provided != MPI_THREAD_MULTIPLE) {
-        if (rank == 0) fprintf(stderr, "usage: mpiexec -n 2 multiplex_n_to_1 multiplex|percomm|blocking T [N] [W]\n");
+        if (rank == 0) fprintf(stderr, "usage: mpiexec -n 2 multiplex_n_to_1 multiplex|percomm|named|blocking T [N] [W]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    variant = !strcmp(argv[1], "percomm") ? PERCOMM : !strcmp(argv[1], "blocking") ? BLOCKING : MULTIPLEX;
+    variant = !strcmp(argv[1], "percomm") ? PERCOMM : !strcmp(argv[1], "named") ? NAMED
+              : !strcmp(argv[1], "blocking") ? BLOCKING : MULTIPLEX;
     nthreads = atoi(argv[2]);
     if (argc > 3) nmsg = atol(argv[3]);
     if (argc > 4) window = atoi(argv[4]);

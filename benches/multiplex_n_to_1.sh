@@ -5,6 +5,8 @@
 #   multiplex   one multiplex communicator; the receiver polls T windows of MPI_ANY_SOURCE +
 #               MPIX_ANY_INDEX receives (MPIX_Stream_irecv, MPI_Testall in turn)
 #   percomm     one stream communicator per sender thread, the receiver polls a window on each in turn
+#   named       multiplex with percomm's windows: window k names rank 1 and source index k (percomm's
+#               matching work, on the multiplex communicator's direct receive path)
 #   blocking    (extra) multiplex, received one at a time with blocking MPIX_Stream_recv
 #   percomm-locked  (extra, MPICH 5 only) percomm under MPIXSTREAM_BACKEND=serial: the same stream
 #               communicators as plain ones on MPICH's locked implicit VCI, where multiplex traffic runs
@@ -18,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 mpich=5; reps=7; threads="1 2 4"; messages=auto; window=32
-variants="multiplex percomm blocking percomm-locked"
+variants="multiplex percomm named blocking percomm-locked"
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpich) mpich=$2; shift 2 ;;
@@ -32,7 +34,7 @@ done
 out=$root/results; bin=$root/build/bench; mkdir -p "$out" "$bin"
 cargo build --release --quiet || exit 1
 mpich_select "$mpich"
-[ "$mpich" = deb ] && variants="multiplex percomm blocking"   # Debian's MPICH: everything is locked anyway
+[ "$mpich" = deb ] && variants="multiplex percomm named blocking"   # Debian's MPICH: everything is locked anyway
 "$MPICC" -O2 -Wall -Wno-stringop-overflow -Iinclude benches/multiplex_n_to_1.c -o "$bin/multiplex_n_to_1-$mpich" \
   -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread || exit 1
 
@@ -71,7 +73,8 @@ for v in variants:
         x = list(rates(v, t).values())
         if x:
             summary.setdefault(v, {})[t] = {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
-for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("blocking / percomm", "blocking", "percomm"),
+for name, a, b in [("multiplex / percomm", "multiplex", "percomm"), ("named / percomm", "named", "percomm"),
+                   ("blocking / percomm", "blocking", "percomm"),
                    ("multiplex / percomm-locked", "multiplex", "percomm-locked")]:
     for t in threads:
         pa, pb = rates(a, t), rates(b, t)
