@@ -229,6 +229,24 @@ pub unsafe fn comm_constructed(
     })
 }
 
+/// `MPI_Comm_set_errhandler`: on a multiplex communicator the hidden communicators follow (see
+/// `multiplex::errhandler_set`).
+pub unsafe fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    ffi_guard("MPI_Comm_set_errhandler", || unsafe {
+        let p = match pmpi::load() {
+            Ok(p) => p,
+            Err(_) => return MPI_ERR_OTHER,
+        };
+        let rc = (p.PMPI_Comm_set_errhandler)(comm, errhandler);
+        if rc == MPI_SUCCESS && runtime::active().is_some() {
+            if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+                crate::multiplex::errhandler_set(mx);
+            }
+        }
+        rc
+    })
+}
+
 pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
     ffi_guard("MPI_Comm_free", || unsafe {
         let p = match pmpi::load() {

@@ -79,6 +79,8 @@ pub const MPI_MAX: MPI_Op = 0x5800_0001;
 pub const MPI_MIN: MPI_Op = 0x5800_0002;
 pub const MPI_ERRORS_ARE_FATAL: MPI_Errhandler = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: MPI_Errhandler = 0x5400_0001;
+/// MPI 4.0 (MPICH >= 4.1); MPICH 4.0.2 has no such handler, so no communicator there carries it.
+pub const MPI_ERRORS_ABORT: MPI_Errhandler = 0x5400_0003;
 pub const MPI_TAG_UB: c_int = 0x6440_0001;
 pub const MPIX_STREAM_NULL: MPIX_Stream = 0x3c00_0000;
 

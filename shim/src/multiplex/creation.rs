@@ -2,6 +2,7 @@
 //! every constructor shares (`MPIX_Stream_comm_create_multiplex`, every dup form, the nonblocking
 //! dup's thread), on a base communicator of the user's group.
 use super::endpoints::{self, Endpoints, Layout};
+use super::errors::hidden_errhandler;
 use super::{progress, registry, Multiplex};
 use crate::backend::Backend;
 use crate::runtime::Runtime;
@@ -136,7 +137,7 @@ unsafe fn build_on(
     };
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
+    let mut endpoints = Endpoints::build(layout, base, hidden_errhandler(user), rank, size, width, &attach, &stream_comm)?;
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }

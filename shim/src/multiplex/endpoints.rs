@@ -183,6 +183,7 @@ impl Endpoints {
     pub unsafe fn build(
         layout: Layout,
         base: MPI_Comm,
+        errhandler: MPI_Errhandler,
         rank: c_int,
         size: usize,
         width: usize,
@@ -206,7 +207,7 @@ impl Endpoints {
             if rc != MPI_SUCCESS {
                 return fail(&mut made, rc);
             }
-            (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
+            (p.PMPI_Comm_set_errhandler)(c, errhandler);
             pooled.push(c);
             made.push(c);
         }
@@ -220,7 +221,7 @@ impl Endpoints {
                 if rc != MPI_SUCCESS {
                     return fail(&mut made, rc);
                 }
-                (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
+                (p.PMPI_Comm_set_errhandler)(c, errhandler);
                 pair[(i * width + j) * b1 + b] = c;
                 made.push(c);
             }
@@ -339,6 +340,16 @@ impl Endpoints {
     /// How many hidden communicators this holds.
     pub fn count(&self) -> usize {
         self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()
+    }
+
+    /// Gives every hidden communicator error handler `h`.
+    pub unsafe fn set_errhandler(&self, h: MPI_Errhandler) {
+        let p = pmpi();
+        for &c in self.pooled.iter().chain(self.pair.iter()) {
+            if c != MPI_COMM_NULL {
+                (p.PMPI_Comm_set_errhandler)(c, h);
+            }
+        }
     }
 
     /// Frees the hidden communicators (once; the caller makes sure of it).

@@ -132,6 +132,23 @@ pub(super) fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
     )
 }
 
+/// The error handler of the hidden communicators of user communicator `user`: MPICH raises the errors
+/// of their calls, and of their requests completing in the user's `MPI_Wait`, through it. The user's
+/// own where it is `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_ABORT`, so that such an error ends the job
+/// as on a native communicator, wherever MPICH meets it; else `MPI_ERRORS_RETURN`, and our entry
+/// points call the user's handler on what they return ([`forward`]). A handler of the user's own is
+/// not copied: MPICH returns `MPI_SUCCESS` after one, which would hide the error from our code.
+pub(super) unsafe fn hidden_errhandler(user: MPI_Comm) -> MPI_Errhandler {
+    let p = pmpi();
+    let mut h = MPI_ERRORS_RETURN;
+    if (p.PMPI_Comm_get_errhandler)(user, &mut h) != MPI_SUCCESS {
+        return MPI_ERRORS_RETURN;
+    }
+    let mirrored = if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_ABORT { h } else { MPI_ERRORS_RETURN };
+    (p.PMPI_Errhandler_free)(&mut h);
+    mirrored
+}
+
 /// An error of MPICH on a hidden communicator, reported through the user's communicator.
 #[cold]
 fn forward_error(comm: MPI_Comm, rc: c_int) -> c_int {

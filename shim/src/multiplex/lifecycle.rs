@@ -2,6 +2,7 @@
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
 use super::creation::build;
+use super::errors::hidden_errhandler;
 use super::{registry, Multiplex};
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
@@ -180,6 +181,14 @@ pub unsafe fn comm_constructed(
 fn inherit_stream(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
     if let Some(entry) = rt.comms.get(parent) {
         rt.comms.attach(&rt.streams, child, entry);
+    }
+}
+
+/// After `MPI_Comm_set_errhandler` on multiplex communicator `mx`: its hidden communicators follow
+/// (`errors::hidden_errhandler`).
+pub fn errhandler_set(mx: &'static Multiplex) {
+    if !mx.freed.load(Ordering::Acquire) {
+        unsafe { mx.endpoints.set_errhandler(hidden_errhandler(mx.comm)) };
     }
 }
 

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use mpixstream_wrappers::ffi::*;
 
-pub use lifecycle::{comm_constructed, comm_freed, get_stream};
+pub use lifecycle::{comm_constructed, comm_freed, errhandler_set, get_stream};
 pub use progress::shutdown;
 
 /// Ours (native MPICH has none): the source index of a receive that accepts any source index.
