@@ -137,7 +137,10 @@ unsafe fn build_on(
     };
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let mut endpoints = Endpoints::build(layout, base, hidden_errhandler(user), rank, size, width, &attach, &stream_comm)?;
+    let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
+    // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
+    // the same handler as every later MPI_Comm_set_errhandler gives them.
+    endpoints.set_errhandler(hidden_errhandler(user));
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }

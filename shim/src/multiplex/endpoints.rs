@@ -183,7 +183,6 @@ impl Endpoints {
     pub unsafe fn build(
         layout: Layout,
         base: MPI_Comm,
-        errhandler: MPI_Errhandler,
         rank: c_int,
         size: usize,
         width: usize,
@@ -207,7 +206,7 @@ impl Endpoints {
             if rc != MPI_SUCCESS {
                 return fail(&mut made, rc);
             }
-            (p.PMPI_Comm_set_errhandler)(c, errhandler);
+            (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
             pooled.push(c);
             made.push(c);
         }
@@ -221,7 +220,7 @@ impl Endpoints {
                 if rc != MPI_SUCCESS {
                     return fail(&mut made, rc);
                 }
-                (p.PMPI_Comm_set_errhandler)(c, errhandler);
+                (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
                 pair[(i * width + j) * b1 + b] = c;
                 made.push(c);
             }
@@ -238,7 +237,7 @@ impl Endpoints {
         if self.layout != Layout::Streams {
             return 0;
         }
-        self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()
+        self.count()
     }
 
     /// The communicator of a message from `(from, si)` to `(to, di)` (indices already checked).
@@ -339,16 +338,19 @@ impl Endpoints {
 
     /// How many hidden communicators this holds.
     pub fn count(&self) -> usize {
-        self.pooled.len() + self.pair.iter().filter(|&&c| c != MPI_COMM_NULL).count()
+        self.hidden().count()
+    }
+
+    /// Every hidden communicator.
+    fn hidden(&self) -> impl Iterator<Item = MPI_Comm> + '_ {
+        self.pooled.iter().chain(self.pair.iter()).copied().filter(|&c| c != MPI_COMM_NULL)
     }
 
     /// Gives every hidden communicator error handler `h`.
     pub unsafe fn set_errhandler(&self, h: MPI_Errhandler) {
         let p = pmpi();
-        for &c in self.pooled.iter().chain(self.pair.iter()) {
-            if c != MPI_COMM_NULL {
-                (p.PMPI_Comm_set_errhandler)(c, h);
-            }
+        for c in self.hidden() {
+            (p.PMPI_Comm_set_errhandler)(c, h);
         }
     }
 
@@ -356,11 +358,8 @@ impl Endpoints {
     pub unsafe fn free(&self) {
         let p = pmpi();
         STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
-        for &c in self.pooled.iter().chain(self.pair.iter()) {
-            if c != MPI_COMM_NULL {
-                let mut c = c;
-                (p.PMPI_Comm_free)(&mut c);
-            }
+        for mut c in self.hidden() {
+            (p.PMPI_Comm_free)(&mut c);
         }
     }
 
