@@ -60,6 +60,20 @@ static void *sender(void *p) {
     return NULL;
 }
 
+/* Posts window k's W receives into its part of buf and req. */
+static void post_window(int k, char *buf, MPI_Request *req) {
+    for (int w = 0; w < window; w++) {
+        char *b = buf + 8 * ((size_t)k * window + w);
+        MPI_Request *r = &req[k * window + w];
+        if (variant == PERCOMM)
+            CK(MPI_Irecv(b, 8, MPI_BYTE, 1, 0, comms[k], r));
+        else if (variant == NAMED)
+            CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, 1, 0, mx, k, 0, r));
+        else
+            CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, 0, r));
+    }
+}
+
 /* Receives n messages per sender thread. */
 static void receive(long n) {
     long total = n * nthreads;
@@ -81,16 +95,7 @@ static void receive(long n) {
     for (int k = 0; k < nthreads; k++) {
         int ok = per_window ? left[k] >= window : posted + window <= total;
         if (!ok) continue;
-        for (int w = 0; w < window; w++) {
-            char *b = buf + 8 * ((size_t)k * window + w);
-            if (variant == PERCOMM)
-                CK(MPI_Irecv(b, 8, MPI_BYTE, 1, 0, comms[k], &req[k * window + w]));
-            else if (variant == NAMED)
-                CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, 1, 0, mx, k, 0, &req[k * window + w]));
-            else
-                CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, 0,
-                                     &req[k * window + w]));
-        }
+        post_window(k, buf, req);
         if (per_window) left[k] -= window;
         posted += window;
         active[k] = 1;
@@ -105,16 +110,7 @@ static void receive(long n) {
             active[k] = 0;
             int again = per_window ? left[k] >= window : posted + window <= total;
             if (!again) continue;
-            for (int w = 0; w < window; w++) {
-                char *b = buf + 8 * ((size_t)k * window + w);
-                if (variant == PERCOMM)
-                    CK(MPI_Irecv(b, 8, MPI_BYTE, 1, 0, comms[k], &req[k * window + w]));
-                else if (variant == NAMED)
-                    CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, 1, 0, mx, k, 0, &req[k * window + w]));
-                else
-                    CK(MPIX_Stream_irecv(b, 8, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, mx, MPIX_ANY_INDEX, 0,
-                                         &req[k * window + w]));
-            }
+            post_window(k, buf, req);
             if (per_window) left[k] -= window;
             posted += window;
             active[k] = 1;
