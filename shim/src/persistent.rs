@@ -86,10 +86,23 @@ unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Reques
     }
 }
 
-/// After a persistent request's constructor (`create` makes the call): records it if `comm` is a
-/// native stream communicator.
-pub unsafe fn persistent_created(comm: MPI_Comm, request: *mut MPI_Request, create: &dyn Fn() -> c_int) -> c_int {
-    let rc = create();
+/// A persistent request's constructor (`create` makes the call on the communicator it is given):
+/// records the request if `comm` is a native stream communicator. A persistent collective's schedule
+/// goes to MPICH's one global list at each `MPI_Start`, as a nonblocking collective's does: a policy
+/// communicator's is made on its plain base, for the same reason (`wrapped_collectives::schedule_comm`),
+/// and still recorded with the communicator's stream, so that its waits turn that stream too.
+pub unsafe fn persistent_created(
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    collective: bool,
+    create: &dyn Fn(MPI_Comm) -> c_int,
+) -> c_int {
+    let on = if collective && native_stream_index_of(comm).is_some() {
+        wrapped_collectives::schedule_comm(comm)
+    } else {
+        comm
+    };
+    let rc = create(on);
     if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL {
         return rc;
     }

@@ -114,6 +114,12 @@ pub fn keyval_freed(keyval: c_int) {
     KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| k.keyval != keyval);
 }
 
+/// The policy communicator whose base `base` is, if any (a linear search: the tools library asks once
+/// per communicator, at its first use there).
+pub fn owner_of_base(base: MPI_Comm) -> Option<MPI_Comm> {
+    bases().iter().find(|e| *e.value() == base).map(|e| *e.key())
+}
+
 /// The base of the policy communicator `comm`, given `comm`'s error handler now (the base has the one
 /// `comm` had at its creation), or `None` (not a policy communicator on the native backend).
 pub unsafe fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {

@@ -54,6 +54,13 @@ pub fn watch(native: MPIX_Stream) {
     }
 }
 
+/// Whether a policy stream's progress turns the implicit pool (this MPICH has `MPIX_Async_start`): then
+/// a thread blocked on its stream still progresses what the policy runs on the implicit pool for it
+/// (`wrapped_collectives::schedule_comm`).
+pub fn implicit_pool_served() -> bool {
+    pmpi::pmpi().PMPIX_Async_start.is_some()
+}
+
 unsafe extern "C" fn poll(_thing: MPIX_Async_thing) -> c_int {
     if FINISHING.load(Ordering::Relaxed) {
         return MPIX_ASYNC_DONE;

@@ -75,6 +75,14 @@ pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
     runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(Origin::None, |e| e.origin) as c_int
 }
 
+/// Where `comm` is the plain base of a policy communicator with a stream (it carries that
+/// communicator's nonblocking collectives: `wrapped_collectives::schedule_comm`), that stream's index,
+/// else -1: the one-thread check of the policy communicator covers its base too.
+#[no_mangle]
+pub extern "C" fn mpixstream_base_owner_stream(comm: MPI_Comm) -> c_int {
+    crate::policy_base::owner_of_base(comm).map_or(-1, |c| mpixstream_comm_stream(c))
+}
+
 /// The VCI stream `index`'s traffic runs on, where we know it, else -1.
 #[no_mangle]
 pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {

@@ -115,7 +115,7 @@ struct WrappedCollective {
 pub unsafe fn nonblocking_collective(
     comm: MPI_Comm,
     request: *mut MPI_Request,
-    create: &dyn Fn(&Pmpi, *mut MPI_Request) -> c_int,
+    create: &dyn Fn(&Pmpi, MPI_Comm, *mut MPI_Request) -> c_int,
 ) -> c_int {
     panic_for_test();
     let p = match pmpi::load() {
@@ -123,11 +123,11 @@ pub unsafe fn nonblocking_collective(
         Err(_) => return MPI_ERR_OTHER,
     };
     let Some(slot) = native_stream_of(comm) else {
-        return create(p, request);
+        return create(p, comm, request);
     };
     if request.is_null() {
         // MPICH's own argument check reports it.
-        return create(p, request);
+        return create(p, comm, request);
     }
     let state = Box::into_raw(Box::new(WrappedCollective {
         slot,
@@ -136,7 +136,7 @@ pub unsafe fn nonblocking_collective(
         outer: MPI_REQUEST_NULL,
         error: MPI_SUCCESS,
     }));
-    let rc = create(p, &mut (*state).inner);
+    let rc = create(p, schedule_comm(comm), &mut (*state).inner);
     if rc != MPI_SUCCESS {
         drop(Box::from_raw(state));
         return rc;
@@ -162,6 +162,32 @@ pub unsafe fn nonblocking_collective(
     crate::query::tools_request_replaced((*state).inner, (*state).outer);
     *request = (*state).outer;
     MPI_SUCCESS
+}
+
+/// The communicator a nonblocking collective of `comm` (a native stream communicator) runs on.
+///
+/// MPICH (4.1 to 5.0) keeps every nonblocking collective's schedule in one global list that any
+/// thread's progress walks, and a schedule posts its next round on its communicator's VCI: on a stream
+/// communicator, the stream's reserved VCI, which MPICH never locks, from a thread that is not the
+/// stream's (README, "PyPI MPICH 4.2.3 and 4.3.2"). Two threads then drive one unlocked VCI, and a
+/// collective never completes (`tests/c/check_nbc_reuse.c` on 4.3.2: 1 run of 14 hung). So a policy
+/// communicator's nonblocking collectives run on its plain base (`policy_base.rs`: the same group and
+/// ranks, on the implicit pool, whose VCIs MPICH locks), where this MPICH turns the implicit pool while
+/// a thread blocks on its stream (`progress_rule`); the request stays wrapped, so the thread's waits
+/// still turn its streams. The collective stays on the stream where the base cannot serve it (a
+/// topology: neighbourhood collectives need one, the base has none), on an application's own stream
+/// communicator (it asked for the stream), and on MPICH 4.1 and 4.2 (no `MPIX_Async_start`: a thread
+/// blocked on its stream would never progress the base's collective for its peers).
+pub unsafe fn schedule_comm(comm: MPI_Comm) -> MPI_Comm {
+    let p = pmpi::pmpi();
+    if !crate::progress_rule::implicit_pool_served() {
+        return comm;
+    }
+    let mut topology = MPI_UNDEFINED;
+    if (p.PMPI_Topo_test)(comm, &mut topology) != MPI_SUCCESS || topology != MPI_UNDEFINED {
+        return comm;
+    }
+    crate::policy_base::current_base(comm).unwrap_or(comm)
 }
 
 unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {

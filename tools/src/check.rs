@@ -67,10 +67,7 @@ impl Drop for Guard {
 
 #[inline]
 fn owner_of(rec: &CommRec) -> Option<&'static Owner> {
-    if !rec.checked {
-        return None;
-    }
-    let i = rec.stream? as usize;
+    let i = rec.checked_stream? as usize;
     OWNERS.get()?.get(i)
 }
 

@@ -14,7 +14,7 @@ use std::os::raw::c_int;
 
 #[inline]
 fn wants_tracking(r: &CommRec, recv: bool) -> bool {
-    r.checked || (recv && report_on())
+    r.checked_stream.is_some() || (recv && report_on())
 }
 
 /// Starts tracking `*request`. A builtin request (`handles::is_builtin`: shared and pre-completed) keys

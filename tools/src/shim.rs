@@ -14,6 +14,7 @@ pub struct Shim {
     describe: Option<DescribeFn>,
     comm_stream: Option<CommFn>,
     comm_origin: Option<CommFn>,
+    base_owner_stream: Option<CommFn>,
     stream_vci: Option<VciFn>,
 }
 
@@ -34,6 +35,7 @@ pub fn get() -> &'static Shim {
             describe: sym(c"mpixstream_describe"),
             comm_stream: sym(c"mpixstream_comm_stream"),
             comm_origin: sym(c"mpixstream_comm_origin"),
+            base_owner_stream: sym(c"mpixstream_base_owner_stream"),
             stream_vci: sym(c"mpixstream_stream_vci"),
         }
     })
@@ -61,6 +63,13 @@ impl Shim {
         }
         let origin = Origin::from_code(self.comm_origin.map_or(0, |f| f(comm)));
         (Some(stream as u32), origin)
+    }
+
+    /// Where `comm` is the plain base of a policy communicator (which runs that communicator's
+    /// nonblocking collectives on the implicit pool), the policy communicator's stream index.
+    pub fn base_owner_stream(&self, comm: MPI_Comm) -> Option<u32> {
+        let s = self.base_owner_stream.map_or(-1, |f| f(comm));
+        (s >= 0).then_some(s as u32)
     }
 
     pub fn stream_vci(&self, index: u32) -> Option<u32> {

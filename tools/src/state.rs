@@ -71,8 +71,10 @@ pub struct CommRec {
     pub origin: Origin,
     /// Where we know it: the VCI its traffic runs on.
     pub vci: Option<u32>,
-    /// Whether the one-thread check applies to it.
-    pub checked: bool,
+    /// The stream whose one-thread check covers calls on it: its own, or, for the plain base of a
+    /// policy communicator (which carries that communicator's nonblocking collectives), the policy
+    /// communicator's; None where the check does not apply.
+    pub checked_stream: Option<u32>,
     pub freed: AtomicBool,
     pub counters: Counters,
 }
@@ -111,7 +113,7 @@ impl CommRec {
             stream: None,
             origin: Origin::None,
             vci: None,
-            checked: false,
+            checked_stream: None,
             freed: AtomicBool::new(false),
             counters: Counters::default(),
         }
@@ -187,10 +189,11 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
         None => setup().and_then(|st| st.description).and_then(|d| (d.implicit_vcis == 1).then_some(0)),
     };
-    let checked = match check_mode() {
-        1 => origin == Origin::Policy,
-        2 => stream.is_some(),
-        _ => false,
+    let checked_stream = match check_mode() {
+        1 if origin == Origin::Policy => stream,
+        1 | 2 if stream.is_none() => s.base_owner_stream(comm),
+        2 => stream,
+        _ => None,
     };
     let mut size = 0;
     unsafe { (p.PMPI_Comm_size)(comm, &mut size) };
@@ -209,7 +212,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         stream,
         origin,
         vci,
-        checked,
+        checked_stream,
         freed: AtomicBool::new(false),
         counters: Counters::default(),
     }));

@@ -30,7 +30,7 @@ pub enum Lean {
     },
     /// `fixes::<name>(every parameter)`.
     Fix,
-    /// `fixes::nonblocking_collective(comm, request, next-definition call)`.
+    /// `fixes::nonblocking_collective(comm, request, next-definition call on a given comm and request)`.
     Nbc {
         comm: String,
         request: String,
@@ -66,6 +66,15 @@ impl Row {
     /// The name after the `MPI_` prefix, in lower case (`MPI_Comm_free` -> `comm_free`).
     pub fn hook_name(&self) -> String {
         self.name.trim_start_matches("MPIX_").trim_start_matches("MPI_").to_lowercase()
+    }
+
+    /// A persistent collective's constructor (`MPI_Allreduce_init`...), as opposed to a persistent
+    /// point-to-point one (`MPI_Send_init`, `Bsend_init`, `Ssend_init`, `Rsend_init`, `Recv_init`, the
+    /// partitioned `Psend_init`/`Precv_init`, their `_c` forms).
+    pub fn is_persistent_collective(&self) -> bool {
+        let n = self.hook_name();
+        let n = n.trim_end_matches("_c");
+        !(n.ends_with("send_init") || n.ends_with("recv_init"))
     }
 
     fn param(&self, name: &str) -> Result<&Param, String> {
@@ -499,8 +508,10 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             Lean::Nbc { comm, request } => format!(
                 "use $fixes as fixes;\n\
                  $crate::guard::ffi_guard(\"{}\", || unsafe {{\n\
-                 // Through the next definition, so that the tools library still counts it.\n\
-                 fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
+                 // Through the next definition, so that the tools library still counts it; on the communicator\n\
+                 // the hook picks (the application's, or the plain base of a policy communicator).\n\
+                 fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {comm}: $crate::ffi::MPI_Comm, \
+                 {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
                  $crate::next!({})({})\n}})\n}})",
                 r.name,
                 r.name,
@@ -508,7 +519,9 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             ),
             Lean::Persistent { comm, request } => format!(
                 "use $fixes as fixes;\n\
-                 fixes::persistent_created({comm}, {request}, &|| unsafe {{ $crate::next!({})({}) }})",
+                 fixes::persistent_created({comm}, {request}, {}, &|{comm}: $crate::ffi::MPI_Comm| unsafe {{ \
+                 $crate::next!({})({}) }})",
+                r.is_persistent_collective(),
                 r.name,
                 all_args(r)
             ),
@@ -611,6 +624,23 @@ mod tests {
             "int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])"
         );
         assert_eq!(rows[1].c_prototype(""), "int MPI_Finalize(void)");
+    }
+
+    #[test]
+    fn persistent_constructors_are_told_apart_by_name() {
+        let rows = parse(include_str!("../mpi.prototypes")).unwrap();
+        let persistent: Vec<&Row> = rows.iter().filter(|r| matches!(r.lean, Some(Lean::Persistent { .. }))).collect();
+        let p2p: Vec<&str> =
+            persistent.iter().filter(|r| !r.is_persistent_collective()).map(|r| r.name.as_str()).collect();
+        // (MPI_Bsend_init has a role of its own: the buffered sends' route.)
+        for name in ["MPI_Send_init", "MPI_Ssend_init", "MPI_Rsend_init", "MPI_Recv_init", "MPI_Send_init_c"] {
+            assert!(p2p.contains(&name), "{name} is point-to-point");
+        }
+        assert!(p2p.iter().all(|n| n.to_lowercase().contains("send_init") || n.to_lowercase().contains("recv_init")));
+        for name in ["MPI_Barrier_init", "MPI_Allreduce_init", "MPI_Alltoallw_init", "MPI_Reduce_scatter_init"] {
+            let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
+            assert!(row.is_persistent_collective(), "{name} is a collective");
+        }
     }
 
     #[test]
