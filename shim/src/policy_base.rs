@@ -1,6 +1,7 @@
 //! The plain **base** of each explicit-policy communicator (native backend), and what it serves: the
-//! policy's `MPI_Comm_idup*` of the communicator, and the windows, files and distributed graphs made on
-//! it (`plain_twin.rs`).
+//! policy's `MPI_Comm_idup*` of the communicator, the windows, files and distributed graphs made on it
+//! (`plain_twin.rs`), and on MPICH >= 4.3 its nonblocking and persistent collectives
+//! (`wrapped_collectives::schedule_comm`).
 //!
 //! Every process keeps, beside each policy communicator, a plain communicator with its group and ranks
 //! (made at its creation: the split, create or create_group result the stream communicator was made
