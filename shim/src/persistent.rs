@@ -22,14 +22,16 @@ use crate::runtime;
 use crate::streams::StreamSlot;
 use crate::wrapped_collectives;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::interpose::PersistentKind;
 use mpixstream_wrappers::next;
+use mpixstream_wrappers::pmpi;
 use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Recorded persistent requests: the stream slot each was made on.
-static RECORDED: Mutex<Option<HashMap<MPI_Request, usize>>> = Mutex::new(None);
+/// Recorded persistent requests: the stream slot each was made on, and whether it is partitioned.
+static RECORDED: Mutex<Option<HashMap<MPI_Request, (usize, bool)>>> = Mutex::new(None);
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -40,9 +42,9 @@ fn none_live() -> bool {
     LIVE.load(Ordering::Relaxed) == 0 && !wrapped_collectives::thread_has_outstanding()
 }
 
-fn record(request: MPI_Request, slot: usize) {
+fn record(request: MPI_Request, slot: usize, partitioned: bool) {
     let mut map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    if map.get_or_insert_with(HashMap::new).insert(request, slot).is_none() {
+    if map.get_or_insert_with(HashMap::new).insert(request, (slot, partitioned)).is_none() {
         LIVE.fetch_add(1, Ordering::Release);
     }
 }
@@ -66,7 +68,7 @@ fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
     }
     let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(map) = map.as_ref() {
-        let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).copied()).collect();
+        let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).map(|&(s, _)| s)).collect();
         slots.sort_unstable();
         slots.dedup();
         for s in slots.into_iter().map(|s| rt.streams.slot(s)) {
@@ -76,6 +78,12 @@ fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
         }
     }
     streams
+}
+
+/// Whether a recorded partitioned request is among `requests`.
+fn any_partitioned(requests: &[MPI_Request]) -> bool {
+    let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    map.as_ref().is_some_and(|m| requests.iter().any(|r| m.get(r).is_some_and(|&(_, p)| p)))
 }
 
 unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {
@@ -94,10 +102,10 @@ unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Reques
 pub unsafe fn persistent_created(
     comm: MPI_Comm,
     request: *mut MPI_Request,
-    collective: bool,
+    kind: PersistentKind,
     create: &dyn Fn(MPI_Comm) -> c_int,
 ) -> c_int {
-    let on = if collective && native_stream_index_of(comm).is_some() {
+    let on = if kind == PersistentKind::Collective && native_stream_index_of(comm).is_some() {
         wrapped_collectives::schedule_comm(comm)
     } else {
         comm
@@ -108,10 +116,27 @@ pub unsafe fn persistent_created(
     }
     crate::ffi_guard("persistent request", || unsafe {
         if let Some(index) = native_stream_index_of(comm) {
-            record(*request, index);
+            record(*request, index, kind == PersistentKind::Partitioned);
         }
         rc
     })
+}
+
+/// (status, whether every one of `requests` is complete), asked without completing any
+/// (`MPI_Request_get_status`; a null or inactive request counts as complete). An error ends the wait.
+unsafe fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
+    let p = pmpi::pmpi();
+    for &r in requests {
+        let mut flag = 0;
+        let rc = (p.PMPI_Request_get_status)(r, &mut flag, MPI_STATUS_IGNORE);
+        if rc != MPI_SUCCESS {
+            return (rc, true);
+        }
+        if flag == 0 {
+            return (MPI_SUCCESS, false);
+        }
+    }
+    (MPI_SUCCESS, true)
 }
 
 /// Polls `test` (the non-blocking form of a completion call) until it reports completion, turning the
@@ -176,6 +201,14 @@ pub unsafe fn waitall(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_
         crate::ffi_guard("MPI_Waitall", || unsafe {
             let streams = streams_of(requests(count, array));
             if streams.is_empty() {
+                return next!(MPI_Waitall)(count, array, statuses);
+            }
+            if any_partitioned(requests(count, array)) {
+                // MPICH 5.0.2's MPI_Testall fails a completed partitioned request (MPI_ERR_IN_STATUS,
+                // with MPI_SUCCESS in its status; without this library too, on any communicator), and
+                // its MPI_Waitall does not: wait until every request is complete without completing
+                // one, then let MPI_Waitall complete them (MPICH's part/multipart under the policy).
+                poll(&streams, || all_complete(requests(count, array)));
                 return next!(MPI_Waitall)(count, array, statuses);
             }
             poll(&streams, || {

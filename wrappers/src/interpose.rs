@@ -13,6 +13,17 @@
 //! A row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
 //! instantiates the macro, so the symbols are defined in that library only, and the policy lives there.
 
+/// What a persistent request's constructor makes (`lean:persistent` rows, told apart by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersistentKind {
+    /// `MPI_Send_init`, `Ssend_init`, `Rsend_init`, `Recv_init` and their `_c` forms.
+    PointToPoint,
+    /// `MPI_Psend_init`, `MPI_Precv_init`.
+    Partitioned,
+    /// The MPI-4 persistent collectives (`MPI_Allreduce_init`...).
+    Collective,
+}
+
 /// Which constructor made a communicator: decides stream inheritance (dup-like ones inherit their
 /// parent's stream, as native MPICH does) and whether the explicit policy can attach a stream
 /// (not to a nonblocking constructor, whose result is not ready when the call returns).

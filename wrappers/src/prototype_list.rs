@@ -68,13 +68,17 @@ impl Row {
         self.name.trim_start_matches("MPIX_").trim_start_matches("MPI_").to_lowercase()
     }
 
-    /// A persistent collective's constructor (`MPI_Allreduce_init`...), as opposed to a persistent
-    /// point-to-point one (`MPI_Send_init`, `Bsend_init`, `Ssend_init`, `Rsend_init`, `Recv_init`, the
-    /// partitioned `Psend_init`/`Precv_init`, their `_c` forms).
-    pub fn is_persistent_collective(&self) -> bool {
+    /// The `interpose::PersistentKind` variant of a persistent request's constructor: `Partitioned`
+    /// (`MPI_Psend_init`, `Precv_init`), `PointToPoint` (the other `*send_init`/`*recv_init`, `_c` forms
+    /// too), else `Collective` (`MPI_Allreduce_init`...).
+    pub fn persistent_kind(&self) -> &'static str {
         let n = self.hook_name();
         let n = n.trim_end_matches("_c");
-        !(n.ends_with("send_init") || n.ends_with("recv_init"))
+        match n {
+            "psend_init" | "precv_init" => "Partitioned",
+            _ if n.ends_with("send_init") || n.ends_with("recv_init") => "PointToPoint",
+            _ => "Collective",
+        }
     }
 
     fn param(&self, name: &str) -> Result<&Param, String> {
@@ -519,9 +523,9 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             ),
             Lean::Persistent { comm, request } => format!(
                 "use $fixes as fixes;\n\
-                 fixes::persistent_created({comm}, {request}, {}, &|{comm}: $crate::ffi::MPI_Comm| unsafe {{ \
-                 $crate::next!({})({}) }})",
-                r.is_persistent_collective(),
+                 fixes::persistent_created({comm}, {request}, $crate::interpose::PersistentKind::{}, \
+                 &|{comm}: $crate::ffi::MPI_Comm| unsafe {{ $crate::next!({})({}) }})",
+                r.persistent_kind(),
                 r.name,
                 all_args(r)
             ),
@@ -631,15 +635,19 @@ mod tests {
         let rows = parse(include_str!("../mpi.prototypes")).unwrap();
         let persistent: Vec<&Row> = rows.iter().filter(|r| matches!(r.lean, Some(Lean::Persistent { .. }))).collect();
         let p2p: Vec<&str> =
-            persistent.iter().filter(|r| !r.is_persistent_collective()).map(|r| r.name.as_str()).collect();
+            persistent.iter().filter(|r| r.persistent_kind() == "PointToPoint").map(|r| r.name.as_str()).collect();
         // (MPI_Bsend_init has a role of its own: the buffered sends' route.)
         for name in ["MPI_Send_init", "MPI_Ssend_init", "MPI_Rsend_init", "MPI_Recv_init", "MPI_Send_init_c"] {
             assert!(p2p.contains(&name), "{name} is point-to-point");
         }
         assert!(p2p.iter().all(|n| n.to_lowercase().contains("send_init") || n.to_lowercase().contains("recv_init")));
+        for name in ["MPI_Psend_init", "MPI_Precv_init"] {
+            let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
+            assert_eq!(row.persistent_kind(), "Partitioned");
+        }
         for name in ["MPI_Barrier_init", "MPI_Allreduce_init", "MPI_Alltoallw_init", "MPI_Reduce_scatter_init"] {
             let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
-            assert!(row.is_persistent_collective(), "{name} is a collective");
+            assert_eq!(row.persistent_kind(), "Collective", "{name} is a collective");
         }
     }
 
