@@ -245,3 +245,13 @@ pub fn check(rc: c_int) -> Result<(), c_int> {
         Err(rc)
     }
 }
+
+/// MPICH's text for an error code (`MPI_Error_string`).
+pub fn error_string(code: c_int) -> String {
+    let mut text = vec![0 as std::os::raw::c_char; MPI_MAX_ERROR_STRING];
+    let mut len = 0;
+    unsafe { (pmpi().PMPI_Error_string)(code, text.as_mut_ptr(), &mut len) };
+    let bytes: Vec<u8> =
+        text[..len.clamp(0, MPI_MAX_ERROR_STRING as c_int) as usize].iter().map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -168,6 +168,16 @@ unsafe fn attach_native(
                     rt.streams.release(i);
                 }
             }
+            if replace {
+                // The constructor itself succeeded (MPICH agreed on it over the parent, members or
+                // not); only our extra collective over its group failed, on every member alike (its
+                // context id is agreed there), typically out of context ids. Failing the call would fail
+                // it on the members only, and the non-members' next collective over the parent would
+                // hang (MPICH's errors/comm/too_many_comms2 and 3). The communicator stays implicit.
+                STATS.refused.fetch_add(1, Ordering::Relaxed);
+                note_stream_comm_refused(rc);
+                return finish(rt, None, *newcomm);
+            }
             return rc;
         }
         if replace {
@@ -185,6 +195,18 @@ unsafe fn attach_native(
         *newcomm = streamed;
     }
     finish(rt, index, *newcomm)
+}
+
+/// Says once per process why a constructor's result stayed implicit.
+fn note_stream_comm_refused(rc: c_int) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "mpixstream: explicit policy: MPICH could not make a stream communicator of a new \
+             communicator ({}); it stays implicit, as will others where this happens again",
+            crate::errors::error_string(rc)
+        );
+    }
 }
 
 /// Sets the hints `from` has on `to` (`MPI_Comm_set_info`: collective over the group both share).

@@ -8,8 +8,7 @@ use super::cuda_staging::Staged;
 use super::ops::Op;
 use super::requests::{Request, RequestTable};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -194,7 +193,7 @@ impl Ledger {
                 op.comm as u32,
                 op.kind.name(),
                 self.stream as u32,
-                error_string(code)
+                crate::errors::error_string(code)
             ));
         }
         status
@@ -217,13 +216,4 @@ impl Ledger {
             self.has_error.store(true, Ordering::Release);
         }
     }
-}
-
-unsafe fn error_string(code: c_int) -> String {
-    let mut text = vec![0 as c_char; MPI_MAX_ERROR_STRING];
-    let mut len = 0;
-    (pmpi().PMPI_Error_string)(code, text.as_mut_ptr(), &mut len);
-    let bytes: Vec<u8> =
-        text[..len.clamp(0, MPI_MAX_ERROR_STRING as c_int) as usize].iter().map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
