@@ -272,13 +272,31 @@ is_native_defect() { # name np -> prints the reason and returns 0 if listed (exp
     END { exit !found }' "$native_defects"
 }
 
+# Tests that use one communicator from several threads at once: legal MPI, but not under the explicit
+# policy, which asserts one thread per communicator at a time (a stream's VCI has no lock). Under
+# `explicit` each runs with MPIXSTREAM_CHECK=1 and passes only if the check stops it.
+violations="$here/policy-violations.txt"
+is_policy_violation() { # name np -> prints the reason and returns 0 if listed (explicit policy, with the library)
+  [ "$policy" = explicit ] && [ "$preload" != none ] && [ -f "$violations" ] || return 1
+  awk -v t="$1" -v n="$2" '
+    /^[[:space:]]*(#|$)/ { next }
+    $1 == t && ($2 == n || $2 == "*") { $1 = $2 = ""; sub(/^ +/, ""); print; found = 1; exit }
+    END { exit !found }' "$violations"
+}
+check_message="used by two threads at once"
+
 # --------------------------------------------------------------------- run ----
-# run_one i preloadlib logfile -> sets R_REASON ("" = pass), R_SECS
+# run_one i preloadlib logfile [check] -> sets R_REASON ("" = pass), R_SECS, R_RC; `check`: with the
+# tools library after the lean one and MPIXSTREAM_CHECK=1
 run_one() {
   local i=$1 lib=$2 log=$3 d p np tl rc start
   d=${T_NAME[i]%/*} p=${T_NAME[i]##*/} np=${T_NP[i]} tl=${T_TLIM[i]}
   local -a genv=(-genv MPIXSTREAM_POLICY "$policy") args=() envs=() mpx=()
-  [ "$lib" != none ] && genv+=(-genv LD_PRELOAD "$lib")
+  if [ "${4:-}" = check ]; then
+    genv+=(-genv LD_PRELOAD "$lib:${MPIXSTREAM_TOOLS_LIB:-${lib%/*}/libmpixstream_tools.so}" -genv MPIXSTREAM_CHECK 1)
+  elif [ "$lib" != none ]; then
+    genv+=(-genv LD_PRELOAD "$lib")
+  fi
   eval "args=(${T_ARGS[i]})"; eval "envs=(${T_ENVS[i]})"; eval "mpx=(${T_MPX[i]})"
   local e
   for e in "${envs[@]}"; do genv+=(-genv "${e%%=*}" "${e#*=}"); done
@@ -290,6 +308,7 @@ run_one() {
   (cd "$build/$d" && exec timeout -k 5 "$tl" "$MPIEXEC" -n "$np" "${mpx[@]}" "${genv[@]}" "./$p" "${args[@]}") \
     </dev/null >"$log" 2>"$log.stderr"
   rc=$?
+  R_RC=$rc
   # A rank killed by the timeout leaves MPICH's shared memory behind; enough of it fills /dev/shm.
   { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && bash "$here/../../scripts/shm_cleanup.sh"
   R_SECS=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -362,6 +381,17 @@ for i in "${!T_NAME[@]}"; do
   if native_reason=$(is_native_defect "$name" "$np"); then
     # A hang: 10 s show it as well as the testlist's limit.
     [ "${T_TLIM[i]}" -gt 10 ] && T_TLIM[i]=10
+  fi
+  if violation=$(is_policy_violation "$name" "$np"); then
+    run_one "$i" "$preload" "$log" check
+    if [ "$R_RC" -ne 0 ] && [ "$R_RC" -ne 124 ] && [ "$R_RC" -ne 137 ] && grep -qF "$check_message" "$log"; then
+      pass=$((pass + 1)); echo "PASS $name np=$np (violates the explicit policy, $violation; MPIXSTREAM_CHECK=1 stopped it)"
+      printf '%s\t%s\t%s\t%s\n' "$name" "$np" "$R_SECS" CAUGHT >>"$times"
+    else
+      fail=$((fail + 1)); echo "FAIL $name np=$np (violates the explicit policy, $violation; MPIXSTREAM_CHECK=1 did not stop it: ${R_REASON:-it passed})"
+      printf '%s\t%s\t%s\t%s\n' "$name" "$np" "$R_SECS" FAIL >>"$times"
+    fi
+    continue
   fi
   run_one "$i" "$preload" "$log"
   if [ -n "$R_REASON" ] && [ -n "$native_reason" ]; then
