@@ -105,10 +105,13 @@ pub unsafe fn persistent_created(
     kind: PersistentKind,
     create: &dyn Fn(MPI_Comm) -> c_int,
 ) -> c_int {
-    let on = if kind == PersistentKind::Collective && native_stream_index_of(comm).is_some() {
-        wrapped_collectives::schedule_comm(comm)
-    } else {
-        comm
+    let on = match kind {
+        PersistentKind::Collective | PersistentKind::NeighbourhoodCollective
+            if native_stream_index_of(comm).is_some() =>
+        {
+            wrapped_collectives::schedule_comm(comm, kind == PersistentKind::NeighbourhoodCollective)
+        }
+        _ => comm,
     };
     let rc = create(on);
     if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL {

@@ -111,10 +111,12 @@ struct WrappedCollective {
     error: c_int,
 }
 
-/// Interposer hook of the nonblocking collectives: `create(p, request)` makes the real call.
+/// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call;
+/// `neighbourhood`: an `MPI_Ineighbor_*` (see `schedule_comm`).
 pub unsafe fn nonblocking_collective(
     comm: MPI_Comm,
     request: *mut MPI_Request,
+    neighbourhood: bool,
     create: &dyn Fn(&Pmpi, MPI_Comm, *mut MPI_Request) -> c_int,
 ) -> c_int {
     panic_for_test();
@@ -136,7 +138,7 @@ pub unsafe fn nonblocking_collective(
         outer: MPI_REQUEST_NULL,
         error: MPI_SUCCESS,
     }));
-    let rc = create(p, schedule_comm(comm), &mut (*state).inner);
+    let rc = create(p, schedule_comm(comm, neighbourhood), &mut (*state).inner);
     if rc != MPI_SUCCESS {
         drop(Box::from_raw(state));
         return rc;
@@ -174,17 +176,15 @@ pub unsafe fn nonblocking_collective(
 /// communicator's nonblocking collectives run on its plain base (`policy_base.rs`: the same group and
 /// ranks, on the implicit pool, whose VCIs MPICH locks), where this MPICH turns the implicit pool while
 /// a thread blocks on its stream (`progress_rule`); the request stays wrapped, so the thread's waits
-/// still turn its streams. The collective stays on the stream where the base cannot serve it (a
-/// topology: neighbourhood collectives need one, the base has none), on an application's own stream
-/// communicator (it asked for the stream), and on MPICH 4.1 and 4.2 (no `MPIX_Async_start`: a thread
-/// blocked on its stream would never progress the base's collective for its peers).
-pub unsafe fn schedule_comm(comm: MPI_Comm) -> MPI_Comm {
-    let p = pmpi::pmpi();
-    if !crate::progress_rule::implicit_pool_served() {
-        return comm;
-    }
-    let mut topology = MPI_UNDEFINED;
-    if (p.PMPI_Topo_test)(comm, &mut topology) != MPI_SUCCESS || topology != MPI_UNDEFINED {
+/// still turn its streams. A communicator's topology does not matter to the other collectives, so
+/// those of a policy communicator with a topology (a policy dup of a Cartesian one) go to the base too.
+/// The collective stays on the stream where the base cannot serve it (`neighbourhood`: an
+/// `MPI_Ineighbor_*` or `MPI_Neighbor_*_init` needs the topology, the base has none), on an
+/// application's own stream communicator (no base: it asked for the stream), and on MPICH 4.1 and 4.2
+/// (no `MPIX_Async_start`: a thread blocked on its stream would never progress the base's collective
+/// for its peers).
+pub unsafe fn schedule_comm(comm: MPI_Comm, neighbourhood: bool) -> MPI_Comm {
+    if neighbourhood || !crate::progress_rule::implicit_pool_served() {
         return comm;
     }
     crate::policy_base::current_base(comm).unwrap_or(comm)

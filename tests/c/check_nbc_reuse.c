@@ -4,7 +4,9 @@
  * such collective as a generalized request and completes the real (inner) one itself; the tools library
  * used to keep the inner request's entry forever, so when MPICH reused that handle for thread 2's
  * MPI_Isend, thread 2's MPI_Wait was charged to thread 1's communicator and the check aborted this
- * correct program ("used by two threads at once"). MPIXTEST_ROUNDS (default 1500) rounds per thread. */
+ * correct program ("used by two threads at once"). MPIXTEST_ROUNDS (default 1500) rounds per thread.
+ * MPIXTEST_TOPOLOGY=1: thread 1's communicator is a dup of a periodic Cartesian one (the policy's
+ * collectives of a communicator with a topology, which MPICH >= 4.3 runs on its base too). */
 #include "mpixtest.h"
 #include <pthread.h>
 
@@ -48,7 +50,17 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided (%d)", provided);
     rounds = env_int("MPIXTEST_ROUNDS", 1500);
-    OK(MPI_Comm_dup(MPI_COMM_WORLD, &mine));
+    if (env_int("MPIXTEST_TOPOLOGY", 0)) {
+        MPI_Comm cart;
+        int dims = size, periodic = 1, topology = MPI_UNDEFINED;
+        OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &dims, &periodic, 0, &cart));
+        OK(MPI_Comm_dup(cart, &mine));
+        OK(MPI_Comm_free(&cart));
+        OK(MPI_Topo_test(mine, &topology));
+        CHECK(topology == MPI_CART, "the dup of a Cartesian communicator has topology %d", topology);
+    } else {
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &mine));
+    }
     pthread_t t1, t2;
     pthread_create(&t1, NULL, collectives, NULL);
     pthread_create(&t2, NULL, point_to_point, NULL);

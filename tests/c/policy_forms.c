@@ -4,7 +4,9 @@
  * them with a progress that skips the stream's reserved VCI, so each hung there until the lean library
  * routed them like their plain forms (a hang reads as the test's timeout); MPI_Dist_graph_create, the
  * same. MPI_Sendrecv itself (routed as Irecv + Send + Wait) with a rendezvous-sized message and with
- * MPI_PROC_NULL. Results are checked. */
+ * MPI_PROC_NULL. The dup of a periodic Cartesian communicator (a policy communicator with a topology):
+ * nonblocking and persistent collectives, which MPICH >= 4.3 runs on the plain base, and their
+ * neighbourhood forms, which stay on the stream. Results are checked. */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {
@@ -114,6 +116,49 @@ int main(int argc, char **argv) {
     OK(MPI_Neighbor_allgather(&mine, 1, MPI_LONG, &got, 1, MPI_LONG, g));
     CHECK(got == 5000 + from, "Neighbor_allgather on the graph: %ld", got);
     OK(MPI_Comm_free(&g));
+
+    /* A Cartesian ring made from the policy communicator, reordered if MPICH wants to, and its dup. */
+    MPI_Comm cart, ring;
+    int dims = size, periodic = 1, topology = MPI_UNDEFINED;
+    OK(MPI_Cart_create(c, 1, &dims, &periodic, 1, &cart));
+    OK(MPI_Comm_dup(cart, &ring));
+    OK(MPI_Topo_test(ring, &topology));
+    CHECK(topology == MPI_CART, "the dup of a Cartesian communicator has topology %d", topology);
+    int me = -1, left = -1, right = -1;
+    OK(MPI_Comm_rank(ring, &me));
+    OK(MPI_Cart_shift(ring, 0, 1, &left, &right));
+    for (int round = 0; round < 10; round++) {
+        long in = me + round, sum = -1, root_val = me == 1 % size ? 777 + round : -1;
+        OK(MPI_Iallreduce(&in, &sum, 1, MPI_LONG, MPI_SUM, ring, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(sum == (long)size * (size - 1) / 2 + (long)size * round, "Cartesian Iallreduce round %d: %ld", round, sum);
+        OK(MPI_Ibcast(&root_val, 1, MPI_LONG, 1 % size, ring, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(root_val == 777 + round, "Cartesian Ibcast round %d: %ld", round, root_val);
+        long nb[2] = {-1, -1}, mine_nb = 100 * round + me;
+        OK(MPI_Ineighbor_allgather(&mine_nb, 1, MPI_LONG, nb, 1, MPI_LONG, ring, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(nb[0] == 100 * round + left && nb[1] == 100 * round + right,
+              "Cartesian Ineighbor_allgather round %d: %ld %ld (neighbours %d %d)", round, nb[0], nb[1], left, right);
+    }
+    long pin = -1, psum = -1, pnb[2] = {-1, -1};
+    MPI_Request pr[2];
+    OK(MPI_Allreduce_init(&pin, &psum, 1, MPI_LONG, MPI_SUM, ring, MPI_INFO_NULL, &pr[0]));
+    OK(MPI_Neighbor_allgather_init(&pin, 1, MPI_LONG, pnb, 1, MPI_LONG, ring, MPI_INFO_NULL, &pr[1]));
+    for (int round = 0; round < 5; round++) {
+        pin = 10L * round + me;
+        OK(MPI_Start(&pr[0]));
+        OK(MPI_Wait(&pr[0], MPI_STATUS_IGNORE));
+        CHECK(psum == 10L * round * size + (long)size * (size - 1) / 2, "Cartesian Allreduce_init round %d: %ld", round, psum);
+        OK(MPI_Start(&pr[1]));
+        OK(MPI_Wait(&pr[1], MPI_STATUS_IGNORE));
+        CHECK(pnb[0] == 10L * round + left && pnb[1] == 10L * round + right,
+              "Cartesian Neighbor_allgather_init round %d: %ld %ld", round, pnb[0], pnb[1]);
+    }
+    OK(MPI_Request_free(&pr[0]));
+    OK(MPI_Request_free(&pr[1]));
+    OK(MPI_Comm_free(&ring));
+    OK(MPI_Comm_free(&cart));
     OK(MPI_Comm_free(&c));
     return mpixtest_finish();
 }

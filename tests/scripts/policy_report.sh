@@ -7,7 +7,9 @@
 #      implicit none;
 #   3. on MPICH 5.0.2 (native backend) the UCX probe sees each communicator's traffic on its own
 #      reserved worker under explicit, and the report's per-endpoint counters equal the probe's counts;
-#      under implicit the reserved workers carry nothing.
+#      under implicit the reserved workers carry nothing;
+#   4. on MPICH 5.0.2 a policy communicator's nonblocking collectives run on its plain base (also with a
+#      Cartesian topology): the report counts none on its stream.
 # Prints PASS/FAIL per check; exits 1 if any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,6 +46,29 @@ for mpich in deb 5; do
   $check policy "$out/report-$mpich-implicit.json" implicit 0
   verdict "mpich=$mpich implicit: no streams" $?
   cat "$out/err-$mpich-explicit.txt"
+done
+
+# MPICH >= 4.3: a policy communicator's nonblocking collectives run on its plain base, on the implicit
+# pool (wrapped_collectives::schedule_comm), that of a dup of a Cartesian communicator too; the report
+# charges them to the base. tests/c/check_nbc_reuse.c, 100 rounds of MPI_Ibarrier + MPI_Iallreduce.
+mpich_select 5
+"$MPICC" -O2 -Wno-stringop-overflow -I"$root/include" -I"$root/tests/c" "$root/tests/c/check_nbc_reuse.c" \
+  -o "$out/check_nbc_reuse-5" -lpthread || verdict "compile check_nbc_reuse" 1
+for topology in 0 1; do
+  rep=$out/report-nbc-$topology.json; rm -f "$rep"
+  MPIXSTREAM_POLICY=explicit MPIXTEST_TOPOLOGY=$topology MPIXTEST_ROUNDS=100 MPIXSTREAM_REPORT=$rep \
+    timeout 60 "$root/scripts/mpixrun" -n 2 "$out/check_nbc_reuse-5" >"$out/out-nbc-$topology.txt" 2>&1
+  verdict "check_nbc_reuse topology=$topology runs (rc=$?)" $?
+  python3 - "$rep" <<'PY'
+import json, sys
+for rank in json.load(open(sys.argv[1]))["ranks"]:
+    on_streams = sum(e["collectives"] for e in rank["endpoints"] if e["stream"] is not None)
+    implicit = sum(e["collectives"] for e in rank["endpoints"] if e["stream"] is None)
+    print(f"  rank {rank['rank']}: collectives on streams {on_streams}, on the implicit pool {implicit}")
+    if on_streams != 0 or implicit < 200:
+        sys.exit(1)
+PY
+  verdict "explicit on MPICH 5, topology=$topology: the policy communicator's 200 nonblocking collectives on its base, none on its stream" $?
 done
 
 # Where the messages went (docs/architecture.md §5): the UCX probe, MPICH 5.0.2, through UCX on loopback.

@@ -20,8 +20,10 @@ pub enum PersistentKind {
     PointToPoint,
     /// `MPI_Psend_init`, `MPI_Precv_init`.
     Partitioned,
-    /// The MPI-4 persistent collectives (`MPI_Allreduce_init`...).
+    /// The MPI-4 persistent collectives (`MPI_Allreduce_init`...) but the neighbourhood ones.
     Collective,
+    /// `MPI_Neighbor_*_init`: they need their communicator's topology.
+    NeighbourhoodCollective,
 }
 
 /// Which constructor made a communicator: decides stream inheritance (dup-like ones inherit their

@@ -77,8 +77,15 @@ impl Row {
         match n {
             "psend_init" | "precv_init" => "Partitioned",
             _ if n.ends_with("send_init") || n.ends_with("recv_init") => "PointToPoint",
+            _ if self.is_neighbourhood() => "NeighbourhoodCollective",
             _ => "Collective",
         }
+    }
+
+    /// A neighbourhood collective (`MPI_Ineighbor_*`, `MPI_Neighbor_*_init`): it needs its
+    /// communicator's topology.
+    pub fn is_neighbourhood(&self) -> bool {
+        self.hook_name().trim_start_matches('i').starts_with("neighbor_")
     }
 
     fn param(&self, name: &str) -> Result<&Param, String> {
@@ -514,10 +521,11 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                  $crate::guard::ffi_guard(\"{}\", || unsafe {{\n\
                  // Through the next definition, so that the tools library still counts it; on the communicator\n\
                  // the hook picks (the application's, or the plain base of a policy communicator).\n\
-                 fixes::nonblocking_collective({comm}, {request}, &|_: &$crate::pmpi::Pmpi, {comm}: $crate::ffi::MPI_Comm, \
+                 fixes::nonblocking_collective({comm}, {request}, {}, &|_: &$crate::pmpi::Pmpi, {comm}: $crate::ffi::MPI_Comm, \
                  {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
                  $crate::next!({})({})\n}})\n}})",
                 r.name,
+                r.is_neighbourhood(),
                 r.name,
                 all_args(r)
             ),
@@ -648,6 +656,20 @@ mod tests {
         for name in ["MPI_Barrier_init", "MPI_Allreduce_init", "MPI_Alltoallw_init", "MPI_Reduce_scatter_init"] {
             let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
             assert_eq!(row.persistent_kind(), "Collective", "{name} is a collective");
+        }
+        for name in ["MPI_Neighbor_allgather_init", "MPI_Neighbor_alltoallw_init_c"] {
+            let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
+            assert_eq!(row.persistent_kind(), "NeighbourhoodCollective", "{name} needs the topology");
+        }
+        // Nonblocking ones: only the neighbourhood forms need the communicator's topology.
+        let nbc = |name: &str| {
+            rows.iter().find(|r| r.name == name && matches!(r.lean, Some(Lean::Nbc { .. }))).unwrap_or_else(|| panic!("{name} listed"))
+        };
+        for name in ["MPI_Ineighbor_allgather", "MPI_Ineighbor_alltoallw_c"] {
+            assert!(nbc(name).is_neighbourhood(), "{name}");
+        }
+        for name in ["MPI_Ibarrier", "MPI_Iallreduce_c", "MPI_Ialltoallw", "MPI_Ireduce_scatter"] {
+            assert!(!nbc(name).is_neighbourhood(), "{name}");
         }
     }
 
