@@ -24,8 +24,9 @@
 //! - the error handler; info hints as MPICH gives them (an idup copies none of the parent's,
 //!   `MPI_Comm_idup_with_info` applies its own).
 //!
-//! A parent with a topology (a policy dup of a Cartesian communicator) keeps MPICH's idup: the base has
-//! no topology to copy, and all members take the same path (a topology is the same on every process).
+//! A parent with a topology (a policy dup of a Cartesian communicator) keeps MPICH's idup: the base's
+//! copy of the topology (`with_topology`) is not the parent's own to copy, and all members take the
+//! same path (a topology is the same on every process).
 use crate::backend::Backend;
 use crate::config::Policy;
 use crate::runtime::Runtime;
@@ -88,11 +89,88 @@ unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
 }
 
 /// Makes and records the base of the policy dup `comm` of `parent` (collective over `parent`, as the
-/// dup is).
+/// dup is). A parent with a topology gives the base a copy of it (`with_topology`), so that the
+/// neighbourhood collectives run there too; where that copy fails (on every member alike: a
+/// collective's outcome), the base has none and they stay on the stream.
 pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
-    if let Ok(base) = plain_split(parent) {
+    if let Ok(split) = plain_split(parent) {
+        let base = match with_topology(parent, split) {
+            Ok(copy) if copy != split => {
+                let mut split = split;
+                (pmpi().PMPI_Comm_free)(&mut split);
+                give_errhandler(parent, copy);
+                copy
+            }
+            _ => split,
+        };
         keep_base(comm, base);
     }
+}
+
+/// `parent`'s topology on `split` (a plain split of it: the same ranks), made without reordering so
+/// that ranks stay the same; `split` itself where `parent` has none. The graph of a distributed graph
+/// is copied as its neighbour lists, with weights 1 where it has none (only neighbourhood collectives
+/// run on the base, and they ignore weights).
+unsafe fn with_topology(parent: MPI_Comm, split: MPI_Comm) -> Result<MPI_Comm, c_int> {
+    let p = pmpi();
+    let ok = |rc: c_int| if rc == MPI_SUCCESS { Ok(()) } else { Err(rc) };
+    let mut topology = MPI_UNDEFINED;
+    ok((p.PMPI_Topo_test)(parent, &mut topology))?;
+    let mut copy = MPI_COMM_NULL;
+    match topology {
+        MPI_CART => {
+            let mut ndims = 0;
+            ok((p.PMPI_Cartdim_get)(parent, &mut ndims))?;
+            let n = ndims.max(1) as usize;
+            let (mut dims, mut periods, mut coords) = (vec![0; n], vec![0; n], vec![0; n]);
+            ok((p.PMPI_Cart_get)(parent, ndims, dims.as_mut_ptr(), periods.as_mut_ptr(), coords.as_mut_ptr()))?;
+            ok((p.PMPI_Cart_create)(split, ndims, dims.as_ptr(), periods.as_ptr(), 0, &mut copy))?;
+        }
+        MPI_GRAPH => {
+            let (mut nnodes, mut nedges) = (0, 0);
+            ok((p.PMPI_Graphdims_get)(parent, &mut nnodes, &mut nedges))?;
+            let mut index = vec![0; nnodes.max(1) as usize];
+            let mut edges = vec![0; nedges.max(1) as usize];
+            ok((p.PMPI_Graph_get)(parent, nnodes, nedges, index.as_mut_ptr(), edges.as_mut_ptr()))?;
+            ok((p.PMPI_Graph_create)(split, nnodes, index.as_ptr(), edges.as_ptr(), 0, &mut copy))?;
+        }
+        MPI_DIST_GRAPH => {
+            let (mut indegree, mut outdegree, mut weighted) = (0, 0, 0);
+            ok((p.PMPI_Dist_graph_neighbors_count)(parent, &mut indegree, &mut outdegree, &mut weighted))?;
+            let (ni, no) = (indegree.max(1) as usize, outdegree.max(1) as usize);
+            let (mut sources, mut source_weights) = (vec![0; ni], vec![1; ni]);
+            let (mut dests, mut dest_weights) = (vec![0; no], vec![1; no]);
+            ok((p.PMPI_Dist_graph_neighbors)(
+                parent,
+                indegree,
+                sources.as_mut_ptr(),
+                source_weights.as_mut_ptr(),
+                outdegree,
+                dests.as_mut_ptr(),
+                dest_weights.as_mut_ptr(),
+            ))?;
+            ok((p.PMPI_Dist_graph_create_adjacent)(
+                split,
+                indegree,
+                sources.as_ptr(),
+                source_weights.as_ptr(),
+                outdegree,
+                dests.as_ptr(),
+                dest_weights.as_ptr(),
+                MPI_INFO_NULL,
+                0,
+                &mut copy,
+            ))?;
+        }
+        _ => return Ok(split),
+    }
+    Ok(copy)
+}
+
+/// Whether `base` carries a topology (neighbourhood collectives can run on it).
+pub unsafe fn has_topology(base: MPI_Comm) -> bool {
+    let mut topology = MPI_UNDEFINED;
+    (pmpi().PMPI_Topo_test)(base, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
 }
 
 /// At `MPI_Comm_free` of `comm`: frees its base, if it has one (an idup of the base still pending

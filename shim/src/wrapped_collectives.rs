@@ -176,18 +176,21 @@ pub unsafe fn nonblocking_collective(
 /// communicator's nonblocking collectives run on its plain base (`policy_base.rs`: the same group and
 /// ranks, on the implicit pool, whose VCIs MPICH locks), where this MPICH turns the implicit pool while
 /// a thread blocks on its stream (`progress_rule`); the request stays wrapped, so the thread's waits
-/// still turn its streams. A communicator's topology does not matter to the other collectives, so
-/// those of a policy communicator with a topology (a policy dup of a Cartesian one) go to the base too.
-/// The collective stays on the stream where the base cannot serve it (`neighbourhood`: an
-/// `MPI_Ineighbor_*` or `MPI_Neighbor_*_init` needs the topology, the base has none), on an
-/// application's own stream communicator (no base: it asked for the stream), and on MPICH 4.1 and 4.2
-/// (no `MPIX_Async_start`: a thread blocked on its stream would never progress the base's collective
-/// for its peers).
+/// still turn its streams. The base of a policy communicator with a topology (a policy dup of a
+/// Cartesian one) has a copy of it (`policy_base::split_base`), so `neighbourhood` collectives
+/// (`MPI_Ineighbor_*`, `MPI_Neighbor_*_init`) go there too; a base without one (its copy failed, the
+/// same on every member) serves all but those. The collective stays on the stream where the base
+/// cannot serve it, on an application's own stream communicator (no base: it asked for the stream), and
+/// on MPICH 4.1 and 4.2 (no `MPIX_Async_start`: a thread blocked on its stream would never progress the
+/// base's collective for its peers).
 pub unsafe fn schedule_comm(comm: MPI_Comm, neighbourhood: bool) -> MPI_Comm {
-    if neighbourhood || !crate::progress_rule::implicit_pool_served() {
+    if !crate::progress_rule::implicit_pool_served() {
         return comm;
     }
-    crate::policy_base::current_base(comm).unwrap_or(comm)
+    match crate::policy_base::current_base(comm) {
+        Some(base) if !neighbourhood || crate::policy_base::has_topology(base) => base,
+        _ => comm,
+    }
 }
 
 unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {

@@ -6,7 +6,8 @@
  * same. MPI_Sendrecv itself (routed as Irecv + Send + Wait) with a rendezvous-sized message and with
  * MPI_PROC_NULL. The dup of a periodic Cartesian communicator (a policy communicator with a topology):
  * nonblocking and persistent collectives, which MPICH >= 4.3 runs on the plain base, and their
- * neighbourhood forms, which stay on the stream. Results are checked. */
+ * neighbourhood forms, which run on a copy of the topology there (and the dup of a distributed graph).
+ * Results are checked. */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {
@@ -115,6 +116,16 @@ int main(int argc, char **argv) {
     long got = -1, mine = 5000 + rank;
     OK(MPI_Neighbor_allgather(&mine, 1, MPI_LONG, &got, 1, MPI_LONG, g));
     CHECK(got == 5000 + from, "Neighbor_allgather on the graph: %ld", got);
+    /* The policy's dup of the distributed graph: its base has a copy of the graph. */
+    MPI_Comm gd;
+    OK(MPI_Comm_dup(g, &gd));
+    for (int round = 0; round < 5; round++) {
+        long out = 6000 + 10 * round + rank, in = -1;
+        OK(MPI_Ineighbor_allgather(&out, 1, MPI_LONG, &in, 1, MPI_LONG, gd, &r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK(in == 6000 + 10 * round + from, "Ineighbor_allgather on the graph's dup, round %d: %ld", round, in);
+    }
+    OK(MPI_Comm_free(&gd));
     OK(MPI_Comm_free(&g));
 
     /* A Cartesian ring made from the policy communicator, reordered if MPICH wants to, and its dup. */

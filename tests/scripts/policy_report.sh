@@ -70,6 +70,21 @@ for rank in json.load(open(sys.argv[1]))["ranks"]:
 PY
   verdict "explicit on MPICH 5, topology=$topology: the policy communicator's 200 nonblocking collectives on its base, none on its stream" $?
 done
+# The same, topology=1, seen by the UCX probe: nothing on the reserved workers (the report does not
+# count neighbourhood collectives; the probe sees every message, MPI_Ineighbor_allgather's included).
+pd=$out/probe-nbc; rm -rf "$pd"; mkdir -p "$pd"
+UCXPROBE_DIR=$pd MPIR_CVAR_NOLOCAL=1 UCX_NET_DEVICES=lo MPIXRUN_PRELOAD_EXTRA=$out/ucxprobe.so \
+  MPIXSTREAM_POLICY=explicit MPIXTEST_TOPOLOGY=1 MPIXTEST_ROUNDS=100 \
+  timeout 60 "$root/scripts/mpixrun" -n 2 "$out/check_nbc_reuse-5" >"$out/out-probe-nbc.txt" 2>&1
+verdict "probe run check_nbc_reuse topology=1 (rc=$?)" $?
+reserved=0; implicit=0
+for rank in 0 1; do
+  implicit=$((implicit + $(python3 "$root/tests/probe/summarize.py" "$pd" --get $rank 0 sends)))
+  for w in 1 2 3 4 5 6 7 8; do
+    reserved=$((reserved + $(python3 "$root/tests/probe/summarize.py" "$pd" --get $rank $w sends)))
+  done
+done
+verdict "explicit on MPICH 5, Cartesian dup: its collectives, neighbourhood ones included, on the implicit worker ($implicit sends), none on reserved workers ($reserved sends)" $(( reserved != 0 || implicit < 600 ))
 
 # Where the messages went (docs/architecture.md §5): the UCX probe, MPICH 5.0.2, through UCX on loopback.
 mpich_select 5

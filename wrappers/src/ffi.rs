@@ -88,6 +88,10 @@ pub const MPI_PROC_NULL: c_int = -1;
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
 pub const MPI_UNDEFINED: c_int = -32766;
+/// `MPI_Topo_test`'s answers (MPICH's `MPIR_Topo_type`).
+pub const MPI_GRAPH: c_int = 1;
+pub const MPI_CART: c_int = 2;
+pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1;
 pub const MPI_THREAD_SERIALIZED: c_int = 2;
