@@ -24,9 +24,9 @@
 //! - the error handler; info hints as MPICH gives them (an idup copies none of the parent's,
 //!   `MPI_Comm_idup_with_info` applies its own).
 //!
-//! A parent with a topology (a policy dup of a Cartesian communicator) keeps MPICH's idup: the base's
-//! copy of the topology (`with_topology`) is not the parent's own to copy, and all members take the
-//! same path (a topology is the same on every process).
+//! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
+//! (`with_topology`), which MPICH's idup of the base copies into the child; where that copy failed
+//! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
 use crate::backend::Backend;
 use crate::config::Policy;
 use crate::runtime::Runtime;
@@ -208,7 +208,8 @@ pub unsafe fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
 }
 
 /// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of `parent`, where it applies (explicit
-/// policy, native backend, a parent with a base and no topology); `None`: MPICH's own idup. `info`:
+/// policy, native backend, a parent with a base, whose copy of the parent's topology, if it has one,
+/// MPICH's idup of the base copies into the child); `None`: MPICH's own idup. `info`:
 /// `MPI_Comm_idup_with_info`'s.
 pub unsafe fn idup(
     rt: &Runtime,
@@ -226,12 +227,11 @@ pub unsafe fn idup(
         return None;
     }
     let p = pmpi();
-    let mut topology = MPI_UNDEFINED;
-    if (p.PMPI_Topo_test)(parent, &mut topology) != MPI_SUCCESS || topology != MPI_UNDEFINED {
-        return None;
-    }
     // Taken before any copy callback runs: from here on the call is ours, never MPICH's as well.
     let base = current_base(parent)?;
+    if has_topology(parent) && !has_topology(base) {
+        return None;
+    }
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
     // started, so that a callback's error fails the call with nothing left behind.
     let keyvals = KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -15,7 +15,9 @@
  *   - the idup does not block: rank 0 waits for it only after receiving a 4 MiB (rendezvous) message
  *     that rank 1 sends before it starts its own idup;
  *   - freeing the parent before its idup completes; a copy callback's error fails the idup on every
- *     rank. */
+ *     rank;
+ *   - an idup of the policy's dup of a Cartesian communicator keeps its topology (and, native rows,
+ *     is off the parent's stream). */
 #include "mpixtest.h"
 #include <pthread.h>
 
@@ -233,6 +235,34 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&f);
     }
     OK(MPI_Comm_delete_attr(parent, kv_fail));
+
+    /* An idup of a communicator with a topology (the policy's dup of a Cartesian ring): the child keeps
+     * the topology and the coordinates, and is off the parent's stream too. */
+    MPI_Comm cart, ring, ring_child;
+    MPI_Request rr;
+    int dims = size, periodic = 1, kind = MPI_UNDEFINED, coord = -1, child_coord = -2, ring_sum = -1;
+    OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &dims, &periodic, 0, &cart));
+    OK(MPI_Comm_dup(cart, &ring));
+    OK(MPI_Comm_idup(ring, &ring_child, &rr));
+    OK(MPI_Wait(&rr, MPI_STATUS_IGNORE));
+    OK(MPI_Topo_test(ring_child, &kind));
+    CHECK(kind == MPI_CART, "the idup of a Cartesian communicator has topology %d", kind);
+    OK(MPI_Cart_coords(ring, rank, 1, &coord));
+    OK(MPI_Cart_coords(ring_child, rank, 1, &child_coord));
+    CHECK(coord == child_coord, "coordinates %d in the idup, %d in its parent", child_coord, coord);
+    if (expect_implicit) {
+        MPIX_Stream s_ring = MPIX_STREAM_NULL, s_child = MPIX_STREAM_NULL;
+        OK(MPIX_Comm_get_stream(ring, 0, &s_ring));
+        OK(MPIX_Comm_get_stream(ring_child, 0, &s_child));
+        CHECK(s_ring != MPIX_STREAM_NULL && s_child == MPIX_STREAM_NULL,
+              "Cartesian parent's stream %s, its idup's %s (expected a stream and none)",
+              s_ring != MPIX_STREAM_NULL ? "set" : "null", s_child != MPIX_STREAM_NULL ? "set" : "null");
+    }
+    OK(MPI_Allreduce(&rank, &ring_sum, 1, MPI_INT, MPI_SUM, ring_child));
+    CHECK(ring_sum == size * (size - 1) / 2, "Allreduce on the Cartesian idup: %d", ring_sum);
+    OK(MPI_Comm_free(&ring_child));
+    OK(MPI_Comm_free(&ring));
+    OK(MPI_Comm_free(&cart));
 
     OK(MPI_Comm_free(&parent));
     MPI_Comm_free_keyval(&kv_keep);
