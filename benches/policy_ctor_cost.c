@@ -12,9 +12,13 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int n = argc > 1 ? atoi(argv[1]) : 200;
-    MPI_Comm parent, c;
+    MPI_Comm parent, c, cart;
     MPI_Comm_dup(MPI_COMM_WORLD, &parent); /* a policy communicator under explicit */
-    double t[3] = {0, 0, 0};
+    int size, dims, periodic = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    dims = size;
+    MPI_Cart_create(MPI_COMM_WORLD, 1, &dims, &periodic, 0, &cart); /* its dups: with a topology */
+    double t[4] = {0, 0, 0, 0};
     for (int round = -2; round < n; round++) { /* two warm-up rounds */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
@@ -29,14 +33,20 @@ int main(int argc, char **argv) {
         MPI_Wait(&r, MPI_STATUS_IGNORE);
         MPI_Comm_free(&c);
         double t3 = MPI_Wtime();
+        MPI_Comm_dup(cart, &c);
+        MPI_Comm_free(&c);
+        double t4 = MPI_Wtime();
         if (round >= 0) {
             t[0] += t1 - t0;
             t[1] += t2 - t1;
             t[2] += t3 - t2;
+            t[3] += t4 - t3;
         }
     }
     if (rank == 0)
-        printf("RESULT dup_us=%.1f split_us=%.1f idup_us=%.1f\n", t[0] / n * 1e6, t[1] / n * 1e6, t[2] / n * 1e6);
+        printf("RESULT dup_us=%.1f split_us=%.1f idup_us=%.1f cart_dup_us=%.1f\n", t[0] / n * 1e6, t[1] / n * 1e6,
+               t[2] / n * 1e6, t[3] / n * 1e6);
+    MPI_Comm_free(&cart);
     MPI_Comm_free(&parent);
     MPI_Finalize();
     return 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cost of the explicit policy's communicator constructors (benches/policy_ctor_cost.c: MPI_Comm_dup,
-# MPI_Comm_split and MPI_Comm_idup of a dup of MPI_COMM_WORLD, each created and freed, 2 ranks): the
+# MPI_Comm_split and MPI_Comm_idup of a dup of MPI_COMM_WORLD, and MPI_Comm_dup of a periodic Cartesian
+# ring (whose base gets a copy of the topology), each created and freed, 2 ranks): the
 # same binary without the library, with it under implicit, and under explicit with this build and with
 # an earlier one (--lib-before PATH, e.g. a copy of target/release/libmpixstream.so of an earlier
 # commit), alternating within each repetition. Prints the medians of microseconds per create + free.
@@ -43,10 +44,10 @@ for l in sys.stdin:
     f = l.split()
     d.setdefault(f[0], []).append(dict(kv.split("=") for kv in f[2:]))
 print(f"policy constructors, MPICH '"$mpich"', 2 ranks, '"$rounds"' rounds, medians of {max(len(v) for v in d.values())} repetitions [min..max], us per create + free")
-print("variant".ljust(16) + "".join(k.rjust(26) for k in ("dup_us", "split_us", "idup_us")))
+print("variant".ljust(16) + "".join(k.rjust(26) for k in ("dup_us", "split_us", "idup_us", "cart_dup_us")))
 for v, rs in d.items():
     cells = []
-    for k in ("dup_us", "split_us", "idup_us"):
+    for k in ("dup_us", "split_us", "idup_us", "cart_dup_us"):
         x = [float(r[k]) for r in rs]
         cells.append(f"{statistics.median(x):8.1f} [{min(x):.1f}..{max(x):.1f}]")
     print(f"{v:16}" + "".join(f"{c:>26}" for c in cells))
