@@ -95,7 +95,7 @@ unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
 pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
     if let Ok(split) = plain_split(parent) {
         let base = match with_topology(parent, split) {
-            Ok(copy) if copy != split => {
+            Ok(copy) if copy != split && copy != MPI_COMM_NULL => {
                 let mut split = split;
                 (pmpi().PMPI_Comm_free)(&mut split);
                 give_errhandler(parent, copy);
