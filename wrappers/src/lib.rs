@@ -28,4 +28,6 @@ pub mod settings;
 pub mod tools;
 
 #[cfg(test)]
+mod prototype_codegen;
+#[cfg(test)]
 mod prototype_list;
