@@ -242,6 +242,7 @@ pub unsafe fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) ->
             if let Some(mx) = crate::multiplex::registry::lookup(comm) {
                 crate::multiplex::errhandler_set(mx);
             }
+            crate::policy_base::errhandler_set(comm, errhandler);
         }
         rc
     })

@@ -25,7 +25,7 @@
 //!   `MPI_Comm_idup_with_info` applies its own).
 //!
 //! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
-//! (`with_topology`), which MPICH's idup of the base copies into the child; where that copy failed
+//! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
 use crate::backend::Backend;
 use crate::config::Policy;
@@ -89,31 +89,30 @@ unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
 }
 
 /// Makes and records the base of the policy dup `comm` of `parent` (collective over `parent`, as the
-/// dup is). A parent with a topology gives the base a copy of it (`with_topology`), so that the
+/// dup is). A parent with a topology gives the base a copy of it (`topology_copy`), so that the
 /// neighbourhood collectives run there too; where that copy fails (on every member alike: a
 /// collective's outcome), the base has none and they stay on the stream.
 pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
-    if let Ok(split) = plain_split(parent) {
-        let base = match with_topology(parent, split) {
-            Ok(copy) if copy != split && copy != MPI_COMM_NULL => {
-                let mut split = split;
+    if let Ok(mut split) = plain_split(parent) {
+        let base = match topology_copy(parent, split) {
+            Some(copy) => {
                 (pmpi().PMPI_Comm_free)(&mut split);
                 give_errhandler(parent, copy);
                 copy
             }
-            _ => split,
+            None => split,
         };
         keep_base(comm, base);
     }
 }
 
 /// `parent`'s topology on `split` (a plain split of it: the same ranks), made without reordering so
-/// that ranks stay the same; `split` itself where `parent` has none. The graph of a distributed graph
-/// is copied as its neighbour lists, with weights 1 where it has none (only neighbourhood collectives
-/// run on the base, and they ignore weights).
-unsafe fn with_topology(parent: MPI_Comm, split: MPI_Comm) -> Result<MPI_Comm, c_int> {
+/// that ranks stay the same; `None` where `parent` has none or the copy failed. The graph of a
+/// distributed graph is copied as its neighbour lists, with weights 1 where it has none (only
+/// neighbourhood collectives run on the base, and they ignore weights).
+unsafe fn topology_copy(parent: MPI_Comm, split: MPI_Comm) -> Option<MPI_Comm> {
     let p = pmpi();
-    let ok = |rc: c_int| if rc == MPI_SUCCESS { Ok(()) } else { Err(rc) };
+    let ok = |rc: c_int| if rc == MPI_SUCCESS { Some(()) } else { None };
     let mut topology = MPI_UNDEFINED;
     ok((p.PMPI_Topo_test)(parent, &mut topology))?;
     let mut copy = MPI_COMM_NULL;
@@ -162,9 +161,9 @@ unsafe fn with_topology(parent: MPI_Comm, split: MPI_Comm) -> Result<MPI_Comm, c
                 &mut copy,
             ))?;
         }
-        _ => return Ok(split),
+        _ => return None,
     }
-    Ok(copy)
+    (copy != MPI_COMM_NULL).then_some(copy)
 }
 
 /// Whether `base` carries a topology (neighbourhood collectives can run on it).
@@ -199,12 +198,20 @@ pub fn owner_of_base(base: MPI_Comm) -> Option<MPI_Comm> {
     bases().iter().find(|e| *e.value() == base).map(|e| *e.key())
 }
 
-/// The base of the policy communicator `comm`, given `comm`'s error handler now (the base has the one
-/// `comm` had at its creation), or `None` (not a policy communicator on the native backend).
-pub unsafe fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
-    let base = *bases().get(&comm)?;
-    give_errhandler(comm, base);
-    Some(base)
+/// The base of the policy communicator `comm` (with `comm`'s error handler: the one it had at the
+/// base's creation, and each one set since, `errhandler_set`), or `None` (not a policy communicator on
+/// the native backend).
+pub fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
+    bases().get(&comm).map(|b| *b)
+}
+
+/// After the program's `MPI_Comm_set_errhandler(comm, handler)` succeeded: the base of `comm`, if it
+/// has one, gets the handler too, so that errors of what runs there reach the handler the program
+/// set (once here, instead of a copy at every use of the base).
+pub unsafe fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
+    if let Some(base) = current_base(comm) {
+        (pmpi().PMPI_Comm_set_errhandler)(base, handler);
+    }
 }
 
 /// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of `parent`, where it applies (explicit
