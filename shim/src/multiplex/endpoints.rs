@@ -310,8 +310,23 @@ impl Endpoints {
         }
     }
 
-    /// Every hidden communicator on which this process receives for its local index `j`.
-    pub fn sources(&self, j: usize) -> Vec<Source> {
+    /// The hidden communicators on which this process receives for its local index `j`: those of
+    /// `candidates` that some (process, index) of `counts` routes a message to (`j`) through. The
+    /// others can never hold one, and each costs a turn of the engine an `MPI_Improbe` (on `P_j`, a
+    /// pass of MPICH's progress engine on the implicit pool): a process with one index on a
+    /// communicator without conventional indices never probes `P_j`.
+    pub fn sources(&self, j: usize, counts: &[c_int]) -> Vec<Source> {
+        let reaches = |comm: MPI_Comm| {
+            counts.iter().enumerate().any(|(r, &n)| {
+                (0..(n.max(0) as usize).min(self.width))
+                    .any(|i| self.try_route(r as c_int, i, self.rank, j).is_some_and(|x| x.comm == comm))
+            })
+        };
+        self.candidates(j).into_iter().filter(|x| reaches(x.comm)).collect()
+    }
+
+    /// Every hidden communicator where this process attached its index `j` (a pair one), and `P_j`.
+    fn candidates(&self, j: usize) -> Vec<Source> {
         let mut out = vec![Source { comm: self.pooled[j], index: SourceIndex::InTag }];
         if self.layout == Layout::Streams && self.has_stream(self.rank, j) {
             let (s, b1) = (self.width, self.b1());
@@ -415,12 +430,13 @@ mod tests {
         for n in 1..=9usize {
             for s in 1..=4usize {
                 let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake(Layout::Streams, r as c_int, n, s)).collect();
+                let counts = vec![s as c_int; n];
                 for a in 0..n {
                     for b in 0..n {
                         for i in 0..s {
                             for j in 0..s {
                                 let r = eps[a].route(a as c_int, i, b as c_int, j);
-                                let src = eps[b].sources(j);
+                                let src = eps[b].sources(j, &counts);
                                 let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
                                 assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
                                 let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
@@ -441,7 +457,7 @@ mod tests {
                 // Every communicator a process receives on for j is one where it attached j.
                 for (r, ep) in eps.iter().enumerate() {
                     for j in 0..s {
-                        for x in ep.sources(j).iter().skip(1) {
+                        for x in ep.sources(j, &counts).iter().filter(|x| x.comm != 1000 + j as MPI_Comm) {
                             assert_eq!(ep.attached(r as c_int, x.comm), Some(j));
                         }
                     }
@@ -478,13 +494,14 @@ mod tests {
                         e
                     })
                     .collect();
+                let counts = vec![s as c_int; n];
                 for a in 0..n {
                     for b in 0..n {
                         for i in 0..s {
                             for j in 0..s {
                                 let r = eps[a].route(a as c_int, i, b as c_int, j);
                                 assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
-                                let src = eps[b].sources(j);
+                                let src = eps[b].sources(j, &counts);
                                 let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
                                 assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
                                 let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
@@ -502,7 +519,7 @@ mod tests {
                 }
                 for (r, ep) in eps.iter().enumerate() {
                     for j in (0..s).filter(|&j| !has(r, j)) {
-                        assert_eq!(ep.sources(j).len(), 1, "a conventional index receives on P_j only");
+                        assert_eq!(ep.sources(j, &counts).len(), 1, "a conventional index receives on P_j only");
                     }
                 }
             }
@@ -541,7 +558,36 @@ mod tests {
     fn pooled_layout_routes_by_destination_index() {
         let ep = Endpoints::fake(Layout::Pooled, 1, 4, 3);
         assert_eq!(ep.route(1, 2, 0, 1), Route { comm: 1001, tag_in_tag: true });
-        assert_eq!(ep.sources(2).len(), 1);
+        assert_eq!(ep.sources(2, &[3; 4]).len(), 1);
         assert_eq!(ep.count(), 3);
+    }
+
+    /// A receiver probes only what some sender can reach it through: with counts that differ, every
+    /// route to `(b, j)` from an index that exists is among `b`'s sources for `j`, and nothing else
+    /// is. A process with one index and no conventional index has no `P_j` to probe (nobody routes a
+    /// message there); a process with several has it (its messages to itself between them).
+    #[test]
+    fn sources_are_exactly_the_communicators_senders_use() {
+        for counts in [vec![1, 4], vec![4, 1], vec![2, 0, 3], vec![1, 1, 1, 1, 1], vec![3, 1, 2, 4, 1, 2, 1]] {
+            let n = counts.len();
+            let s = *counts.iter().max().unwrap() as usize;
+            let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake(Layout::Streams, r as c_int, n, s)).collect();
+            for b in 0..n {
+                for j in 0..counts[b] as usize {
+                    let want: std::collections::BTreeSet<MPI_Comm> = (0..n)
+                        .flat_map(|a| (0..counts[a] as usize).map(move |i| (a, i)))
+                        .map(|(a, i)| eps[a].route(a as c_int, i, b as c_int, j).comm)
+                        .collect();
+                    let got: Vec<MPI_Comm> = eps[b].sources(j, &counts).iter().map(|x| x.comm).collect();
+                    assert_eq!(got.len(), want.len(), "{counts:?}: {b}({j}) probes {got:?}, senders use {want:?}");
+                    assert!(got.iter().all(|c| want.contains(c)), "{counts:?}: {b}({j})");
+                    assert_eq!(got.contains(&(1000 + j as MPI_Comm)), counts[b] >= 2, "{counts:?}: P_{j} of {b}");
+                }
+            }
+        }
+        // The N-to-1 benchmark's receiver: one index, four senders' indices on one peer: exactly the
+        // four communicators of the pairs (0 -> 0 on D_0, i -> 0 on C_{0,i,0}).
+        let ep = Endpoints::fake(Layout::Streams, 0, 2, 4);
+        assert_eq!(ep.sources(0, &[1, 4]).len(), 4);
     }
 }

@@ -212,12 +212,18 @@ impl MatchingEngine {
         }
     }
 
-    /// The next message MPICH holds on any of this index's hidden communicators: (message, status,
-    /// source index, user tag).
-    unsafe fn pull(&self, mx: &Multiplex, next: &mut usize) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
+    /// The next message MPICH holds on this index's hidden communicators, from `*next` on: (message,
+    /// status, source index, user tag). `sweep`: try every communicator in turn; otherwise only
+    /// `*next`, and on a miss move `*next` on to the following one (see `drive`).
+    unsafe fn pull(
+        &self,
+        mx: &Multiplex,
+        next: &mut usize,
+        sweep: bool,
+    ) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
         let p = pmpi();
         let n = self.sources.len();
-        for k in 0..n {
+        for k in 0..if sweep { n } else { 1 } {
             let src = self.sources[(*next + k) % n];
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
@@ -229,6 +235,9 @@ impl MatchingEngine {
                 let (tag, sidx) = src.index.decode(status.MPI_SOURCE, status.MPI_TAG, mx.width);
                 return Some((msg, status, sidx, tag));
             }
+        }
+        if !sweep {
+            *next = (*next + 1) % n;
         }
         None
     }
@@ -284,7 +293,7 @@ impl MatchingEngine {
         let mut next = st.cursor;
         let mut found = None;
         for _ in 0..PROBE_BUDGET {
-            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next) else {
+            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next, true) else {
                 self.idle_skips.store(IDLE_POLL_SKIPS, Ordering::Relaxed);
                 break;
             };
@@ -338,14 +347,21 @@ impl MatchingEngine {
         if !st.posted.is_empty() {
             self.progress_stream();
         }
+        // Until a message turns up, every communicator is probed; after one, only the one it came
+        // from, and the turn ends at its first miss: the next turn starts at the communicator after
+        // it. A turn that found messages does not pay a sweep of empty probes (each an MPICH call that
+        // takes the VCI's lock) to learn that MPICH is empty; only a turn that finds nothing does,
+        // and then the next poll functions skip theirs (`idle_skips`).
+        let mut found_any = false;
         for _ in 0..PROBE_BUDGET {
             if st.posted.is_empty() || target.is_some_and(|t| t.is_done()) {
                 break;
             }
-            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next) else {
-                drained = true;
+            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next, !found_any) else {
+                drained = !found_any;
                 break;
             };
+            found_any = true;
             let source = status.MPI_SOURCE;
             match st.posted.iter().position(|op| op.matches(source, sidx, tag)) {
                 Some(i) => {

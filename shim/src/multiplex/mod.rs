@@ -92,7 +92,7 @@ impl Multiplex {
         let engines = (0..streams.len())
             .map(|j| {
                 let stream = if endpoints.layout == Layout::Streams { reserved(j) } else { MPIX_STREAM_NULL };
-                MatchingEngine::new(endpoints.sources(j).into_boxed_slice(), stream)
+                MatchingEngine::new(endpoints.sources(j, &counts).into_boxed_slice(), stream)
             })
             .collect();
         let send_routes = endpoints.send_table(&counts, streams.len());
