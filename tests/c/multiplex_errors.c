@@ -3,9 +3,18 @@
  * processes fail together when one passes bad arguments). Indexed calls: index out of range, no stream
  * attached at that index, MPIX_ANY_INDEX as a destination index, tag out of the multiplex range (and the
  * bound from MPIX_Comm_multiplex_tag_ub), bad
- * ranks, negative count, null request, a non-multiplex communicator, truncation. Streams attached to a
+ * ranks, negative count, null request, a non-multiplex communicator, an error MPICH finds on a send (under
+ * MPI_ERRORS_RETURN and under a handler function), truncation. Streams attached to a
  * multiplex communicator cannot be freed until it is. Run on 2 processes or more. */
 #include "mpixtest.h"
+
+static int handler_calls, handler_class;
+static MPI_Comm handler_comm = MPI_COMM_NULL;
+static void count_errors(MPI_Comm *comm, int *code, ...) {
+    handler_calls++;
+    handler_comm = *comm;
+    MPI_Error_class(*code, &handler_class);
+}
 
 int main(int argc, char **argv) {
     int provided, rank, size;
@@ -98,6 +107,34 @@ int main(int argc, char **argv) {
     EXPECT_ERR(MPIX_Stream_recv(&x, 1, MPI_INT, -7, 0, mx, 0, 0, &st), MPI_ERR_RANK, "not a rank");
     EXPECT_ERR(MPIX_Stream_recv(&x, -1, MPI_INT, peer, 0, mx, 0, 0, &st), MPI_ERR_COUNT, "negative");
     EXPECT_ERR(MPIX_Stream_irecv(&x, 1, MPI_INT, peer, 0, mx, 0, 0, NULL), MPI_ERR_ARG, "request");
+
+    /* An error MPICH finds itself, on the send's hidden communicator (a null datatype): returned
+     * under MPI_ERRORS_RETURN (the isend entry's jump into MPICH, direct_send.rs), and through a
+     * handler function of the user's, set after creation, called once with the multiplex
+     * communicator (the checked entry). Then a valid send through the jump again. */
+    EXPECT_ERR(MPIX_Stream_isend(&x, 1, MPI_DATATYPE_NULL, peer, 0, mx, 0, 0, &r), MPI_ERR_TYPE, "");
+    MPI_Errhandler counting;
+    OK(MPI_Comm_create_errhandler(count_errors, &counting));
+    OK(MPI_Comm_set_errhandler(mx, counting));
+    rc = MPIX_Stream_isend(&x, 1, MPI_DATATYPE_NULL, peer, 0, mx, 0, 0, &r);
+    CHECK(rc != MPI_SUCCESS && handler_calls == 1 && handler_comm == mx && handler_class == MPI_ERR_TYPE,
+          "MPICH's error under a handler function: rc %d, %d call(s), communicator %s, class %d", rc,
+          handler_calls, handler_comm == mx ? "the multiplex one" : "another", handler_class);
+    OK(MPI_Comm_set_errhandler(mx, MPI_ERRORS_RETURN));
+    OK(MPI_Errhandler_free(&counting));
+    EXPECT_ERR(MPIX_Stream_isend(&x, 1, MPI_DATATYPE_NULL, peer, 0, mx, 0, 0, &r), MPI_ERR_TYPE, "");
+    CHECK(handler_calls == 1, "the handler was called after MPI_ERRORS_RETURN replaced it");
+    if (rank <= 1) {
+        int y = -1;
+        x = 7 + rank;
+        OK(MPIX_Stream_irecv(&y, 1, MPI_INT, peer, 3, mx, 0, 0, &r));
+        MPI_Request sr;
+        OK(MPIX_Stream_isend(&x, 1, MPI_INT, peer, 3, mx, 0, 0, &sr));
+        OK(MPI_Wait(&sr, MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&r, &st));
+        CHECK(y == 7 + peer && st.MPI_SOURCE == peer && st.MPI_TAG == 3, "after the errors: got %d from %d tag %d", y,
+              st.MPI_SOURCE, st.MPI_TAG);
+    }
 
     /* not a multiplex communicator */
     EXPECT_ERR(MPIX_Stream_send(&x, 1, MPI_INT, peer, 0, MPI_COMM_WORLD, 0, 0), MPI_ERR_COMM, "not a multiplex");

@@ -140,7 +140,8 @@ unsafe fn build_on(
     let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
     // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
     // the same handler as every later MPI_Comm_set_errhandler gives them.
-    endpoints.set_errhandler(hidden_errhandler(user));
+    let (handler, direct) = hidden_errhandler(user);
+    endpoints.set_errhandler(handler);
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }
@@ -148,6 +149,7 @@ unsafe fn build_on(
     counter.fetch_add(1, Ordering::Relaxed);
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
+    mx.direct.enable(direct);
     let mx = registry::register(rt, mx);
     // The progress thread turns only engines on the implicit pool: a communicator whose every index
     // is on its stream's reserved VCI gives it nothing to do, and its 1 ms wake-ups would only take

@@ -188,7 +188,9 @@ fn inherit_stream(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
 /// (`errors::hidden_errhandler`).
 pub fn errhandler_set(mx: &'static Multiplex) {
     if !mx.freed.load(Ordering::Acquire) {
-        unsafe { mx.endpoints.set_errhandler(hidden_errhandler(mx.comm)) };
+        let (handler, direct) = unsafe { hidden_errhandler(mx.comm) };
+        unsafe { mx.endpoints.set_errhandler(handler) };
+        mx.direct.enable(direct);
     }
 }
 

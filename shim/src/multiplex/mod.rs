@@ -21,8 +21,10 @@
 //!
 //! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
 //! `registry`, `creation` (hidden communicators and record), `lifecycle`, `idup` (the nonblocking
-//! dup), `p2p` (the entry points), `errors`.
+//! dup), `p2p` (the entry points), `direct_send` (`MPIX_Stream_isend`'s entry: a jump into MPICH),
+//! `errors`.
 mod creation;
+mod direct_send;
 pub mod endpoints;
 mod errors;
 mod idup;
@@ -33,6 +35,7 @@ pub mod progress;
 pub mod registry;
 mod requests;
 
+use direct_send::DirectSend;
 use endpoints::{Endpoints, Layout};
 use matching::MatchingEngine;
 use std::os::raw::c_int;
@@ -75,6 +78,8 @@ pub struct Multiplex {
     /// The user freed the communicator; the hidden ones go when `pending` reaches 0.
     freed: AtomicBool,
     released: AtomicBool,
+    /// What `MPIX_Stream_isend`'s entry reads (`direct_send`).
+    direct: DirectSend,
 }
 
 impl Multiplex {
@@ -96,7 +101,9 @@ impl Multiplex {
             })
             .collect();
         let send_routes = endpoints.send_table(&counts, streams.len());
+        let direct = DirectSend::new(&send_routes, width, max_tag);
         Multiplex {
+            direct,
             comm,
             rank,
             send_routes,

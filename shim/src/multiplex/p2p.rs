@@ -75,7 +75,7 @@ fn fast_send_route(
 ) -> Option<(MPI_Comm, c_int)> {
     // No check of the runtime's phase: the registry holds records only between MPI_Init and the
     // start of MPI_Finalize (cleared there, before PMPI_Finalize), so a record found means active.
-    let mx = registry::lookup(comm)?;
+    let mx = registry::lookup_table(comm)?;
     if count < 0 || (tag as u32) > mx.max_tag as u32 {
         return None;
     }
@@ -116,7 +116,7 @@ fn fast_recv_route(
     si: c_int,
     di: c_int,
 ) -> Option<MPI_Comm> {
-    let mx = registry::lookup(comm)?;
+    let mx = registry::lookup_table(comm)?;
     if count < 0 || (tag != MPI_ANY_TAG && (tag as u32) > mx.max_tag as u32) {
         return None;
     }
@@ -296,7 +296,7 @@ unsafe fn recv(
 /// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator, and
 /// `$recv`/`$irecv` to `$pmpi_recv`/`$pmpi_irecv` where the direct path applies (`fast_recv_route`).
 macro_rules! indexed_p2p {
-    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
+    ($send:ident, $(#[$isend_attr:meta])* $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -339,7 +339,8 @@ macro_rules! indexed_p2p {
             checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
         }
 
-        #[no_mangle]
+        $(#[$isend_attr])*
+        #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
             count: $cnt,
@@ -441,9 +442,11 @@ macro_rules! indexed_p2p {
     };
 }
 
+// `MPIX_Stream_isend` itself is `direct_send`'s entry, which jumps to `isend_checked` where it does
+// not jump into MPICH.
 indexed_p2p!(
     MPIX_Stream_send,
-    MPIX_Stream_isend,
+    isend_checked,
     MPIX_Stream_recv,
     MPIX_Stream_irecv,
     c_int,
@@ -454,6 +457,7 @@ indexed_p2p!(
 );
 indexed_p2p!(
     MPIX_Stream_send_c,
+    #[no_mangle]
     MPIX_Stream_isend_c,
     MPIX_Stream_recv_c,
     MPIX_Stream_irecv_c,

@@ -23,8 +23,8 @@ fn map() -> &'static DashMap<MPI_Comm, &'static Multiplex> {
 /// Live records, for the progress thread.
 static LIVE: Mutex<Vec<&'static Multiplex>> = Mutex::new(Vec::new());
 
-const TABLE_BITS: u32 = 12;
-static TABLE: [AtomicPtr<Multiplex>; 1 << TABLE_BITS] =
+pub(super) const TABLE_BITS: u32 = 12;
+pub(super) static TABLE: [AtomicPtr<Multiplex>; 1 << TABLE_BITS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << TABLE_BITS];
 
 /// The table slot of a handle: MPICH's handles keep the object's slot in the low 12 bits and its
@@ -39,15 +39,22 @@ fn slot(comm: MPI_Comm) -> &'static AtomicPtr<Multiplex> {
 /// The multiplex communicator behind `comm`, if it is one.
 #[inline]
 pub fn lookup(comm: MPI_Comm) -> Option<&'static Multiplex> {
+    lookup_table(comm).or_else(|| lookup_slow(comm))
+}
+
+/// `lookup` in the table only: `None` also for a multiplex communicator whose slot another one holds
+/// (`lookup` finds it in the map). The send and receive fast paths use this and leave the rest to
+/// their checked paths: with no call before MPICH's, their arguments stay in their registers and
+/// the entry saves almost none.
+#[inline(always)]
+pub fn lookup_table(comm: MPI_Comm) -> Option<&'static Multiplex> {
     let p = slot(comm).load(Ordering::Acquire);
-    if !p.is_null() {
-        // Records are never deallocated: the pointer is valid.
-        let mx = unsafe { &*p };
-        if mx.comm == comm && !mx.freed.load(Ordering::Acquire) {
-            return Some(mx);
-        }
+    if p.is_null() {
+        return None;
     }
-    lookup_slow(comm)
+    // Records are never deallocated: the pointer is valid.
+    let mx = unsafe { &*p };
+    (mx.comm == comm && !mx.freed.load(Ordering::Acquire)).then_some(mx)
 }
 
 #[cold]
