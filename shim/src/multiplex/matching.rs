@@ -1,6 +1,6 @@
 //! The matching engine of one local index: the receives that could not go straight to MPICH (a
 //! wildcard source or source index, or anything posted behind one), matched against messages pulled
-//! out of MPICH with `MPI_Improbe` on every hidden communicator of the index.
+//! out of MPICH with `MPI_Improbe` on the hidden communicators of the index (`Endpoints::sources`).
 //!
 //! A turn pulls messages in MPI order per hidden communicator (each carries whole (sender, source
 //! index) pairs, so per-pair order is MPI's), decodes tag and source index, and gives each to the

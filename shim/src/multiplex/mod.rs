@@ -11,8 +11,9 @@
 //!   communicator per destination index on MPICH's implicit pool, the source index in the tag.
 //! - A receive naming its source, source index and tag, with nothing queued on its index, is one MPICH
 //!   receive on the one hidden communicator that carries that pair (`p2p`, the direct path). Other
-//!   receives go through a matching engine per local index (`matching`): `MPI_Improbe` on every hidden
-//!   communicator of the index, matched in posting order, else kept in an unexpected queue, so
+//!   receives go through a matching engine per local index (`matching`): `MPI_Improbe` on the hidden
+//!   communicators that senders reach the index through, matched in posting order, else kept in an
+//!   unexpected queue, so
 //!   `MPI_ANY_SOURCE`, `MPI_ANY_TAG` and `MPIX_ANY_INDEX` keep MPI's order per pair.
 //! - Nonblocking engine receives are MPICH extended generalized requests (`requests`); a background
 //!   thread (`progress`) turns engines nobody turns, only those on MPICH's implicit (locked) pool.
