@@ -15,8 +15,8 @@
 //! The jump is taken only while the user's error handler on the communicator lets MPICH's return code
 //! through unchanged (`MPI_ERRORS_RETURN`, or `MPI_ERRORS_ARE_FATAL`/`MPI_ERRORS_ABORT`, which the
 //! hidden communicators then carry themselves: `errors::hidden_errhandler`); under a handler function
-//! of the user's own, `isend_checked` calls it. Other targets: `MPIX_Stream_isend` is
-//! `isend_checked` itself.
+//! of the user's own, `isend_checked` calls it. On other targets `isend_checked` is exported as
+//! `MPIX_Stream_isend` itself (`p2p.rs`).
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -72,28 +72,20 @@ mod entry {
     use super::super::registry::{TABLE, TABLE_BITS};
     use super::super::Multiplex;
     use super::DirectSend;
-    use mpixstream_wrappers::ffi::*;
     use std::mem::offset_of;
-    use std::os::raw::{c_int, c_void};
+    use std::os::raw::c_int;
 
     /// System V arguments: `rdi` buf, `esi` count, `edx` datatype, `ecx` dest, `r8d` tag, `r9d` comm;
     /// on the stack above the return address: `[rsp+8]` source index, `[rsp+16]` destination index,
     /// `[rsp+24]` request. Scratch: `rax`, `r10`, `r11` only, so the arguments reach
     /// `isend_checked` intact. The route's arithmetic is `p2p::fast_send_route`'s: entry
     /// `(dest * S + di) * S + si`, all unsigned and 64-bit (a negative rank or index is past the end).
+    ///
+    /// The C prototype is `MPIX_Stream_isend`'s (`include/mpix_stream.h`); the Rust signature declares
+    /// none of it, as nothing in Rust calls this.
     #[unsafe(naked)]
     #[no_mangle]
-    pub unsafe extern "C" fn MPIX_Stream_isend(
-        _buf: *const c_void,
-        _count: c_int,
-        _datatype: MPI_Datatype,
-        _dest: c_int,
-        _tag: c_int,
-        _comm: MPI_Comm,
-        _source_stream_index: c_int,
-        _dest_stream_index: c_int,
-        _request: *mut MPI_Request,
-    ) -> c_int {
+    pub unsafe extern "C" fn MPIX_Stream_isend() -> c_int {
         core::arch::naked_asm!(
             "mov r10, qword ptr [rsp + 24]",
             "test r10, r10",
@@ -161,28 +153,5 @@ mod entry {
             isend = const offset_of!(Multiplex, direct) + offset_of!(DirectSend, isend),
             checked = sym isend_checked,
         )
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-mod entry {
-    use super::super::p2p::isend_checked;
-    use mpixstream_wrappers::ffi::*;
-    use std::os::raw::{c_int, c_void};
-
-    #[no_mangle]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe extern "C" fn MPIX_Stream_isend(
-        buf: *const c_void,
-        count: c_int,
-        datatype: MPI_Datatype,
-        dest: c_int,
-        tag: c_int,
-        comm: MPI_Comm,
-        source_stream_index: c_int,
-        dest_stream_index: c_int,
-        request: *mut MPI_Request,
-    ) -> c_int {
-        isend_checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
     }
 }

@@ -296,7 +296,7 @@ unsafe fn recv(
 /// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator, and
 /// `$recv`/`$irecv` to `$pmpi_recv`/`$pmpi_irecv` where the direct path applies (`fast_recv_route`).
 macro_rules! indexed_p2p {
-    ($send:ident, $(#[$isend_attr:meta])* $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
+    ($send:ident, $(#[$isend_attr:meta])* $isend:ident = $isend_name:literal, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -373,7 +373,7 @@ macro_rules! indexed_p2p {
                 di: c_int,
                 request: *mut MPI_Request,
             ) -> c_int {
-                let f = stringify!($isend);
+                let f = $isend_name;
                 mpix_entry(f, |rt| unsafe {
                     match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
                         Err(rc) => rc,
@@ -442,11 +442,12 @@ macro_rules! indexed_p2p {
     };
 }
 
-// `MPIX_Stream_isend` itself is `direct_send`'s entry, which jumps to `isend_checked` where it does
-// not jump into MPICH.
+// On x86-64 `MPIX_Stream_isend` is `direct_send`'s entry, which jumps to `isend_checked` where it
+// does not jump into MPICH; elsewhere `isend_checked` is `MPIX_Stream_isend`.
 indexed_p2p!(
     MPIX_Stream_send,
-    isend_checked,
+    #[cfg_attr(not(target_arch = "x86_64"), export_name = "MPIX_Stream_isend")]
+    isend_checked = "MPIX_Stream_isend",
     MPIX_Stream_recv,
     MPIX_Stream_irecv,
     c_int,
@@ -458,7 +459,7 @@ indexed_p2p!(
 indexed_p2p!(
     MPIX_Stream_send_c,
     #[no_mangle]
-    MPIX_Stream_isend_c,
+    MPIX_Stream_isend_c = "MPIX_Stream_isend_c",
     MPIX_Stream_recv_c,
     MPIX_Stream_irecv_c,
     MPI_Count,
