@@ -74,7 +74,11 @@ for build in "${builds[@]}"; do
     if [ ! -x "$out" ] || [ "$src" -nt "$out" ] || [ tests/c/mpixtest.h -nt "$out" ] || [ include/mpix_stream.h -nt "$out" ]; then
       "$MPICC" -Wl,--no-as-needed -O2 -g -Wall -Iinclude -Itests/c "$src" -o "$out" \
         -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread -lm \
-        2>"$logdir/compile-$mpich-$prog.log" || verdict "compile $mpich/$prog" 1 "$logdir/compile-$mpich-$prog.log"
+        2>"$logdir/compile-$mpich-$prog.log" || {
+        # An old binary must not stand in for the source that failed: its rows fail instead.
+        rm -f "$out"
+        verdict "compile $mpich/$prog" 1 "$logdir/compile-$mpich-$prog.log"
+      }
     fi
   done
 done
