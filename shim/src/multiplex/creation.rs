@@ -2,7 +2,6 @@
 //! every constructor shares (`MPIX_Stream_comm_create_multiplex`, every dup form, the nonblocking
 //! dup's thread), on a base communicator of the user's group.
 use super::endpoints::{self, Endpoints, Layout};
-use super::errors::hidden_errhandler;
 use super::{progress, registry, Multiplex};
 use crate::backend::Backend;
 use crate::runtime::Runtime;
@@ -138,10 +137,6 @@ unsafe fn build_on(
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
     let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
-    // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
-    // the same handler as every later MPI_Comm_set_errhandler gives them.
-    let (handler, direct) = hidden_errhandler(user);
-    endpoints.set_errhandler(handler);
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }
@@ -149,7 +144,9 @@ unsafe fn build_on(
     counter.fetch_add(1, Ordering::Relaxed);
     let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
-    mx.direct.enable(direct);
+    // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
+    // the same handler as every later MPI_Comm_set_errhandler gives them.
+    mx.follow_user_errhandler();
     let mx = registry::register(rt, mx);
     // The progress thread turns only engines on the implicit pool: a communicator whose every index
     // is on its stream's reserved VCI gives it nothing to do, and its 1 ms wake-ups would only take

@@ -56,8 +56,8 @@ impl DirectSend {
         }
     }
 
-    /// Called with the outcome of `errors::hidden_errhandler` at creation and at every
-    /// `MPI_Comm_set_errhandler` of the communicator.
+    /// By `Multiplex::follow_user_errhandler`, at creation and at every `MPI_Comm_set_errhandler` of
+    /// the communicator.
     pub fn enable(&self, on: bool) {
         if on {
             self.isend.store(pmpi().PMPI_Isend as usize, Ordering::Release);

@@ -141,7 +141,7 @@ pub(super) fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
 /// Also whether MPICH's return code on a hidden communicator is then the user's as it is (the user's
 /// handler is one of those three, or `MPI_ERRORS_RETURN`): `MPIX_Stream_isend` then returns it
 /// without calling the handler (`direct_send`).
-pub(super) unsafe fn hidden_errhandler(user: MPI_Comm) -> (MPI_Errhandler, bool) {
+unsafe fn hidden_errhandler(user: MPI_Comm) -> (MPI_Errhandler, bool) {
     let p = pmpi();
     let mut h = MPI_ERRORS_RETURN;
     if (p.PMPI_Comm_get_errhandler)(user, &mut h) != MPI_SUCCESS {
@@ -152,6 +152,17 @@ pub(super) unsafe fn hidden_errhandler(user: MPI_Comm) -> (MPI_Errhandler, bool)
     let mirrored = if fatal { h } else { MPI_ERRORS_RETURN };
     (p.PMPI_Errhandler_free)(&mut h);
     (mirrored, passes)
+}
+
+impl Multiplex {
+    /// Gives the hidden communicators the handler `hidden_errhandler` derives from the user's
+    /// communicator's current one, and lets `MPIX_Stream_isend` jump into MPICH or not accordingly;
+    /// at creation and after every `MPI_Comm_set_errhandler` of the communicator.
+    pub(super) fn follow_user_errhandler(&self) {
+        let (handler, direct) = unsafe { hidden_errhandler(self.comm) };
+        unsafe { self.endpoints.set_errhandler(handler) };
+        self.direct.enable(direct);
+    }
 }
 
 /// An error of MPICH on a hidden communicator, reported through the user's communicator.

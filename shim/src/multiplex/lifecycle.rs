@@ -2,7 +2,6 @@
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
 use super::creation::build;
-use super::errors::hidden_errhandler;
 use super::{registry, Multiplex};
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
@@ -185,12 +184,10 @@ fn inherit_stream(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
 }
 
 /// After `MPI_Comm_set_errhandler` on multiplex communicator `mx`: its hidden communicators follow
-/// (`errors::hidden_errhandler`).
+/// (`Multiplex::follow_user_errhandler`).
 pub fn errhandler_set(mx: &'static Multiplex) {
     if !mx.freed.load(Ordering::Acquire) {
-        let (handler, direct) = unsafe { hidden_errhandler(mx.comm) };
-        unsafe { mx.endpoints.set_errhandler(handler) };
-        mx.direct.enable(direct);
+        mx.follow_user_errhandler();
     }
 }
 
