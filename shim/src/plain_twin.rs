@@ -39,7 +39,7 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
     }
     // A policy communicator: its base, which every process keeps (no agreement needed).
     if let Some(base) = crate::policy_base::current_base(comm) {
-        let rc = make(base);
+        let rc = make(base.comm);
         if rc == MPI_SUCCESS {
             TWINS.fetch_add(1, Ordering::Relaxed);
         }

@@ -37,9 +37,18 @@ use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Mutex, OnceLock};
 
+/// A policy communicator's base.
+#[derive(Clone, Copy)]
+pub struct Base {
+    pub comm: MPI_Comm,
+    /// The base carries a topology (asked once, when it is kept): neighbourhood collectives can run
+    /// on it.
+    pub topology: bool,
+}
+
 /// Policy communicator -> its base (every process that made the communicator, stream or not).
-fn bases() -> &'static DashMap<MPI_Comm, MPI_Comm> {
-    static BASES: OnceLock<DashMap<MPI_Comm, MPI_Comm>> = OnceLock::new();
+fn bases() -> &'static DashMap<MPI_Comm, Base> {
+    static BASES: OnceLock<DashMap<MPI_Comm, Base>> = OnceLock::new();
     BASES.get_or_init(DashMap::new)
 }
 
@@ -56,9 +65,10 @@ static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
 
 /// Records `base` as the base of the policy communicator `comm`.
 pub fn keep_base(comm: MPI_Comm, base: MPI_Comm) {
-    if let Some(old) = bases().insert(comm, base) {
+    let topology = unsafe { has_topology(base) };
+    if let Some(old) = bases().insert(comm, Base { comm: base, topology }) {
         // A reused handle whose free we did not see: that base is no one's any more.
-        let mut old = old;
+        let mut old = old.comm;
         unsafe { (pmpi().PMPI_Comm_free)(&mut old) };
     }
 }
@@ -166,16 +176,17 @@ unsafe fn topology_copy(parent: MPI_Comm, split: MPI_Comm) -> Option<MPI_Comm> {
     (copy != MPI_COMM_NULL).then_some(copy)
 }
 
-/// Whether `base` carries a topology (neighbourhood collectives can run on it).
-pub unsafe fn has_topology(base: MPI_Comm) -> bool {
+/// Whether `comm` carries a topology.
+unsafe fn has_topology(comm: MPI_Comm) -> bool {
     let mut topology = MPI_UNDEFINED;
-    (pmpi().PMPI_Topo_test)(base, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
+    (pmpi().PMPI_Topo_test)(comm, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
 }
 
 /// At `MPI_Comm_free` of `comm`: frees its base, if it has one (an idup of the base still pending
 /// completes: MPICH holds the base until then).
 pub fn forget_base(comm: MPI_Comm) {
-    if let Some((_, mut base)) = bases().remove(&comm) {
+    if let Some((_, base)) = bases().remove(&comm) {
+        let mut base = base.comm;
         unsafe { (pmpi().PMPI_Comm_free)(&mut base) };
     }
 }
@@ -195,13 +206,13 @@ pub fn keyval_freed(keyval: c_int) {
 /// The policy communicator whose base `base` is, if any (a linear search: the tools library asks once
 /// per communicator, at its first use there).
 pub fn owner_of_base(base: MPI_Comm) -> Option<MPI_Comm> {
-    bases().iter().find(|e| *e.value() == base).map(|e| *e.key())
+    bases().iter().find(|e| e.value().comm == base).map(|e| *e.key())
 }
 
 /// The base of the policy communicator `comm` (with `comm`'s error handler: the one it had at the
 /// base's creation, and each one set since, `errhandler_set`), or `None` (not a policy communicator on
 /// the native backend).
-pub fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
+pub fn current_base(comm: MPI_Comm) -> Option<Base> {
     bases().get(&comm).map(|b| *b)
 }
 
@@ -210,7 +221,7 @@ pub fn current_base(comm: MPI_Comm) -> Option<MPI_Comm> {
 /// set (once here, instead of a copy at every use of the base).
 pub unsafe fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
     if let Some(base) = current_base(comm) {
-        (pmpi().PMPI_Comm_set_errhandler)(base, handler);
+        (pmpi().PMPI_Comm_set_errhandler)(base.comm, handler);
     }
 }
 
@@ -236,9 +247,10 @@ pub unsafe fn idup(
     let p = pmpi();
     // Taken before any copy callback runs: from here on the call is ours, never MPICH's as well.
     let base = current_base(parent)?;
-    if has_topology(parent) && !has_topology(base) {
+    if !base.topology && has_topology(parent) {
         return None;
     }
+    let base = base.comm;
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
     // started, so that a callback's error fails the call with nothing left behind.
     let keyvals = KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -188,7 +188,7 @@ pub unsafe fn schedule_comm(comm: MPI_Comm, neighbourhood: bool) -> MPI_Comm {
         return comm;
     }
     match crate::policy_base::current_base(comm) {
-        Some(base) if !neighbourhood || crate::policy_base::has_topology(base) => base,
+        Some(base) if !neighbourhood || base.topology => base.comm,
         _ => comm,
     }
 }
