@@ -83,13 +83,15 @@ for build in "${builds[@]}"; do
   done
 done
 
-# A row's class list (serial/deb, native/5) -> the selected builds of those classes.
+# A row's class list (serial/deb, native/5, a build's own name; -NAME leaves that build out) -> the
+# selected builds it names.
 row_builds() {
   local b cls
   for b in "${builds[@]}"; do
+    [[ ",$1," == *",-${b%:*},"* ]] && continue
     for cls in ${1//,/ }; do
       case "$cls" in deb) cls=serial ;; 5) cls=native ;; esac
-      [ "${b#*:}" = "$cls" ] && { echo "${b%:*}"; break; }
+      [ "${b#*:}" = "$cls" ] || [ "${b%:*}" = "$cls" ] && { echo "${b%:*}"; break; }
     done
   done
 }
