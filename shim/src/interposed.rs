@@ -95,6 +95,7 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
         comms: Default::default(),
         backend: detected.backend,
         library: detected.library,
+        mpich_version: detected.version,
         backend_reason: detected.reason,
         rank,
         size,
@@ -119,14 +120,26 @@ pub fn banner(rt: &Runtime) -> String {
             format!("{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised")
         }
     };
+    // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
+    let progress = if rt.config.policy != Policy::Explicit
+        || rt.backend != Backend::Native
+        || pmpi().PMPIX_Async_start.is_some()
+    {
+        String::new()
+    } else {
+        let how = crate::progress_rule::unserved_reason(rt)
+            .unwrap_or("no MPIX_Async_start in this MPICH: a thread of ours turns the implicit pool");
+        format!(" ({how})")
+    };
     format!(
-        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {} | {} | {} ranks | {}",
+        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {}{} | {} | {} ranks | {}",
         env!("CARGO_PKG_VERSION"),
         rt.library,
         rt.backend.name(),
         rt.backend_reason,
         mapping,
         rt.config.policy,
+        progress,
         level,
         rt.size,
         rt.config.describe()

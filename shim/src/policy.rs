@@ -20,6 +20,9 @@ pub struct PolicyStats {
     pub exhausted: AtomicU64,
     /// Left on the implicit pool because MPICH refused a native stream.
     pub refused: AtomicU64,
+    /// Left implicit because nothing could keep MPI's progress rule for a stream (MPICH 4.1, and 4.2
+    /// below `MPI_THREAD_MULTIPLE`: `progress_rule::streams_served`).
+    pub unserved: AtomicU64,
     /// Left implicit because the constructor was nonblocking (`MPI_Comm_idup*`: attaching a stream is a
     /// blocking collective, which would change the program's synchronisation).
     pub nonblocking: AtomicU64,
@@ -33,6 +36,7 @@ pub static STATS: PolicyStats = PolicyStats {
     attached: AtomicU64::new(0),
     exhausted: AtomicU64::new(0),
     refused: AtomicU64::new(0),
+    unserved: AtomicU64::new(0),
     nonblocking: AtomicU64::new(0),
     intercomm: AtomicU64::new(0),
     retired: AtomicU64::new(0),
@@ -111,9 +115,14 @@ pub unsafe fn dup_directly(
 }
 
 /// A stream for a new policy communicator: its slot, whether it is a retired one, its native stream.
-/// No slot (and `MPIX_STREAM_NULL`) where the pool is exhausted or MPICH refused a native stream: the
-/// process still takes part in the collective that makes the communicator, as its peers do.
+/// No slot (and `MPIX_STREAM_NULL`) where the pool is exhausted, MPICH refused a native stream or
+/// nothing could keep MPI's progress rule for one (`progress_rule::streams_served`): the process still
+/// takes part in the collective that makes the communicator, as its peers do.
 unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
+    if rt.backend == Backend::Native && !crate::progress_rule::streams_served(rt) {
+        STATS.unserved.fetch_add(1, Ordering::Relaxed);
+        return (None, false, MPIX_STREAM_NULL);
+    }
     if let Some(i) = take_retired() {
         return (Some(i), true, rt.streams.slot(i).native());
     }

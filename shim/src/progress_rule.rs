@@ -17,15 +17,24 @@
 //! thread is turning it right now. Calls on communicators without a stream are untouched; a stream's
 //! progress turn gains MPICH's hook call (one mutex per turn under `MPI_THREAD_MULTIPLE`) and a counter.
 //!
-//! MPICH 4.1 and 4.2 have no `MPIX_Async_start`: there the starvation remains (README, "Native MPICH
-//! 5.0.2 defects"). MPICH's `MPI_Finalize` waits for every async thing to finish but polls only the
-//! implicit pool's, so [`finalize`] makes ours finish before it.
+//! MPICH 4.1 and 4.2 have no `MPIX_Async_start`. On 4.2 a thread of ours turns the implicit pool instead
+//! (the *pool thread*, started with the first policy stream): one turn per [`IDLE_PERIOD`], and turn
+//! after turn while the policy runs nonblocking collectives on the implicit pool
+//! ([`collective_on_pool`]; `wrapped_collectives::schedule_comm`). It drives only the implicit pool
+//! (`MPIX_Stream_progress(MPIX_STREAM_NULL)`: `MPID_Progress_test(NULL)` over the implicit VCIs, which
+//! MPICH locks), never a reserved VCI. It needs `MPI_THREAD_MULTIPLE`, and MPICH 4.2: below that level,
+//! and on 4.1 (which fails beside it), the policy gives no communicator a stream ([`streams_served`]).
+//!
+//! MPICH's `MPI_Finalize` waits for every async thing to finish but polls only the implicit pool's, so
+//! [`finalize`] makes ours finish before it, and stops the pool thread.
+use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi;
 use std::cell::Cell;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Stream progress turns between two turns of the implicit pool (MPICH's own global-progress period).
 const PERIOD: u32 = 256;
@@ -41,6 +50,18 @@ thread_local! {
     static TURNS: Cell<u32> = const { Cell::new(0) };
 }
 
+/// The pool thread's pause between two turns while no collective of the policy is on the implicit pool
+/// (MPICH 4.2): what a peer's passive-target RMA waits at most per step that needs this process.
+const IDLE_PERIOD: Duration = Duration::from_millis(1);
+
+/// The pool thread (MPICH 4.2), once started.
+static POOL_THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
+/// Whether the pool thread runs (read by `implicit_pool_served` without the lock).
+static POOL_THREAD_RUNS: AtomicBool = AtomicBool::new(false);
+/// The policy's collectives on the implicit pool not yet complete: while not 0 the pool thread turns
+/// without pausing.
+static ON_POOL: AtomicUsize = AtomicUsize::new(0);
+
 /// Gives a new native policy stream its async thing (nothing where MPICH has no `MPIX_Async_start`).
 /// Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every progress call of every thread,
 /// the implicit pool's included, and our turn of the implicit pool would re-enter it.
@@ -48,17 +69,93 @@ pub fn watch(native: MPIX_Stream) {
     if native == MPIX_STREAM_NULL {
         return;
     }
-    let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return };
+    let Some(start) = pmpi::pmpi().PMPIX_Async_start else {
+        start_pool_thread();
+        return;
+    };
     if unsafe { start(Some(poll), std::ptr::null_mut(), native) } == MPI_SUCCESS {
         WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
     }
 }
 
-/// Whether a policy stream's progress turns the implicit pool (this MPICH has `MPIX_Async_start`): then
-/// a thread blocked on its stream still progresses what the policy runs on the implicit pool for it
-/// (`wrapped_collectives::schedule_comm`).
+/// Whether something turns the implicit pool while a thread blocks on its policy stream (the stream's
+/// async thing, MPICH >= 4.3; the pool thread, MPICH 4.2): then what the policy runs on the
+/// implicit pool for a thread still progresses for its peers (`wrapped_collectives::schedule_comm`).
 pub fn implicit_pool_served() -> bool {
-    pmpi::pmpi().PMPIX_Async_start.is_some()
+    pmpi::pmpi().PMPIX_Async_start.is_some() || POOL_THREAD_RUNS.load(Ordering::Acquire)
+}
+
+/// Whether the policy can keep MPI's progress rule for a stream of this MPICH: with `MPIX_Async_start`
+/// (MPICH >= 4.3), or with a pool thread, which calls MPI beside the application's threads and so needs
+/// `MPI_THREAD_MULTIPLE`, on MPICH 4.2 only. Where it cannot, the policy leaves every communicator
+/// implicit (`policy::take_stream`): a stream's blocking call would starve the implicit pool
+/// (`tests/c/policy_rma_progress.c` hung there), and below `MPI_THREAD_MULTIPLE` a stream buys no
+/// concurrency anyway.
+pub fn streams_served(rt: &crate::runtime::Runtime) -> bool {
+    pmpi::pmpi().PMPIX_Async_start.is_some() || (rt.thread_multiple() && pool_thread_allowed(rt))
+}
+
+/// MPICH 4.1.3 fails beside the pool thread, though the thread drives only the implicit VCIs, which
+/// MPICH locks: persistent point-to-point requests on a stream communicator delivered the next round's
+/// message (`policy_persistent`, 4 ranks, 2 runs of 2), and windows of stream communicators
+/// deadlocked, the pool thread waiting for an MPICH mutex in `MPIX_Stream_progress`
+/// (`policy_windows_files`, 4 ranks, 3 of 3); neither happened without it. Not seen on 4.2.3.
+fn pool_thread_allowed(rt: &crate::runtime::Runtime) -> bool {
+    rt.mpich_version.is_some_and(|v| (v.0, v.1) >= (4, 2))
+}
+
+/// Why `streams_served` is false, for the banner and the report (None where it is true).
+pub fn unserved_reason(rt: &crate::runtime::Runtime) -> Option<&'static str> {
+    if streams_served(rt) {
+        None
+    } else if !pool_thread_allowed(rt) {
+        Some("MPICH 4.1 has no MPIX_Async_start, and a thread of ours beside the application's breaks it: every communicator stays implicit")
+    } else {
+        Some("no MPIX_Async_start in this MPICH and not MPI_THREAD_MULTIPLE: every communicator stays implicit; MPIXSTREAM_THREAD_MULTIPLE=1 gives them streams")
+    }
+}
+
+/// A collective of the policy now runs on the implicit pool ([`collective_done`] when it completes or
+/// is freed): the pool thread, if any, turns without pausing meanwhile.
+pub fn collective_on_pool() {
+    if ON_POOL.fetch_add(1, Ordering::AcqRel) == 0 {
+        if let Some(t) = POOL_THREAD.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|t| t.thread()) {
+            t.unpark();
+        }
+    }
+}
+
+/// One collective of [`collective_on_pool`] completed or was freed.
+pub fn collective_done() {
+    ON_POOL.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Starts the pool thread once, where MPI allows a thread of ours to call it (`MPI_THREAD_MULTIPLE`;
+/// below it no policy stream exists, `streams_served`). Should the thread not start, nothing turns the
+/// implicit pool for a blocked thread, and `implicit_pool_served` keeps the collectives on the streams.
+fn start_pool_thread() {
+    let mut slot = POOL_THREAD.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.is_some() || !crate::runtime::active().is_some_and(|rt| rt.thread_multiple()) {
+        return;
+    }
+    let Some(progress) = pmpi::pmpi().PMPIX_Stream_progress else { return };
+    let spawned = BackgroundThread::spawn("mpixstream-pool", move |_| {
+        unsafe { progress(MPIX_STREAM_NULL) };
+        if ON_POOL.load(Ordering::Acquire) == 0 {
+            std::thread::park_timeout(IDLE_PERIOD);
+        } else {
+            // Leave the core to the application's threads between turns (2-core machines).
+            std::thread::yield_now();
+        }
+        Turn::Again
+    });
+    match spawned {
+        Ok(t) => {
+            *slot = Some(t);
+            POOL_THREAD_RUNS.store(true, Ordering::Release);
+        }
+        Err(e) => eprintln!("mpixstream: explicit policy: no thread to progress the implicit pool ({e})"),
+    }
 }
 
 unsafe extern "C" fn poll(_thing: MPIX_Async_thing) -> c_int {
@@ -85,6 +182,12 @@ unsafe extern "C" fn poll(_thing: MPIX_Async_thing) -> c_int {
 /// Before `PMPI_Finalize` (no thread of ours drives a stream any more): one turn of each watched
 /// stream's progress, in which its poll function finishes.
 pub fn finalize() {
+    let pool_thread = POOL_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(t) = pool_thread {
+        // Stops within one IDLE_PERIOD.
+        t.stop();
+        POOL_THREAD_RUNS.store(false, Ordering::Release);
+    }
     FINISHING.store(true, Ordering::Relaxed);
     let watched = std::mem::take(&mut *WATCHED.lock().unwrap_or_else(|e| e.into_inner()));
     if let Some(progress) = pmpi::pmpi().PMPIX_Stream_progress {

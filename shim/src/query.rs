@@ -46,6 +46,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
     d.policy_exhausted = policy::STATS.exhausted.load(Ordering::Relaxed);
     d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
     d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
+    d.policy_unserved = policy::STATS.unserved.load(Ordering::Relaxed);
     d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
     d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
     d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);

@@ -13,6 +13,8 @@ pub struct Runtime {
     pub backend: Backend,
     /// The MPI build: MPICH's version, netmod in use and library path (`mpich_build::describe`).
     pub library: String,
+    /// MPICH's version, where `MPI_Get_library_version` names one.
+    pub mpich_version: Option<(u32, u32, u32)>,
     pub rank: c_int,
     pub size: c_int,
     pub thread_level: c_int,

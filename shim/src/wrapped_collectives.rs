@@ -109,6 +109,9 @@ struct WrappedCollective {
     inner: MPI_Request,
     outer: MPI_Request,
     error: c_int,
+    /// It runs on the communicator's plain base (`schedule_comm`), counted in
+    /// `progress_rule::collective_on_pool` until it completes.
+    on_pool: bool,
 }
 
 /// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call;
@@ -137,8 +140,10 @@ pub unsafe fn nonblocking_collective(
         inner: MPI_REQUEST_NULL,
         outer: MPI_REQUEST_NULL,
         error: MPI_SUCCESS,
+        on_pool: false,
     }));
-    let rc = create(p, schedule_comm(comm, neighbourhood), &mut (*state).inner);
+    let on = schedule_comm(comm, neighbourhood);
+    let rc = create(p, on, &mut (*state).inner);
     if rc != MPI_SUCCESS {
         drop(Box::from_raw(state));
         return rc;
@@ -159,6 +164,10 @@ pub unsafe fn nonblocking_collective(
         return rc;
     }
     (*state).started.add(slot);
+    if on != comm {
+        (*state).on_pool = true;
+        crate::progress_rule::collective_on_pool();
+    }
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
     crate::query::tools_request_replaced((*state).inner, (*state).outer);
@@ -174,15 +183,16 @@ pub unsafe fn nonblocking_collective(
 /// stream's (README, "PyPI MPICH 4.2.3 and 4.3.2"). Two threads then drive one unlocked VCI, and a
 /// collective never completes (`tests/c/check_nbc_reuse.c` on 4.3.2: 1 run of 14 hung). So a policy
 /// communicator's nonblocking collectives run on its plain base (`policy_base.rs`: the same group and
-/// ranks, on the implicit pool, whose VCIs MPICH locks), where this MPICH turns the implicit pool while
+/// ranks, on the implicit pool, whose VCIs MPICH locks), where something turns the implicit pool while
 /// a thread blocks on its stream (`progress_rule`); the request stays wrapped, so the thread's waits
 /// still turn its streams. The base of a policy communicator with a topology (a policy dup of a
 /// Cartesian one) has a copy of it (`policy_base::split_base`), so `neighbourhood` collectives
 /// (`MPI_Ineighbor_*`, `MPI_Neighbor_*_init`) go there too; a base without one (its copy failed, the
 /// same on every member) serves all but those. The collective stays on the stream where the base
 /// cannot serve it, on an application's own stream communicator (no base: it asked for the stream), and
-/// on MPICH 4.1 and 4.2 (no `MPIX_Async_start`: a thread blocked on its stream would never progress the
-/// base's collective for its peers).
+/// where nothing would turn the implicit pool for a thread blocked on its stream, so that the base's
+/// collective would never progress for its peers (`progress_rule::implicit_pool_served`: on MPICH 4.1
+/// and 4.2 the pool thread does it, which needs `MPI_THREAD_MULTIPLE`).
 pub unsafe fn schedule_comm(comm: MPI_Comm, neighbourhood: bool) -> MPI_Comm {
     if !crate::progress_rule::implicit_pool_served() {
         return comm;
@@ -209,6 +219,9 @@ unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) 
             st.error = rc;
             st.inner = MPI_REQUEST_NULL;
             st.started.done(st.slot);
+            if st.on_pool {
+                crate::progress_rule::collective_done();
+            }
             (p.PMPI_Grequest_complete)(st.outer);
         }
         MPI_SUCCESS
@@ -238,6 +251,9 @@ unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
         if st.inner != MPI_REQUEST_NULL {
             // Freed before it completed (MPI_Request_free): it no longer counts as outstanding.
             st.started.done(st.slot);
+            if st.on_pool {
+                crate::progress_rule::collective_done();
+            }
         }
         MPI_SUCCESS
     })

@@ -122,18 +122,29 @@ int main(int argc, char **argv) {
         CHECK(0, "needs MPI_THREAD_MULTIPLE (got %d) and an even number of ranks (got %d)", provided, size);
         return mpixtest_finish();
     }
+    if (routed && !policy_gives_streams()) {
+        /* MPICH 4.1 (mpixtest.h): the policy leaves the communicators implicit, so nothing is routed, and
+         * what follows would test MPICH's own buffered sends from threads, which corrupt its state as on
+         * plain 5.0.2 (above; 4.1.3: "Ring ids do not match" in 2 runs of 2). Only the policy's part. */
+        MPI_Comm c;
+        MPIX_Stream s = MPIX_STREAM_NULL;
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+        OK(MPIX_Comm_get_stream(c, 0, &s));
+        CHECK(s == MPIX_STREAM_NULL, "a policy communicator carries a stream where the policy gives none");
+        if (rank == 0) printf("policy_bsend: no policy streams on this MPICH; routed buffered sends not run\n");
+        OK(MPI_Comm_free(&c));
+        return mpixtest_finish();
+    }
     peer = rank ^ 1;
     /* MPICH reports MPI_Start's errors (a persistent buffered send refused for space) through
      * MPI_COMM_WORLD's handler, the others through the communicator's. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    const char *policy = getenv("MPIXSTREAM_POLICY");
     for (int t = 0; t < NT; t++) {
         OK(MPI_Comm_dup(MPI_COMM_WORLD, &comms[t]));
         OK(MPI_Comm_set_errhandler(comms[t], MPI_ERRORS_RETURN));
         MPIX_Stream s = MPIX_STREAM_NULL;
         OK(MPIX_Comm_get_stream(comms[t], 0, &s));
-        if (policy && strcmp(policy, "explicit") == 0)
-            CHECK(s != MPIX_STREAM_NULL, "policy communicator %d carries no stream", t);
+        if (policy_gives_streams()) CHECK(s != MPIX_STREAM_NULL, "policy communicator %d carries no stream", t);
     }
 
     /* No buffer attached yet. */

@@ -1,6 +1,7 @@
 /* The explicit policy keeps applying after MPIXSTREAM_STREAMS communicators have been created and freed
  * (it used to retire a freed communicator's native stream for good, leaving every later communicator
- * implicit without a word): 40 rounds of dup + traffic + free, each communicator carrying a stream. */
+ * implicit without a word): 40 rounds of dup + traffic + free, each communicator carrying a stream (none
+ * where the policy leaves them all implicit: MPICH 4.1, and 4.2 below MPI_THREAD_MULTIPLE). */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {
@@ -26,6 +27,10 @@ int main(int argc, char **argv) {
         CHECK(sum == size * (size - 1) / 2, "round %d: allreduce %d", round, sum);
         OK(MPI_Comm_free(&c));
     }
-    CHECK(without == 0, "%d of 40 policy communicators were left without a stream", without);
+    if (policy_gives_streams())
+        CHECK(without == 0, "%d of 40 policy communicators were left without a stream", without);
+    else /* MPICH 4.1, 4.2 below MPI_THREAD_MULTIPLE: every one stays implicit, as the banner says. */
+        CHECK(without == 40, "%d of 40 communicators got a stream where the policy can keep no progress rule",
+              40 - without);
     return mpixtest_finish();
 }

@@ -104,12 +104,13 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         Some(d) => {
             let _ = write!(
                 j,
-                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"retired\":{},\"twins\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"unserved\":{},\"retired\":{},\"twins\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
                 d.streams_in_use,
                 d.policy_attached,
                 d.policy_exhausted,
                 d.policy_nonblocking,
                 d.policy_intercomm,
+                d.policy_unserved,
                 d.policy_retired,
                 d.policy_twins,
                 d.multiplex_on_streams,
@@ -373,6 +374,13 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
                 "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
                 d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm, d.policy_retired
             );
+            if d.policy_unserved > 0 {
+                let _ = writeln!(
+                    out,
+                    "explicit policy (rank 0): {} more left implicit: nothing could turn the implicit pool while a stream's call blocks (MPICH 4.1, or 4.2 below MPI_THREAD_MULTIPLE, where MPIXSTREAM_THREAD_MULTIPLE=1 gives them streams: docs/policy.md)",
+                    d.policy_unserved
+                );
+            }
         }
         if d.policy_twins > 0 {
             let _ = writeln!(

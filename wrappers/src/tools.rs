@@ -74,6 +74,9 @@ pub struct Description {
     pub policy_exhausted: u64,
     pub policy_nonblocking: u64,
     pub policy_intercomm: u64,
+    /// Left implicit because nothing could keep MPI's progress rule for a stream (MPICH 4.1 and 4.2
+    /// below `MPI_THREAD_MULTIPLE`).
+    pub policy_unserved: u64,
     /// Native policy streams whose communicators are gone, kept until `MPI_Finalize`.
     pub policy_retired: u64,
     /// Windows, files and distributed graphs made on a plain twin of a stream communicator
@@ -104,6 +107,7 @@ impl Default for Description {
             policy_exhausted: 0,
             policy_nonblocking: 0,
             policy_intercomm: 0,
+            policy_unserved: 0,
             policy_retired: 0,
             policy_twins: 0,
             multiplex_on_streams: 0,
