@@ -1,6 +1,8 @@
 /* Message rate of plain MPI calls (the ones mpixstream passes through): rank 0 streams windows of
  * 8-byte MPI_Isend to rank 1, which posts matching MPI_Irecv; one ack per window. Prints messages/s.
- *   msgrate [iterations] [window] */
+ *   msgrate [iterations] [window] [world]
+ * On a duplicate of MPI_COMM_WORLD (under the explicit policy, a policy communicator), or with "world"
+ * on MPI_COMM_WORLD itself (a communicator without a stream under every policy). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +14,9 @@ int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 2000, window = argc > 2 ? atoi(argv[2]) : 64;
     long buf[256];
     MPI_Request reqs[256];
-    MPI_Comm comm;
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    int world = argc > 3 && argv[3][0] == 'w';
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if (!world) MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     for (int phase = 0; phase < 2; phase++) { /* phase 0: warm-up */
         int n = phase ? iters : iters / 10;
         MPI_Barrier(comm);
@@ -30,7 +33,7 @@ int main(int argc, char **argv) {
         double t = MPI_Wtime() - t0;
         if (phase && rank == 0) printf("%.0f\n", (double)n * window / t);
     }
-    MPI_Comm_free(&comm);
+    if (!world) MPI_Comm_free(&comm);
     MPI_Finalize();
     return 0;
 }
