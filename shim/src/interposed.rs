@@ -121,15 +121,9 @@ pub fn banner(rt: &Runtime) -> String {
         }
     };
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
-    let progress = if rt.config.policy != Policy::Explicit
-        || rt.backend != Backend::Native
-        || pmpi().PMPIX_Async_start.is_some()
-    {
-        String::new()
-    } else {
-        let how = crate::progress_rule::unserved_reason(rt)
-            .unwrap_or("no MPIX_Async_start in this MPICH: a thread of ours turns the implicit pool");
-        format!(" ({how})")
+    let progress = match crate::progress_rule::banner_note(rt) {
+        Some(note) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
+        _ => String::new(),
     };
     format!(
         "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {}{} | {} | {} ranks | {}",

@@ -33,7 +33,7 @@ use mpixstream_wrappers::pmpi;
 use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// Stream progress turns between two turns of the implicit pool (MPICH's own global-progress period).
@@ -56,8 +56,11 @@ const IDLE_PERIOD: Duration = Duration::from_millis(1);
 
 /// The pool thread (MPICH 4.2), once started.
 static POOL_THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
-/// Whether the pool thread runs (read by `implicit_pool_served` without the lock).
+/// Whether the pool thread runs (read by `implicit_pool_served` and `collective_on_pool` without the lock).
 static POOL_THREAD_RUNS: AtomicBool = AtomicBool::new(false);
+/// The pool thread's handle, for waking it without the lock of `POOL_THREAD` (a nonblocking collective's
+/// path).
+static POOL_THREAD_WAKE: OnceLock<std::thread::Thread> = OnceLock::new();
 /// The policy's collectives on the implicit pool not yet complete: while not 0 the pool thread turns
 /// without pausing.
 static ON_POOL: AtomicUsize = AtomicUsize::new(0);
@@ -104,10 +107,14 @@ fn pool_thread_allowed(rt: &crate::runtime::Runtime) -> bool {
     rt.mpich_version.is_some_and(|v| (v.0, v.1) >= (4, 2))
 }
 
-/// Why `streams_served` is false, for the banner and the report (None where it is true).
-pub fn unserved_reason(rt: &crate::runtime::Runtime) -> Option<&'static str> {
-    if streams_served(rt) {
+/// What the banner says after `policy explicit` about MPI's progress rule: nothing where this MPICH has
+/// `MPIX_Async_start` (or the policy gives no native streams at all), else the pool thread, or why
+/// every communicator stays implicit.
+pub fn banner_note(rt: &crate::runtime::Runtime) -> Option<&'static str> {
+    if rt.backend != crate::backend::Backend::Native || pmpi::pmpi().PMPIX_Async_start.is_some() {
         None
+    } else if streams_served(rt) {
+        Some("no MPIX_Async_start in this MPICH: a thread of ours turns the implicit pool")
     } else if !pool_thread_allowed(rt) {
         Some("MPICH 4.1 has no MPIX_Async_start, and a thread of ours beside the application's breaks it: every communicator stays implicit")
     } else {
@@ -115,17 +122,23 @@ pub fn unserved_reason(rt: &crate::runtime::Runtime) -> Option<&'static str> {
     }
 }
 
-/// A collective of the policy now runs on the implicit pool ([`collective_done`] when it completes or
-/// is freed): the pool thread, if any, turns without pausing meanwhile.
-pub fn collective_on_pool() {
+/// A nonblocking collective of the policy now runs on the implicit pool: where the pool thread runs, it
+/// turns without pausing until [`collective_done`]; returns whether it counted (then call that once,
+/// when the collective completes or is freed). Persistent collectives are not counted: the pool
+/// thread's idle turns serve them.
+pub fn collective_on_pool() -> bool {
+    if !POOL_THREAD_RUNS.load(Ordering::Acquire) {
+        return false;
+    }
     if ON_POOL.fetch_add(1, Ordering::AcqRel) == 0 {
-        if let Some(t) = POOL_THREAD.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|t| t.thread()) {
+        if let Some(t) = POOL_THREAD_WAKE.get() {
             t.unpark();
         }
     }
+    true
 }
 
-/// One collective of [`collective_on_pool`] completed or was freed.
+/// One collective that [`collective_on_pool`] counted completed or was freed.
 pub fn collective_done() {
     ON_POOL.fetch_sub(1, Ordering::AcqRel);
 }
@@ -151,6 +164,9 @@ fn start_pool_thread() {
     });
     match spawned {
         Ok(t) => {
+            if let Some(handle) = t.thread() {
+                let _ = POOL_THREAD_WAKE.set(handle.clone());
+            }
             *slot = Some(t);
             POOL_THREAD_RUNS.store(true, Ordering::Release);
         }

@@ -109,9 +109,20 @@ struct WrappedCollective {
     inner: MPI_Request,
     outer: MPI_Request,
     error: c_int,
-    /// It runs on the communicator's plain base (`schedule_comm`), counted in
-    /// `progress_rule::collective_on_pool` until it completes.
+    /// It runs on the communicator's plain base (`schedule_comm`) and `progress_rule::collective_on_pool`
+    /// counted it: `finished` uncounts it.
     on_pool: bool,
+}
+
+impl WrappedCollective {
+    /// It completed, or was freed before: it no longer counts as outstanding, for its thread's waits
+    /// and for the pool thread.
+    fn finished(&self) {
+        self.started.done(self.slot);
+        if self.on_pool {
+            crate::progress_rule::collective_done();
+        }
+    }
 }
 
 /// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call;
@@ -164,10 +175,7 @@ pub unsafe fn nonblocking_collective(
         return rc;
     }
     (*state).started.add(slot);
-    if on != comm {
-        (*state).on_pool = true;
-        crate::progress_rule::collective_on_pool();
-    }
+    (*state).on_pool = on != comm && crate::progress_rule::collective_on_pool();
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
     crate::query::tools_request_replaced((*state).inner, (*state).outer);
@@ -218,10 +226,7 @@ unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) 
         if rc != MPI_SUCCESS || flag != 0 {
             st.error = rc;
             st.inner = MPI_REQUEST_NULL;
-            st.started.done(st.slot);
-            if st.on_pool {
-                crate::progress_rule::collective_done();
-            }
+            st.finished();
             (p.PMPI_Grequest_complete)(st.outer);
         }
         MPI_SUCCESS
@@ -249,11 +254,8 @@ unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
     crate::ffi_guard("nonblocking collective (free)", || unsafe {
         let st = Box::from_raw(extra as *mut WrappedCollective);
         if st.inner != MPI_REQUEST_NULL {
-            // Freed before it completed (MPI_Request_free): it no longer counts as outstanding.
-            st.started.done(st.slot);
-            if st.on_pool {
-                crate::progress_rule::collective_done();
-            }
+            // Freed before it completed (MPI_Request_free).
+            st.finished();
         }
         MPI_SUCCESS
     })
