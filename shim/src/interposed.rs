@@ -1,6 +1,6 @@
 //! What our `MPI_*` interposers do (the symbols themselves are generated in `mpixstream-wrappers`).
 use crate::backend::{self, Backend};
-use crate::comms::{CommEntry, Origin};
+use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
 use crate::errors::{self, Errors};
 use crate::runtime::{self, Runtime};
@@ -90,9 +90,18 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
     if (p.PMPI_Comm_dup)(MPI_COMM_SELF, &mut progress_comm) != MPI_SUCCESS {
         return Err("could not duplicate MPI_COMM_SELF".into());
     }
+    // The communicator records' keyval: not copied by a dup (each constructor settles its result's
+    // record), deleted by `record_deleted`.
+    let mut record_keyval: c_int = 0;
+    if (p.PMPI_Comm_create_keyval)(None, Some(record_deleted), &mut record_keyval, std::ptr::null_mut())
+        != MPI_SUCCESS
+    {
+        return Err("could not create the keyval of the communicator records".into());
+    }
     Ok(runtime::install(Runtime {
         streams: StreamTable::new(detected.pool as usize),
         comms: Default::default(),
+        record_keyval,
         backend: detected.backend,
         library: detected.library,
         mpich_version: detected.version,
@@ -216,24 +225,29 @@ pub unsafe fn comm_constructed(
         if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request) {
             return rc;
         }
-        let parent_entry = rt.comms.get(parent);
-        match parent_entry {
+        match rt.comms.get(parent) {
             // The application's stream communicator: dup-like children share its stream (native MPICH
             // does the same for the endpoint; this is our bookkeeping of it).
-            Some(e) if e.origin == Origin::User && kind.inherits_stream() => {
-                rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: e.stream, origin: Origin::User });
-                rc
-            }
-            // A nonblocking dup of a policy communicator: MPICH gives the child the parent's stream (and
-            // the policy cannot attach a new one without blocking), so record that they share it.
+            Some(e) if e.origin == Origin::User && kind.inherits_stream() => inherit(rt, &e, *newcomm, rc),
+            // A nonblocking dup of a policy communicator that MPICH made (`policy_base::idup` did not
+            // apply): MPICH gives the child the parent's stream (and the policy cannot attach a new one
+            // without blocking), so record that they share it.
             Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
-                rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: e.stream, origin: Origin::Policy });
-                rc
+                inherit(rt, &e, *newcomm, rc)
             }
             _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),
             _ => rc,
         }
     })
+}
+
+/// `child` carries the stream of `parent`'s record (where this process has one), and runs its
+/// collectives on itself: it has no base.
+fn inherit(rt: &Runtime, parent: &CommRecord, child: MPI_Comm, rc: c_int) -> c_int {
+    match parent.stream {
+        Some(s) => rt.attach_record(child, CommRecord::on_stream(s, parent.origin)),
+        None => rc,
+    }
 }
 
 /// `MPI_Comm_set_errhandler`: on a multiplex communicator the hidden communicators follow (see
@@ -267,24 +281,38 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                 return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
-        let multiplex = runtime::active().and_then(|_| crate::multiplex::registry::lookup(handle));
-        let rc = (p.PMPI_Comm_free)(comm);
-        if rc == MPI_SUCCESS {
-            if let Some(rt) = runtime::active() {
-                if let Some(mx) = multiplex {
-                    crate::multiplex::comm_freed(rt, handle, mx);
-                }
-                crate::policy_base::forget_base(handle);
-                if let Some(entry) = rt.comms.detach(&rt.streams, handle) {
-                    if entry.origin == Origin::Policy
-                        && rt.streams.slot(entry.stream).comms.load(Ordering::Acquire) == 0
-                    {
-                        policy::release_stream(rt, entry.stream);
-                    }
+        // What the library keeps of the communicator goes with its record (`record_deleted`).
+        (p.PMPI_Comm_free)(comm)
+    })
+}
+
+/// The delete callback of the communicator records' keyval: MPICH runs it on every destruction path
+/// of a communicator with a record (`MPI_Comm_free`, `MPI_Comm_disconnect`), before the handle can be
+/// reused. The record leaves the cache, its base is freed, a policy stream no communicator uses any
+/// more is given back, and a multiplex communicator's record goes (`multiplex::comm_freed`).
+unsafe extern "C" fn record_deleted(
+    comm: MPI_Comm,
+    _keyval: c_int,
+    value: *mut c_void,
+    _extra: *mut c_void,
+) -> c_int {
+    ffi_guard("MPI_Comm_free (communicator record)", || unsafe {
+        let record = std::sync::Arc::from_raw(value as *const CommRecord);
+        let Some(rt) = runtime::active() else { return MPI_SUCCESS };
+        if rt.comms.remove(&rt.streams, comm, &record) {
+            if let Some(mut base) = record.base {
+                (pmpi().PMPI_Comm_free)(&mut base.comm);
+            }
+            if let (Origin::Policy, Some(s)) = (record.origin, record.stream) {
+                if rt.streams.slot(s).comms.load(Ordering::Acquire) == 0 {
+                    policy::release_stream(rt, s);
                 }
             }
+            if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+                crate::multiplex::comm_freed(rt, comm, mx);
+            }
         }
-        rc
+        MPI_SUCCESS
     })
 }
 

@@ -1,5 +1,5 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
-use crate::comms::{CommEntry, Origin};
+use crate::comms::{CommRecord, Origin};
 use crate::errors::{self, raise, Class};
 use crate::hex;
 use crate::info::info_get_string;
@@ -193,10 +193,10 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_St
         if rc != MPI_SUCCESS {
             return rc;
         }
-        if let Some(i) = index {
-            rt.comms.attach(&rt.streams, *newcomm, CommEntry { stream: i, origin: Origin::User });
+        match index {
+            Some(i) => rt.attach_record(*newcomm, CommRecord::on_stream(i, Origin::User)),
+            None => MPI_SUCCESS,
         }
-        MPI_SUCCESS
     })
 }
 
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
                 &format!("index {idx} is out of range: the communicator has 1 local stream (index 0)"),
             );
         }
-        *stream = entry.map_or(MPIX_STREAM_NULL, |e| StreamTable::handle(e.stream));
+        *stream = entry.and_then(|e| e.stream).map_or(MPIX_STREAM_NULL, StreamTable::handle);
         MPI_SUCCESS
     })
 }

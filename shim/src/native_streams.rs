@@ -29,6 +29,17 @@ pub(crate) fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
     Some(rt.streams.slot(native_stream_index_of(comm)?))
 }
 
+/// What the native routes need of `comm`'s record (its stream here, where its collectives run), if it
+/// has one, on the native backend.
+#[inline]
+pub(crate) fn native_record_of(comm: MPI_Comm) -> Option<crate::comms::Cached> {
+    let rt = runtime::active()?;
+    if rt.backend != Backend::Native {
+        return None;
+    }
+    rt.comms.lookup(comm)
+}
+
 /// The stream-table slot behind `comm` if it is a native stream communicator of this process.
 #[inline]
 pub(crate) fn native_stream_index_of(comm: MPI_Comm) -> Option<usize> {

@@ -17,7 +17,7 @@
 //! Cost on everything else: while no such request is live and no wrapped collective is outstanding
 //! (always, under `implicit`), each completion interposer is two relaxed loads and a call through
 //! `next!` (README, "Cost").
-use crate::native_streams::{native_stream_index_of, progress_turn};
+use crate::native_streams::{native_record_of, native_stream_index_of, progress_turn};
 use crate::runtime;
 use crate::streams::StreamSlot;
 use crate::wrapped_collectives;
@@ -25,13 +25,18 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::PersistentKind;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
-use std::collections::HashMap;
+use dashmap::DashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
-/// Recorded persistent requests: the stream slot each was made on, and whether it is partitioned.
-static RECORDED: Mutex<Option<HashMap<MPI_Request, (usize, bool)>>> = Mutex::new(None);
+/// Recorded persistent requests: the stream slot each was made on, and whether it is partitioned. A
+/// sharded map, so that the completion calls of threads waiting for different requests take no common
+/// lock.
+fn recorded() -> &'static DashMap<MPI_Request, (usize, bool)> {
+    static RECORDED: OnceLock<DashMap<MPI_Request, (usize, bool)>> = OnceLock::new();
+    RECORDED.get_or_init(DashMap::new)
+}
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -43,15 +48,13 @@ fn none_live() -> bool {
 }
 
 fn record(request: MPI_Request, slot: usize, partitioned: bool) {
-    let mut map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    if map.get_or_insert_with(HashMap::new).insert(request, (slot, partitioned)).is_none() {
+    if recorded().insert(request, (slot, partitioned)).is_none() {
         LIVE.fetch_add(1, Ordering::Release);
     }
 }
 
 fn forget(request: MPI_Request) {
-    let mut map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    if map.as_mut().and_then(|m| m.remove(&request)).is_some() {
+    if recorded().remove(&request).is_some() {
         LIVE.fetch_sub(1, Ordering::Release);
     }
 }
@@ -66,15 +69,13 @@ fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
         // Only this thread's collectives brought the call here: no need for the shared record.
         return streams;
     }
-    let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(map) = map.as_ref() {
-        let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).map(|&(s, _)| s)).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        for s in slots.into_iter().map(|s| rt.streams.slot(s)) {
-            if !streams.iter().any(|t| std::ptr::eq(*t, s)) {
-                streams.push(s);
-            }
+    let map = recorded();
+    let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).map(|e| e.0)).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    for s in slots.into_iter().map(|s| rt.streams.slot(s)) {
+        if !streams.iter().any(|t| std::ptr::eq(*t, s)) {
+            streams.push(s);
         }
     }
     streams
@@ -82,8 +83,8 @@ fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
 
 /// Whether a recorded partitioned request is among `requests`.
 fn any_partitioned(requests: &[MPI_Request]) -> bool {
-    let map = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    map.as_ref().is_some_and(|m| requests.iter().any(|r| m.get(r).is_some_and(|&(_, p)| p)))
+    let map = recorded();
+    requests.iter().any(|r| map.get(r).is_some_and(|e| e.1))
 }
 
 unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {
@@ -106,11 +107,14 @@ pub unsafe fn persistent_created(
     create: &dyn Fn(MPI_Comm) -> c_int,
 ) -> c_int {
     let on = match kind {
-        PersistentKind::Collective | PersistentKind::NeighbourhoodCollective
-            if native_stream_index_of(comm).is_some() =>
-        {
-            wrapped_collectives::schedule_comm(comm, kind == PersistentKind::NeighbourhoodCollective)
-        }
+        PersistentKind::Collective | PersistentKind::NeighbourhoodCollective => match native_record_of(comm) {
+            Some(record) => wrapped_collectives::schedule_comm(
+                comm,
+                record.collectives,
+                kind == PersistentKind::NeighbourhoodCollective,
+            ),
+            None => comm,
+        },
         _ => comm,
     };
     let rc = create(on);

@@ -2,7 +2,7 @@
 //! gets its own stream, so codes that give each thread its own communicator get dedicated endpoints.
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
 use crate::backend::Backend;
-use crate::comms::{CommEntry, Origin};
+use crate::comms::{Base, CommRecord, Origin, Route};
 use crate::config::Policy;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
@@ -20,8 +20,8 @@ pub struct PolicyStats {
     pub exhausted: AtomicU64,
     /// Left on the implicit pool because MPICH refused a native stream.
     pub refused: AtomicU64,
-    /// Left implicit because nothing could keep MPI's progress rule for a stream (MPICH 4.1, and 4.2
-    /// below `MPI_THREAD_MULTIPLE`: `progress_rule::streams_served`).
+    /// Left implicit because nothing could keep MPI's progress rule for a stream (MPICH 4.1 and 4.2:
+    /// `progress_rule::streams_served`).
     pub unserved: AtomicU64,
     /// Left implicit because the constructor was nonblocking (`MPI_Comm_idup*`: attaching a stream is a
     /// blocking collective, which would change the program's synchronisation).
@@ -59,7 +59,7 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         return MPI_SUCCESS;
     }
     let (index, reused, native) = take_stream(rt);
-    attach_native(rt, index, reused, native, *newcomm, true, newcomm)
+    attach_native(rt, index, reused, native, *newcomm, None, newcomm)
 }
 
 /// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's:
@@ -95,16 +95,17 @@ pub unsafe fn dup_directly(
         return None;
     }
     let (index, reused, native) = take_stream(rt);
+    // Its base (policy_base.rs): one more collective over `parent`, made first so that the record has
+    // it from the start.
+    let base = crate::policy_base::split_base(parent);
     // Not `replace`: `*newcomm` holds whatever the caller's variable held (even the parent itself, in
     // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
-    let rc = attach_native(rt, index, reused, native, parent, false, newcomm);
+    let rc = attach_native(rt, index, reused, native, parent, Some(base), newcomm);
     if rc != MPI_SUCCESS {
         // As MPI_Comm_dup: a failed dup (an attribute copy callback's error) returns MPI_COMM_NULL.
         *newcomm = MPI_COMM_NULL;
         return Some(rc);
     }
-    // Its base, for the policy's idups of it (policy_base.rs): one more collective over `parent`.
-    crate::policy_base::split_base(parent, *newcomm);
     if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {
         let rc = (p.PMPI_Comm_set_info)(*newcomm, info);
         if rc != MPI_SUCCESS {
@@ -119,7 +120,7 @@ pub unsafe fn dup_directly(
 /// nothing could keep MPI's progress rule for one (`progress_rule::streams_served`): the process still
 /// takes part in the collective that makes the communicator, as its peers do.
 unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
-    if rt.backend == Backend::Native && !crate::progress_rule::streams_served(rt) {
+    if rt.backend == Backend::Native && !crate::progress_rule::streams_served() {
         STATS.unserved.fetch_add(1, Ordering::Relaxed);
         return (None, false, MPIX_STREAM_NULL);
     }
@@ -151,18 +152,21 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
 }
 
 /// On the native backend, makes `*newcomm` a native stream communicator on `native` duplicated from
-/// `source` (a collective every member makes, whatever its own stream); `replace`: `source` is a
-/// communicator another constructor just made for the caller, freed once replaced. On the serial
-/// backend `*newcomm` stays as it is. Then records it. `reused`: the stream is a retired one.
+/// `source` (a collective every member makes, whatever its own stream). `dup_base`: `Some(base)` for
+/// a dup, with the base made for it; `None` where `source` is a communicator another constructor just
+/// made for the caller, which becomes the base once replaced. On the serial backend `*newcomm` stays
+/// as it is. Then attaches its record (`finish`). `reused`: the stream is a retired one.
 unsafe fn attach_native(
     rt: &Runtime,
     index: Option<usize>,
     reused: bool,
     native: MPIX_Stream,
     source: MPI_Comm,
-    replace: bool,
+    dup_base: Option<Option<Base>>,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
+    let replace = dup_base.is_none();
+    let mut base = dup_base.flatten();
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
         let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
@@ -177,6 +181,7 @@ unsafe fn attach_native(
                     rt.streams.release(i);
                 }
             }
+            free_base(base);
             if replace {
                 // The constructor itself succeeded (MPICH agreed on it over the parent, members or
                 // not); only our extra collective over its group failed, on every member alike (its
@@ -185,7 +190,7 @@ unsafe fn attach_native(
                 // hang (MPICH's errors/comm/too_many_comms2 and 3). The communicator stays implicit.
                 STATS.refused.fetch_add(1, Ordering::Relaxed);
                 note_stream_comm_refused(rc);
-                return finish(rt, None, *newcomm);
+                return finish(rt, None, None, *newcomm);
             }
             return rc;
         }
@@ -198,12 +203,18 @@ unsafe fn attach_native(
                 return rc;
             }
             // The communicator made for the caller stays, as the stream communicator's base (a plain
-            // communicator of the same group, for the policy's idups of it: policy_base.rs).
-            crate::policy_base::keep_base(streamed, source);
+            // communicator of the same group: policy_base.rs).
+            base = Some(crate::policy_base::base_of(source));
         }
         *newcomm = streamed;
     }
-    finish(rt, index, *newcomm)
+    finish(rt, index, base, *newcomm)
+}
+
+fn free_base(base: Option<Base>) {
+    if let Some(mut b) = base {
+        unsafe { (pmpi().PMPI_Comm_free)(&mut b.comm) };
+    }
 }
 
 /// Says once per process why a constructor's result stayed implicit.
@@ -231,12 +242,63 @@ unsafe fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
     rc
 }
 
-fn finish(rt: &Runtime, index: Option<usize>, comm: MPI_Comm) -> c_int {
-    if let Some(i) = index {
-        rt.comms.attach(&rt.streams, comm, CommEntry { stream: i, origin: Origin::Policy });
+/// Attaches the record of the new policy communicator `comm` (collective over it on the native
+/// backend, where every member agrees on where its collectives run: `agree`).
+unsafe fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> c_int {
+    if rt.backend != Backend::Native {
+        // No native stream communicators, so no routes: only the stream, where this process has one.
+        let Some(i) = index else { return MPI_SUCCESS };
+        return attach(rt, comm, CommRecord::on_stream(i, Origin::Policy));
+    }
+    let collectives = agree(index, base, comm);
+    attach(rt, comm, CommRecord { stream: index, origin: Origin::Policy, base, collectives })
+}
+
+unsafe fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
+    let stream = record.stream;
+    let base = record.base;
+    let rc = rt.attach_record(comm, record);
+    if rc != MPI_SUCCESS {
+        // MPICH refused the attribute: nothing of the record stays.
+        if let Some(i) = stream {
+            release_stream(rt, i);
+        }
+        free_base(base);
+        return rc;
+    }
+    if stream.is_some() {
         STATS.attached.fetch_add(1, Ordering::Relaxed);
     }
     MPI_SUCCESS
+}
+
+/// Where the nonblocking and persistent collectives of the new policy communicator `comm` run, agreed
+/// by all its members (one `MPI_Allreduce` over the base, on the implicit pool, or over `comm` where no
+/// member has a base: whether a base exists is itself a collective's outcome, a split's, the same on
+/// every member; the stream's endpoint carries only the program's traffic): on its base only if every
+/// member has the base
+/// and can serve it. A member serves the base where it has no stream on `comm` (it runs everything on
+/// the implicit pool anyway) or where something turns the implicit pool while its thread blocks on its
+/// stream (`progress_rule::implicit_pool_served`). Decided by each process alone from what it has (its
+/// stream, its base), members with and without a stream ran one collective on different communicators
+/// and it never completed.
+unsafe fn agree(index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> Route {
+    let serves = base.is_some() && (index.is_none() || crate::progress_rule::implicit_pool_served());
+    let mine: [c_int; 2] = [serves as c_int, (serves && base.is_some_and(|b| b.topology)) as c_int];
+    let mut all: [c_int; 2] = [0; 2];
+    let rc = (pmpi().PMPI_Allreduce)(
+        mine.as_ptr() as *const std::os::raw::c_void,
+        all.as_mut_ptr() as *mut std::os::raw::c_void,
+        2,
+        MPI_INT,
+        MPI_MIN,
+        base.map_or(comm, |b| b.comm),
+    );
+    match (rc, all) {
+        (MPI_SUCCESS, [1, 1]) => Route::Base,
+        (MPI_SUCCESS, [1, 0]) => Route::BaseButNeighbourhood,
+        _ => Route::Comm,
+    }
 }
 
 /// Gives back a stream the policy created, once the last communicator using it is freed.

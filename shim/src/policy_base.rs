@@ -30,27 +30,12 @@
 use crate::backend::Backend;
 use crate::config::Policy;
 use crate::runtime::Runtime;
-use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
-use std::sync::{Mutex, OnceLock};
-
-/// A policy communicator's base.
-#[derive(Clone, Copy)]
-pub struct Base {
-    pub comm: MPI_Comm,
-    /// The base carries a topology (asked once, when it is kept): neighbourhood collectives can run
-    /// on it.
-    pub topology: bool,
-}
-
-/// Policy communicator -> its base (every process that made the communicator, stream or not).
-fn bases() -> &'static DashMap<MPI_Comm, Base> {
-    static BASES: OnceLock<DashMap<MPI_Comm, Base>> = OnceLock::new();
-    BASES.get_or_init(DashMap::new)
-}
+pub use crate::comms::Base;
+use std::sync::Mutex;
 
 /// A keyval the program made with `MPI_Comm_create_keyval` (its copy callback and extra state).
 #[derive(Clone, Copy)]
@@ -63,14 +48,10 @@ struct Keyval {
 /// The live keyvals, in the order the program made them.
 static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
 
-/// Records `base` as the base of the policy communicator `comm`.
-pub fn keep_base(comm: MPI_Comm, base: MPI_Comm) {
-    let topology = unsafe { has_topology(base) };
-    if let Some(old) = bases().insert(comm, Base { comm: base, topology }) {
-        // A reused handle whose free we did not see: that base is no one's any more.
-        let mut old = old.comm;
-        unsafe { (pmpi().PMPI_Comm_free)(&mut old) };
-    }
+/// `base`, made for a policy communicator, as its record keeps it (asked once: whether it carries a
+/// topology).
+pub fn base_of(base: MPI_Comm) -> Base {
+    Base { comm: base, topology: unsafe { has_topology(base) } }
 }
 
 /// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
@@ -98,22 +79,20 @@ unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
     }
 }
 
-/// Makes and records the base of the policy dup `comm` of `parent` (collective over `parent`, as the
-/// dup is). A parent with a topology gives the base a copy of it (`topology_copy`), so that the
+/// Makes the base of a policy dup of `parent` (collective over `parent`, as the dup is). A parent with a topology gives the base a copy of it (`topology_copy`), so that the
 /// neighbourhood collectives run there too; where that copy fails (on every member alike: a
 /// collective's outcome), the base has none and they stay on the stream.
-pub unsafe fn split_base(parent: MPI_Comm, comm: MPI_Comm) {
-    if let Ok(mut split) = plain_split(parent) {
-        let base = match topology_copy(parent, split) {
-            Some(copy) => {
-                (pmpi().PMPI_Comm_free)(&mut split);
-                give_errhandler(parent, copy);
-                copy
-            }
-            None => split,
-        };
-        keep_base(comm, base);
-    }
+pub unsafe fn split_base(parent: MPI_Comm) -> Option<Base> {
+    let mut split = plain_split(parent).ok()?;
+    let base = match topology_copy(parent, split) {
+        Some(copy) => {
+            (pmpi().PMPI_Comm_free)(&mut split);
+            give_errhandler(parent, copy);
+            copy
+        }
+        None => split,
+    };
+    Some(base_of(base))
 }
 
 /// `parent`'s topology on `split` (a plain split of it: the same ranks), made without reordering so
@@ -182,15 +161,6 @@ unsafe fn has_topology(comm: MPI_Comm) -> bool {
     (pmpi().PMPI_Topo_test)(comm, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
 }
 
-/// At `MPI_Comm_free` of `comm`: frees its base, if it has one (an idup of the base still pending
-/// completes: MPICH holds the base until then).
-pub fn forget_base(comm: MPI_Comm) {
-    if let Some((_, base)) = bases().remove(&comm) {
-        let mut base = base.comm;
-        unsafe { (pmpi().PMPI_Comm_free)(&mut base) };
-    }
-}
-
 /// After the program's `MPI_Comm_create_keyval` succeeded.
 pub fn keyval_created(keyval: c_int, copy: Option<MPI_Comm_copy_attr_function>, extra: *mut c_void) {
     let mut kvs = KEYVALS.lock().unwrap_or_else(|e| e.into_inner());
@@ -203,17 +173,11 @@ pub fn keyval_freed(keyval: c_int) {
     KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| k.keyval != keyval);
 }
 
-/// The policy communicator whose base `base` is, if any (a linear search: the tools library asks once
-/// per communicator, at its first use there).
-pub fn owner_of_base(base: MPI_Comm) -> Option<MPI_Comm> {
-    bases().iter().find(|e| e.value().comm == base).map(|e| *e.key())
-}
-
 /// The base of the policy communicator `comm` (with `comm`'s error handler: the one it had at the
 /// base's creation, and each one set since, `errhandler_set`), or `None` (not a policy communicator on
 /// the native backend).
 pub fn current_base(comm: MPI_Comm) -> Option<Base> {
-    bases().get(&comm).map(|b| *b)
+    crate::runtime::active()?.comms.get(comm)?.base
 }
 
 /// After the program's `MPI_Comm_set_errhandler(comm, handler)` succeeded: the base of `comm`, if it

@@ -67,13 +67,14 @@ fn copy_str(dst: &mut [c_char], src: &str) {
 /// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(-1, |e| e.stream as c_int)
+    runtime::active().and_then(|rt| rt.comms.get(comm)?.stream).map_or(-1, |s| s as c_int)
 }
 
 /// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit policy).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.get(comm)).map_or(Origin::None, |e| e.origin) as c_int
+    runtime::active().and_then(|rt| rt.comms.get(comm)).filter(|r| r.stream.is_some()).map_or(Origin::None, |r| r.origin)
+        as c_int
 }
 
 /// Where `comm` is the plain base of a policy communicator with a stream (it carries that
@@ -81,7 +82,7 @@ pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
 /// else -1: the one-thread check of the policy communicator covers its base too.
 #[no_mangle]
 pub extern "C" fn mpixstream_base_owner_stream(comm: MPI_Comm) -> c_int {
-    crate::policy_base::owner_of_base(comm).map_or(-1, |c| mpixstream_comm_stream(c))
+    runtime::active().and_then(|rt| rt.comms.owner_of_base(comm)).map_or(-1, |c| mpixstream_comm_stream(c))
 }
 
 /// The VCI stream `index`'s traffic runs on, where we know it, else -1.

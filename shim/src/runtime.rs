@@ -1,6 +1,6 @@
 //! The process-wide state that exists between `MPI_Init*` and `MPI_Finalize`.
 use crate::backend::Backend;
-use crate::comms::CommTable;
+use crate::comms::{CommRecord, CommTable};
 use crate::config::Config;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
@@ -20,6 +20,9 @@ pub struct Runtime {
     pub thread_level: c_int,
     pub streams: StreamTable,
     pub comms: CommTable,
+    /// The keyval under which each communicator's record is attached (`attach_record`); its delete
+    /// callback (`interposed::record_deleted`) retires the record.
+    pub record_keyval: c_int,
     /// A private duplicate of `MPI_COMM_SELF` on which `MPI_Iprobe` drives MPICH's global progress.
     pub progress_comm: MPI_Comm,
     /// Why this backend (for the banner and the report).
@@ -82,6 +85,21 @@ pub fn is_initialized_by_us() -> bool {
 impl Runtime {
     pub fn thread_multiple(&self) -> bool {
         self.thread_level == MPI_THREAD_MULTIPLE
+    }
+
+    /// Attaches `record` to `comm` as an MPI attribute, so that MPICH runs the record's delete callback
+    /// on every destruction path of `comm` before its handle can be reused, and caches it by handle
+    /// (`comms`). Fails only where MPICH refuses the attribute (then `comm` has no record).
+    pub fn attach_record(&self, comm: MPI_Comm, record: CommRecord) -> c_int {
+        let record = std::sync::Arc::new(record);
+        let value = std::sync::Arc::into_raw(record.clone()) as *mut std::os::raw::c_void;
+        let rc = unsafe { (mpixstream_wrappers::pmpi::pmpi().PMPI_Comm_set_attr)(comm, self.record_keyval, value) };
+        if rc != MPI_SUCCESS {
+            drop(unsafe { std::sync::Arc::from_raw(value as *const CommRecord) });
+            return rc;
+        }
+        self.comms.insert(&self.streams, comm, record);
+        MPI_SUCCESS
     }
 
     /// One turn of progress on a native stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).

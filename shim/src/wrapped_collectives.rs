@@ -18,7 +18,9 @@
 //! other completion calls while it has wrapped collectives outstanding (`MPI_Wait` on a
 //! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
 use crate::greq::{collective_status, poll_each};
-use crate::native_streams::{native_stream_of, panic_for_test, progress_turn};
+use crate::comms::Route;
+use crate::native_streams::{native_record_of, panic_for_test, progress_turn};
+use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::{self, Pmpi};
@@ -109,19 +111,12 @@ struct WrappedCollective {
     inner: MPI_Request,
     outer: MPI_Request,
     error: c_int,
-    /// It runs on the communicator's plain base (`schedule_comm`) and `progress_rule::collective_on_pool`
-    /// counted it: `finished` uncounts it.
-    on_pool: bool,
 }
 
 impl WrappedCollective {
-    /// It completed, or was freed before: it no longer counts as outstanding, for its thread's waits
-    /// and for the pool thread.
+    /// It completed, or was freed before: it no longer counts as outstanding for its thread's waits.
     fn finished(&self) {
         self.started.done(self.slot);
-        if self.on_pool {
-            crate::progress_rule::collective_done();
-        }
     }
 }
 
@@ -138,22 +133,22 @@ pub unsafe fn nonblocking_collective(
         Ok(p) => p,
         Err(_) => return MPI_ERR_OTHER,
     };
-    let Some(slot) = native_stream_of(comm) else {
+    let (Some(record), Some(rt)) = (native_record_of(comm), runtime::active()) else {
         return create(p, comm, request);
     };
-    if request.is_null() {
-        // MPICH's own argument check reports it.
-        return create(p, comm, request);
-    }
+    let on = schedule_comm(comm, record.collectives, neighbourhood);
+    let (Some(slot), false) = (record.stream.map(|s| rt.streams.slot(s)), request.is_null()) else {
+        // No stream here (its peers may have one: the route is the same on all), nothing for this
+        // process's waits to turn; or a null request, which MPICH's own argument check reports.
+        return create(p, on, request);
+    };
     let state = Box::into_raw(Box::new(WrappedCollective {
         slot,
         started: STARTED.with(|s| s.clone()),
         inner: MPI_REQUEST_NULL,
         outer: MPI_REQUEST_NULL,
         error: MPI_SUCCESS,
-        on_pool: false,
     }));
-    let on = schedule_comm(comm, neighbourhood);
     let rc = create(p, on, &mut (*state).inner);
     if rc != MPI_SUCCESS {
         drop(Box::from_raw(state));
@@ -175,7 +170,6 @@ pub unsafe fn nonblocking_collective(
         return rc;
     }
     (*state).started.add(slot);
-    (*state).on_pool = on != comm && crate::progress_rule::collective_on_pool();
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
     crate::query::tools_request_replaced((*state).inner, (*state).outer);
@@ -183,32 +177,25 @@ pub unsafe fn nonblocking_collective(
     MPI_SUCCESS
 }
 
-/// The communicator a nonblocking collective of `comm` (a native stream communicator) runs on.
+/// The communicator a nonblocking or persistent collective of `comm` runs on, by its record's route
+/// (`comms::Route`, agreed by every member when `comm` was made: `policy::agree`).
 ///
 /// MPICH (4.1 to 5.0) keeps every nonblocking collective's schedule in one global list that any
 /// thread's progress walks, and a schedule posts its next round on its communicator's VCI: on a stream
 /// communicator, the stream's reserved VCI, which MPICH never locks, from a thread that is not the
-/// stream's (README, "PyPI MPICH 4.2.3 and 4.3.2"). Two threads then drive one unlocked VCI, and a
-/// collective never completes (`tests/c/check_nbc_reuse.c` on 4.3.2: 1 run of 14 hung). So a policy
-/// communicator's nonblocking collectives run on its plain base (`policy_base.rs`: the same group and
-/// ranks, on the implicit pool, whose VCIs MPICH locks), where something turns the implicit pool while
-/// a thread blocks on its stream (`progress_rule`); the request stays wrapped, so the thread's waits
-/// still turn its streams. The base of a policy communicator with a topology (a policy dup of a
-/// Cartesian one) has a copy of it (`policy_base::split_base`), so `neighbourhood` collectives
-/// (`MPI_Ineighbor_*`, `MPI_Neighbor_*_init`) go there too; a base without one (its copy failed, the
-/// same on every member) serves all but those. The collective stays on the stream where the base
-/// cannot serve it, on an application's own stream communicator (no base: it asked for the stream), and
-/// where nothing would turn the implicit pool for a thread blocked on its stream, so that the base's
-/// collective would never progress for its peers (`progress_rule::implicit_pool_served`: on MPICH 4.1
-/// and 4.2 the pool thread does it, which needs `MPI_THREAD_MULTIPLE`).
-pub unsafe fn schedule_comm(comm: MPI_Comm, neighbourhood: bool) -> MPI_Comm {
-    if !crate::progress_rule::implicit_pool_served() {
+/// stream's. Two threads then drive one unlocked VCI, and a collective never completes
+/// (`tests/c/check_nbc_reuse.c` on 4.3.2: 1 run of 14 hung). So a policy communicator's collectives run
+/// on its plain base (`policy_base.rs`: the same group and ranks, on the implicit pool, whose VCIs
+/// MPICH locks), where something turns the implicit pool while a thread blocks on its stream
+/// (`progress_rule`); the request stays wrapped, so the thread's waits still turn its streams. A base
+/// with a copy of the communicator's topology serves the `neighbourhood` collectives too. They stay on
+/// the communicator on an application's own stream communicator (no base: it asked for the stream),
+/// and wherever some member could not serve the base.
+pub unsafe fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -> MPI_Comm {
+    if route == Route::Comm {
         return comm;
     }
-    match crate::policy_base::current_base(comm) {
-        Some(base) if !neighbourhood || base.topology => base.comm,
-        _ => comm,
-    }
+    route.comm_for(comm, crate::policy_base::current_base(comm), neighbourhood)
 }
 
 unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {

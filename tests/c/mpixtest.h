@@ -59,21 +59,19 @@ static inline int env_int(const char *name, int dflt) {
 }
 
 /* Under MPIXSTREAM_POLICY=explicit (after MPI_Init*): whether the policy gives this process's new
- * communicators streams. Not on a native MPICH without MPIX_Async_start where no thread of ours may turn
- * the implicit pool (4.1; 4.2 below MPI_THREAD_MULTIPLE): the policy leaves them implicit
- * (shim/src/progress_rule.rs, streams_served). */
+ * communicators streams. Not on a native MPICH without MPIX_Async_start (4.1, 4.2): the policy leaves
+ * them implicit (shim/src/progress_rule.rs, streams_served). */
 static inline int policy_gives_streams(void) {
     const char *policy = getenv("MPIXSTREAM_POLICY"), *backend = getenv("MPIXSTREAM_BACKEND");
     if (!policy || strcmp(policy, "explicit") != 0) return 0;
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0, level = MPI_THREAD_SINGLE;
+    int len = 0;
     MPI_Get_library_version(version, &len);
-    MPI_Query_thread(&level);
     const char *v = strstr(version, "Version:");
     const char *number = v ? v + 8 + strspn(v + 8, " \t") : "";
     int v41 = strncmp(number, "4.1", 3) == 0, v42 = strncmp(number, "4.2", 3) == 0;
     int serial = backend && strcmp(backend, "serial") == 0;
-    return serial || !(v41 || (v42 && level < MPI_THREAD_MULTIPLE));
+    return serial || !(v41 || v42);
 }
 
 /* Collective verdict; returns the process exit code. */

@@ -4,8 +4,8 @@
  * while it sits in MPI_Recv. A correct program. On MPICH >= 4.1 the communicator is a native stream
  * communicator, whose MPI_Recv progresses only the stream's reserved VCI. Where the policy runs the
  * collective on the implicit pool instead (its plain base), it must turn that pool for rank 0 meanwhile:
- * the stream's async thing on MPICH >= 4.3, the pool thread on 4.2 (shim/src/progress_rule.rs; on 4.1, and
- * on 4.2 below MPI_THREAD_MULTIPLE, the policy gives no streams).
+ * the stream's async thing on MPICH >= 4.3 (shim/src/progress_rule.rs; on 4.1 and 4.2 the policy gives
+ * no streams).
  * A hang reads as the test's timeout.
  * Each round: an MPI_Ibarrier (a dissemination barrier: at 4 ranks, its second step needs rank 0's
  * progress), then an MPI_Iallreduce of MPIXTEST_COUNT ints (default 262144, 1 MiB: rendezvous, several

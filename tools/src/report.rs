@@ -377,7 +377,7 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
             if d.policy_unserved > 0 {
                 let _ = writeln!(
                     out,
-                    "explicit policy (rank 0): {} more left implicit: nothing could turn the implicit pool while a stream's call blocks (MPICH 4.1, or 4.2 below MPI_THREAD_MULTIPLE, where MPIXSTREAM_THREAD_MULTIPLE=1 gives them streams: docs/policy.md)",
+                    "explicit policy (rank 0): {} more left implicit: nothing could turn the implicit pool while a stream's call blocks (MPICH 4.1 and 4.2 have no MPIX_Async_start: docs/policy.md)",
                     d.policy_unserved
                 );
             }

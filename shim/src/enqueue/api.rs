@@ -23,7 +23,7 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static Queue
     if comm == MPI_COMM_NULL {
         return Err(raise(MPI_COMM_WORLD, Class::Comm, func, "the communicator is MPI_COMM_NULL"));
     }
-    let Some(entry) = rt.comms.get(comm) else {
+    let Some((stream, origin)) = rt.comms.get(comm).and_then(|r| r.stream.map(|s| (s, r.origin))) else {
         if crate::multiplex::registry::lookup(comm).is_some() {
             return Err(raise(
                 comm,
@@ -50,12 +50,12 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static Queue
             ),
         ));
     };
-    match engine(entry.stream) {
+    match engine(stream) {
         Some(e) => {
             e.report_error(comm, func)?;
             Ok(e)
         }
-        None if entry.origin == Origin::Policy => Err(raise(
+        None if origin == Origin::Policy => Err(raise(
             comm,
             Class::Stream,
             func,
@@ -64,7 +64,7 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static Queue
                  policy (MPIXSTREAM_POLICY=explicit), which carries the application's own MPI calls and has no \
                  queue; enqueue on a communicator made by MPIX_Stream_comm_create from a stream created with \
                  info type=cudaStream_t or type=mpixstream_host_queue",
-                StreamTable::handle(entry.stream) as u32,
+                StreamTable::handle(stream) as u32,
                 comm as u32
             ),
         )),
@@ -75,7 +75,7 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static Queue
             &format!(
                 "the local stream 0x{:08x} of communicator 0x{:08x} has no queue: create the stream with \
                  info type=cudaStream_t or type=mpixstream_host_queue to enqueue on it",
-                StreamTable::handle(entry.stream) as u32,
+                StreamTable::handle(stream) as u32,
                 comm as u32
             ),
         )),

@@ -99,10 +99,10 @@ pub fn detach_queue(index: usize) -> Result<(), (Class, String)> {
 /// `MPI_Comm_free`'s check: a communicator with enqueued operations not complete cannot be freed
 /// (our thread has yet to use it). The error is (class, message) for `errors::raise`.
 pub fn check_comm_free(rt: &Runtime, comm: MPI_Comm) -> Result<(), (Class, String)> {
-    let Some(entry) = rt.comms.get(comm) else {
+    let Some(stream) = rt.comms.stream_of(comm) else {
         return Ok(());
     };
-    let Some(eng) = engine(entry.stream) else {
+    let Some(eng) = engine(stream) else {
         return Ok(());
     };
     let n = eng.ledger.comm_ops(comm);

@@ -116,7 +116,7 @@ pub(super) fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
     if comm == MPI_COMM_NULL {
         return raise(MPI_COMM_WORLD, Class::Comm, f, "the communicator is MPI_COMM_NULL");
     }
-    let what = if rt.comms.get(comm).is_some() {
+    let what = if rt.comms.stream_of(comm).is_some() {
         "a single-stream communicator (MPIX_Stream_comm_create)"
     } else {
         "not a multiplex stream communicator"

@@ -3,6 +3,7 @@
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
 use super::creation::build;
 use super::{registry, Multiplex};
+use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{raise, Class};
 use crate::mpix_entry;
 use crate::runtime::Runtime;
@@ -125,7 +126,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         match build(rt, user, None, rank, counts, tag_ub, streams) {
             Ok(_) => {
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.
-                inherit_stream(rt, comm, user);
+                attach_record(rt, comm, user);
                 *newcomm = user;
                 MPI_SUCCESS
             }
@@ -155,7 +156,7 @@ pub unsafe fn comm_constructed(
         CommCtor::Idup | CommCtor::IdupWithInfo => {
             let parent = registry::lookup(parent)?;
             let rc = super::idup::started(rt, parent, *newcomm, request?)?;
-            inherit_stream(rt, parent_handle, *newcomm);
+            attach_record(rt, parent_handle, *newcomm);
             return Some(rc);
         }
         _ => return None,
@@ -163,7 +164,7 @@ pub unsafe fn comm_constructed(
     let parent = registry::lookup(parent)?;
     Some(match build(rt, *newcomm, None, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
         Ok(_) => {
-            inherit_stream(rt, parent_handle, *newcomm);
+            attach_record(rt, parent_handle, *newcomm);
             MPI_SUCCESS
         }
         Err(rc) => {
@@ -173,14 +174,17 @@ pub unsafe fn comm_constructed(
     })
 }
 
-/// The user's multiplex communicator `child` is a dup of `parent` (MPICH's `PMPI_Comm_dup`), which
-/// gives it `parent`'s stream where `parent` is a stream communicator: recorded like any dup's, so that
-/// the stream cannot be freed while `child` uses it, the routes around native defects drive it and the
-/// tools library sees it.
-fn inherit_stream(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
-    if let Some(entry) = rt.comms.get(parent) {
-        rt.comms.attach(&rt.streams, child, entry);
-    }
+/// The record of the user's multiplex communicator `child`, a dup of `parent` (MPICH's
+/// `PMPI_Comm_dup`): its delete callback frees the multiplex record on every destruction path of
+/// `child` (`interposed::record_deleted`). MPICH gives `child` `parent`'s stream where `parent` is a
+/// stream communicator: the record carries it like any dup's, so that the stream cannot be freed while
+/// `child` uses it, the routes around native defects drive it and the tools library sees it.
+fn attach_record(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
+    let record = match rt.comms.get(parent).and_then(|r| r.stream.map(|s| (s, r.origin))) {
+        Some((s, origin)) => CommRecord::on_stream(s, origin),
+        None => CommRecord { stream: None, origin: Origin::None, base: None, collectives: Route::Comm },
+    };
+    rt.attach_record(child, record);
 }
 
 /// After `MPI_Comm_set_errhandler` on multiplex communicator `mx`: its hidden communicators follow
@@ -191,8 +195,8 @@ pub fn errhandler_set(mx: &'static Multiplex) {
     }
 }
 
-/// After `MPI_Comm_free` of a multiplex communicator (`mx`, looked up before the free): its streams
-/// are detached at once, its hidden communicators freed as soon as no receive on it is pending.
+/// At the destruction of a multiplex communicator (its record's delete callback): its streams are
+/// detached at once, its hidden communicators freed as soon as no receive on it is pending.
 pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &'static Multiplex) {
     if registry::unregister(rt, handle, mx) {
         mx.maybe_release();
