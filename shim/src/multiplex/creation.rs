@@ -9,6 +9,7 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Collective over `user` (the user's new communicator): the hidden communicators and the record.
 /// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
@@ -21,7 +22,7 @@ pub(super) unsafe fn build(
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
-) -> Result<&'static Multiplex, c_int> {
+) -> Result<Arc<Multiplex>, c_int> {
     let p = pmpi();
     let mut base = match base {
         Some(b) => b,
@@ -52,7 +53,7 @@ unsafe fn build_on(
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
-) -> Result<&'static Multiplex, c_int> {
+) -> Result<Arc<Multiplex>, c_int> {
     let p = pmpi();
     let size = counts.len();
     let width = counts.iter().copied().max().unwrap_or(0).max(0) as usize;

@@ -48,7 +48,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 /// `MPI_THREAD_MULTIPLE` (`newcomm` stays plain).
 pub unsafe fn started(
     rt: &'static Runtime,
-    parent: &'static Multiplex,
+    parent: &Multiplex,
     newcomm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> Option<c_int> {

@@ -189,7 +189,7 @@ fn attach_record(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
 
 /// After `MPI_Comm_set_errhandler` on multiplex communicator `mx`: its hidden communicators follow
 /// (`Multiplex::follow_user_errhandler`).
-pub fn errhandler_set(mx: &'static Multiplex) {
+pub fn errhandler_set(mx: &Multiplex) {
     if !mx.freed.load(Ordering::Acquire) {
         mx.follow_user_errhandler();
     }
@@ -197,7 +197,7 @@ pub fn errhandler_set(mx: &'static Multiplex) {
 
 /// At the destruction of a multiplex communicator (its record's delete callback): its streams are
 /// detached at once, its hidden communicators freed as soon as no receive on it is pending.
-pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &'static Multiplex) {
+pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) {
     if registry::unregister(rt, handle, mx) {
         mx.maybe_release();
     }
@@ -220,6 +220,7 @@ impl Multiplex {
             }
             self.endpoints.free();
         }
+        registry::released(self);
     }
 }
 

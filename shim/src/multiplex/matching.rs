@@ -81,7 +81,7 @@ pub struct Inflight {
 
 /// One posted receive.
 pub struct RecvOp {
-    pub mx: &'static Multiplex,
+    pub mx: Arc<Multiplex>,
     pub index: usize,
     pub buf: *mut c_void,
     pub count: MPI_Count,
@@ -122,7 +122,7 @@ pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int,
 impl RecvOp {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        mx: &'static Multiplex,
+        mx: Arc<Multiplex>,
         index: usize,
         buf: *mut c_void,
         count: MPI_Count,

@@ -142,7 +142,7 @@ enum RecvOut {
 
 /// A receive from `MPI_PROC_NULL`: at once, source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, count 0 (set
 /// here: MPICH 4.0.2's own `MPI_Irecv` from `MPI_PROC_NULL` reports source 0).
-unsafe fn recv_proc_null(mx: &'static Multiplex, d: usize, out: RecvOut) -> c_int {
+unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
     let p = pmpi();
     let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
     (p.PMPI_Status_set_elements_x)(&mut empty, MPI_BYTE, 0);
@@ -158,7 +158,7 @@ unsafe fn recv_proc_null(mx: &'static Multiplex, d: usize, out: RecvOut) -> c_in
         RecvOut::Nonblocking(r) => {
             let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
             let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
-            let op = Arc::new(RecvOp::new(mx, d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
+            let op = Arc::new(RecvOp::new(registry::shared(mx), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
             let rc = requests::start(&op, r);
             if rc != MPI_SUCCESS {
                 return forward(mx.comm, rc);
@@ -239,7 +239,7 @@ unsafe fn recv(
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
-                let op = Arc::new(RecvOp::new(mx, d, buf, count, datatype, (source, tag, si), None));
+                let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
                 let rc = requests::start(&op, request);
                 if rc != MPI_SUCCESS {
                     return forward(comm, rc);
@@ -250,7 +250,7 @@ unsafe fn recv(
             }
         }
     }
-    let op = Arc::new(RecvOp::new(mx, d, buf, count, datatype, (source, tag, si), None));
+    let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
     match out {
         RecvOut::Nonblocking(request) => {
             let rc = requests::start(&op, request);

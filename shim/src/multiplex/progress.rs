@@ -44,7 +44,7 @@ pub fn ensure_started(rt: &Runtime) {
                 }
                 if let Ok(mut st) = e.state.try_lock() {
                     if !st.posted.is_empty() || !st.inflight.is_empty() {
-                        unsafe { e.drive(mx, &mut st, None) };
+                        unsafe { e.drive(&mx, &mut st, None) };
                         e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
                     }
                 }

@@ -1,84 +1,103 @@
 //! Which user communicators are multiplex: handle -> record.
 //!
+//! Records are reference-counted (`Arc`) and reclaimed: the registry holds one reference from the
+//! communicator's creation to its destruction (the record's delete callback, `lifecycle::comm_freed`),
+//! the progress thread one while the hidden communicators live, and each pending engine receive one.
+//!
 //! The send and receive paths find their record in a table indexed by the handle's low bits (MPICH's
-//! object index: block and slot of its handle allocator): one load, a compare of the handle and a load
-//! of `freed`, with no lock, no hash, no reference count and no thread-local access. Two live
-//! multiplex communicators whose handles share those bits: the later one is found in the map (the
-//! slow path). Records are never deallocated (see `Multiplex`), so a table entry never dangles; a
-//! record whose communicator was freed has `freed` set, so a handle MPICH reuses is never taken for
-//! the old communicator.
+//! object index: block and slot of its handle allocator) with no lock, no hash, no reference count and
+//! no thread-local access: a slot holds a handle and its record's address, written by the registration
+//! and cleared by the destruction. A slot is never taken from a live communicator (a second live
+//! multiplex communicator whose handle has the same bits is found in the map, the slow path), so a slot
+//! that names the handle a call was made with holds that communicator's record, which lives at least as
+//! long as the communicator, and MPI does not let a communicator be used concurrently with or after its
+//! free. That is the lifetime of the references `lookup` hands out: valid for the call that looked up.
 use super::matching::lock;
 use super::Multiplex;
 use crate::runtime::Runtime;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-fn map() -> &'static DashMap<MPI_Comm, &'static Multiplex> {
-    static MAP: OnceLock<DashMap<MPI_Comm, &'static Multiplex>> = OnceLock::new();
+fn map() -> &'static DashMap<MPI_Comm, Arc<Multiplex>> {
+    static MAP: OnceLock<DashMap<MPI_Comm, Arc<Multiplex>>> = OnceLock::new();
     MAP.get_or_init(DashMap::new)
 }
 
-/// Live records, for the progress thread.
-static LIVE: Mutex<Vec<&'static Multiplex>> = Mutex::new(Vec::new());
+/// Records whose hidden communicators are not released yet, for the progress thread.
+static LIVE: Mutex<Vec<Arc<Multiplex>>> = Mutex::new(Vec::new());
 
+struct Slot {
+    /// The registered handle, 0 (free) or `CLAIMED` (being written).
+    handle: AtomicU32,
+    record: AtomicPtr<Multiplex>,
+}
+
+/// A slot being written: no MPICH communicator handle is 1.
+const CLAIMED: u32 = 1;
 const TABLE_BITS: u32 = 12;
-static TABLE: [AtomicPtr<Multiplex>; 1 << TABLE_BITS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << TABLE_BITS];
+static TABLE: [Slot; 1 << TABLE_BITS] =
+    [const { Slot { handle: AtomicU32::new(0), record: AtomicPtr::new(std::ptr::null_mut()) } }; 1 << TABLE_BITS];
 
 /// The table slot of a handle: MPICH's handles keep the object's slot in the low 12 bits and its
 /// allocator block above (indirect handles), so folding the two spreads live communicators.
 #[inline]
-fn slot(comm: MPI_Comm) -> &'static AtomicPtr<Multiplex> {
+fn slot(comm: MPI_Comm) -> &'static Slot {
     let h = comm as u32;
     let mask = (1u32 << TABLE_BITS) - 1;
     &TABLE[((h ^ (h >> TABLE_BITS)) & mask) as usize]
 }
 
-/// The multiplex communicator behind `comm`, if it is one.
+/// The multiplex communicator behind `comm`, if it is one; valid while `comm` is (module doc).
 #[inline]
-pub fn lookup(comm: MPI_Comm) -> Option<&'static Multiplex> {
+pub fn lookup<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
     lookup_table(comm).or_else(|| lookup_slow(comm))
 }
 
 /// `lookup` in the table only: `None` also for a multiplex communicator whose slot another one holds
 /// (`lookup` finds it in the map). The send and receive fast paths use this and leave the rest to
-/// their checked paths: with no call before MPICH's, their arguments stay in their registers and
-/// the entry saves almost none.
+/// their checked paths.
 #[inline(always)]
-pub fn lookup_table(comm: MPI_Comm) -> Option<&'static Multiplex> {
-    let p = slot(comm).load(Ordering::Acquire);
-    if p.is_null() {
+pub fn lookup_table<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
+    let s = slot(comm);
+    if s.handle.load(Ordering::Acquire) != comm as u32 {
         return None;
     }
-    // Records are never deallocated: the pointer is valid.
-    let mx = unsafe { &*p };
-    (mx.comm == comm && !mx.freed.load(Ordering::Acquire)).then_some(mx)
+    // The slot names `comm`: it holds `comm`'s record, alive while `comm` is (module doc).
+    unsafe { s.record.load(Ordering::Acquire).as_ref() }
 }
 
 #[cold]
-fn lookup_slow(comm: MPI_Comm) -> Option<&'static Multiplex> {
-    map().get(&comm).map(|e| *e)
+fn lookup_slow<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
+    // The map holds a reference until `comm`'s destruction (module doc).
+    map().get(&comm).map(|e| unsafe { &*Arc::as_ptr(e.value()) })
 }
 
-/// Records the multiplex communicator `mx.comm` (never deallocated); counts an attachment on each of
-/// its local streams.
-pub fn register(rt: &Runtime, mx: Multiplex) -> &'static Multiplex {
-    let mx: &'static Multiplex = Box::leak(Box::new(mx));
+/// A counted reference to a record found by `lookup`, for what outlives the call (a pending receive).
+pub fn shared(mx: &Multiplex) -> Arc<Multiplex> {
+    // The registry holds a reference while the communicator lives, and the caller is in a call on it.
+    unsafe {
+        Arc::increment_strong_count(mx as *const Multiplex);
+        Arc::from_raw(mx as *const Multiplex)
+    }
+}
+
+/// Records the multiplex communicator `mx.comm`; counts an attachment on each of its local streams.
+pub fn register(rt: &Runtime, mx: Multiplex) -> Arc<Multiplex> {
+    let mx = Arc::new(mx);
     for &s in mx.streams.iter().flatten() {
         rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
     }
-    slot(mx.comm).store(mx as *const Multiplex as *mut Multiplex, Ordering::Release);
-    if let Some(old) = map().insert(mx.comm, mx) {
-        // A reused handle whose free we did not see: drop the stale attachments.
-        if !old.freed.swap(true, Ordering::AcqRel) {
-            release_streams(rt, old);
-        }
+    map().insert(mx.comm, mx.clone());
+    let s = slot(mx.comm);
+    if s.handle.compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        s.record.store(Arc::as_ptr(&mx) as *mut Multiplex, Ordering::Release);
+        s.handle.store(mx.comm as u32, Ordering::Release);
     }
     let mut live = lock(&LIVE);
     live.retain(|m| !m.released.load(Ordering::Acquire));
-    live.push(mx);
+    live.push(mx.clone());
     mx
 }
 
@@ -88,29 +107,40 @@ fn release_streams(rt: &Runtime, mx: &Multiplex) {
     }
 }
 
-/// Forgets the multiplex communicator `comm` (freed by the user) if it is still `mx` (the handle may
-/// have been reused); releases the attachments of its streams and marks it freed.
-pub fn unregister(rt: &Runtime, comm: MPI_Comm, mx: &'static Multiplex) -> bool {
-    if map().remove_if(&comm, |_, v| std::ptr::eq(*v, mx)).is_none() {
+/// At the destruction of the multiplex communicator `comm` (its record's delete callback): forgets it
+/// if it is still `mx`, releases the attachments of its streams and marks it freed.
+pub fn unregister(rt: &Runtime, comm: MPI_Comm, mx: &Multiplex) -> bool {
+    let Some((_, held)) = map().remove_if(&comm, |_, v| std::ptr::eq(Arc::as_ptr(v), mx)) else {
         return false;
+    };
+    let s = slot(comm);
+    if s.handle.load(Ordering::Acquire) == comm as u32 && std::ptr::eq(s.record.load(Ordering::Acquire), mx) {
+        s.handle.store(CLAIMED, Ordering::Release);
+        s.record.store(std::ptr::null_mut(), Ordering::Release);
+        s.handle.store(0, Ordering::Release);
     }
-    let me = mx as *const Multiplex as *mut Multiplex;
-    let _ = slot(comm).compare_exchange(me, std::ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
     if !mx.freed.swap(true, Ordering::AcqRel) {
         release_streams(rt, mx);
     }
+    drop(held);
     true
 }
 
+/// After `mx`'s hidden communicators were released: the progress thread lets it go.
+pub fn released(mx: &Multiplex) {
+    lock(&LIVE).retain(|m| !std::ptr::eq(Arc::as_ptr(m), mx));
+}
+
 /// The records whose hidden communicators are not released yet.
-pub fn live() -> Vec<&'static Multiplex> {
+pub fn live() -> Vec<Arc<Multiplex>> {
     lock(&LIVE).clone()
 }
 
 /// At `MPI_Finalize`: forget everything.
 pub fn clear() {
     for s in TABLE.iter() {
-        s.store(std::ptr::null_mut(), Ordering::Release);
+        s.handle.store(0, Ordering::Release);
+        s.record.store(std::ptr::null_mut(), Ordering::Release);
     }
     lock(&LIVE).clear();
     map().clear();

@@ -30,7 +30,7 @@ unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> 
         if op.is_done() {
             return MPI_SUCCESS;
         }
-        let mx = op.mx;
+        let mx = &*op.mx;
         let engine = &mx.engines[op.index];
         if !engine.cancels.load(Ordering::Relaxed) && engine.skip_idle_poll() {
             return MPI_SUCCESS;
@@ -60,7 +60,7 @@ unsafe extern "C" fn greq_wait(
             if op.is_done() {
                 continue;
             }
-            let mx = op.mx;
+            let mx = &*op.mx;
             let engine = &mx.engines[op.index];
             match engine.state.try_lock() {
                 Ok(mut st) => engine.drive(mx, &mut st, Some(op)),
