@@ -4,8 +4,11 @@
  * caller: rank 0 waits for it before receiving a 4 MiB message (rendezvous) that rank 1 sends before
  * rank 1 waits for its own; ranks 0 and 1 start the idups of two multiplex communicators in opposite
  * orders and complete them with one MPI_Waitall; another pair completes through an MPI_Test loop.
- * With MPIXTEST_IDUP_PLAIN=1 the program runs at MPI_THREAD_FUNNELED, where the dup is a plain
- * communicator (documented) and indexed calls on it are MPI_ERR_COMM. */
+ * With MPIXTEST_IDUP_FUNNELED=1 the program runs at MPI_THREAD_FUNNELED, where the idups are multiplex
+ * too (made by nonblocking dups of the hidden communicators, shim/src/multiplex/idup.rs); there every
+ * rank waits for the first idup before the rendezvous message (on the streams layout the dups of the
+ * hidden stream communicators progress only in the waits and tests of the idup, as MPICH's own idup of
+ * a stream communicator does: docs/multiplex.md). */
 #include "mpixtest.h"
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +69,8 @@ static void expect_multiplex(MPI_Comm c, const MPIX_Stream *streams, const char 
 }
 
 int main(int argc, char **argv) {
-    int provided, plain = getenv("MPIXTEST_IDUP_PLAIN") && atoi(getenv("MPIXTEST_IDUP_PLAIN"));
-    MPI_Init_thread(&argc, &argv, plain ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &provided);
+    int provided, funneled = getenv("MPIXTEST_IDUP_FUNNELED") && atoi(getenv("MPIXTEST_IDUP_FUNNELED"));
+    MPI_Init_thread(&argc, &argv, funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -86,6 +89,7 @@ int main(int argc, char **argv) {
     MPI_Comm d1;
     MPI_Request r1;
     OK(MPI_Comm_idup(mx, &d1, &r1));
+    if (funneled) OK(MPI_Wait(&r1, MPI_STATUS_IGNORE));
     if (rank == 0 && size > 1) {
         OK(MPI_Wait(&r1, MPI_STATUS_IGNORE));
         OK(MPI_Recv(buf, big, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
@@ -99,11 +103,7 @@ int main(int argc, char **argv) {
     }
     free(buf);
 
-    if (plain) {
-        int x = 0;
-        EXPECT_ERR(MPIX_Stream_send(&x, 1, MPI_INT, 0, 0, d1, 0, 0), MPI_ERR_COMM, "not a multiplex");
-        OK(MPI_Comm_free(&d1));
-    } else {
+    {
         expect_multiplex(d1, streams, "idup");
         all_pairs(d1, mx, 5);
 

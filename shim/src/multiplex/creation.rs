@@ -141,9 +141,26 @@ unsafe fn build_on(
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }
+    Ok(finish(rt, user, rank, counts, tag_ub, streams, endpoints))
+}
+
+/// The record of the user's communicator `user` once its hidden communicators exist: registered, and
+/// the progress thread started where it has work.
+pub(super) unsafe fn finish(
+    rt: &Runtime,
+    user: MPI_Comm,
+    rank: c_int,
+    counts: Box<[c_int]>,
+    tag_ub: c_int,
+    streams: Box<[Option<usize>]>,
+    endpoints: Endpoints,
+) -> Arc<Multiplex> {
+    let layout = endpoints.layout;
     let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
     counter.fetch_add(1, Ordering::Relaxed);
-    let reserved: Vec<MPIX_Stream> = (0..streams.len()).map(attach).collect();
+    let reserved: Vec<MPIX_Stream> = (0..streams.len())
+        .map(|i| streams[i].map_or(MPIX_STREAM_NULL, |slot| rt.streams.slot(slot).native()))
+        .collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
     // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
     // the same handler as every later MPI_Comm_set_errhandler gives them.
@@ -155,5 +172,5 @@ unsafe fn build_on(
     if mx.engines.iter().any(|e| !e.on_reserved_vci) {
         progress::ensure_started(rt);
     }
-    Ok(mx)
+    mx
 }

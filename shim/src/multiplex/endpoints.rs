@@ -231,6 +231,41 @@ impl Endpoints {
         Ok(ep)
     }
 
+    /// A copy of this set whose every hidden communicator is MPICH's nonblocking dup of this one's, and
+    /// the requests to complete before it is used (a multiplex communicator's `MPI_Comm_idup`, `idup.rs`).
+    /// MPICH's idup keeps a stream communicator's stream, so each copy is on the endpoints of its
+    /// original: the same routes, with other handles. The copy keeps the layout, whatever the
+    /// process's bound says now (choosing again would take a blocking agreement).
+    pub unsafe fn idup(&self) -> Result<(Endpoints, Vec<MPI_Request>), c_int> {
+        let p = pmpi();
+        let mut requests = Vec::with_capacity(self.count());
+        let mut dup = |c: MPI_Comm| -> Result<MPI_Comm, c_int> {
+            if c == MPI_COMM_NULL {
+                return Ok(c);
+            }
+            let (mut child, mut request) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
+            let rc = (p.PMPI_Comm_idup)(c, &mut child, &mut request);
+            if rc != MPI_SUCCESS {
+                return Err(rc);
+            }
+            requests.push(request);
+            Ok(child)
+        };
+        let pooled = self.pooled.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
+        let pair = self.pair.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
+        let ep = Endpoints {
+            layout: self.layout,
+            rank: self.rank,
+            width: self.width,
+            bits: self.bits,
+            pooled,
+            pair,
+            real: self.real.clone(),
+        };
+        STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
+        Ok((ep, requests))
+    }
+
     /// What this set counts against the process's bound: all its communicators in the streams layout
     /// (`streams_layout_cost`), none in the pooled one.
     fn counted_hidden(&self) -> usize {

@@ -1,22 +1,29 @@
 //! `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of a multiplex communicator: multiplex too, with the same
 //! streams and indices, ready when its request completes (as natively).
 //!
-//! Making the hidden communicators is a sequence of blocking collectives (`MPIX_Stream_comm_create`
-//! has no nonblocking form), which the idup's caller must not wait for: a process may start the idup
-//! and then wait for a message that another process sends before it starts its own. So:
-//! - the caller's thread starts MPICH's idup of the user's communicator (its handle is valid at once)
-//!   and an idup of the parent's `P_0`, a plain communicator on the implicit pool with the same group
-//!   and ranks: the base of the new hidden communicators;
-//! - a thread of ours per idup waits for that base and makes the hidden communicators from it
-//!   (collectives on the base only: `MPIX_Stream_comm_create` dups it and gathers the VCIs there, so
-//!   no reserved VCI is touched), then registers the record; one thread per idup, because idups of
-//!   different communicators may be started in different orders on different processes;
-//! - the application's request is an MPICH generalized request whose poll function tests MPICH's
-//!   idup (in the thread that waits, the one that drives the user's communicator) and completes once
-//!   both are done.
-//!
-//! Our thread makes MPI calls, so this needs `MPI_THREAD_MULTIPLE`; below it the dup stays a plain
-//! communicator (rank 0 says so once on stderr; `docs/multiplex.md`).
+//! The application's request is an MPICH extended generalized request whose poll function (run in the
+//! thread that waits for it) tests MPICH's idup of the user's communicator and completes once the
+//! hidden communicators exist too. Two ways to make them:
+//! - **nonblocking dups** of the parent's hidden communicators (`Endpoints::idup`): MPICH's idup keeps a
+//!   stream communicator's stream, so each child is on its original's endpoints, and the poll function
+//!   tests their requests too, turning the local streams; nothing of ours runs between the calls.
+//!   Wherever no other thread of the application can run MPICH's progress meanwhile (below
+//!   `MPI_THREAD_MULTIPLE`) and wherever the hidden communicators are all on the implicit pool (the
+//!   pooled layout). As for MPICH's own idup of a stream communicator, the dups of the hidden stream
+//!   communicators progress only in calls that turn their streams, the waits and tests of the idup: a
+//!   process that waits for its idup before it receives what a peer sends before waiting for its own
+//!   hangs there, streams layout below `MPI_THREAD_MULTIPLE` only (docs/multiplex.md);
+//! - **a thread of ours**, in the streams layout under `MPI_THREAD_MULTIPLE`: MPICH progresses an idup's
+//!   schedule from whichever thread runs progress, and would post a round of a stream communicator's
+//!   idup on its unlocked reserved VCI beside the stream's owner
+//!   ([native-defects.md](../../../docs/native-defects.md)). The thread waits for an idup of the
+//!   parent's `P_0` (a plain communicator on the implicit pool with the same group and ranks) and
+//!   makes the hidden communicators from it with blocking collectives on that base only (as
+//!   `MPI_Comm_dup` of a multiplex communicator does), then registers the record; one thread per idup,
+//!   because idups of different communicators may be started in different orders on different
+//!   processes. (Blocking collectives in the poll function instead would hang a peer that waits for
+//!   something else before it waits for its idup.)
+use super::endpoints::Endpoints;
 use super::{creation, Multiplex};
 use crate::ffi_guard;
 use crate::greq::{collective_status, poll_each};
@@ -25,7 +32,7 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One nonblocking dup in flight.
 struct IdupOp {
@@ -39,54 +46,89 @@ struct IdupOp {
     completed: AtomicBool,
     /// The application's (generalized) request.
     greq: AtomicI32,
+    /// The nonblocking way: the hidden communicators being dupped, until they are (then `built`).
+    dups: Mutex<Option<Dups>>,
 }
 
-static WARNED: AtomicBool = AtomicBool::new(false);
+/// A multiplex idup's hidden communicators on their way (the nonblocking way), and what the record
+/// needs once they are there.
+struct Dups {
+    rt: &'static Runtime,
+    newcomm: MPI_Comm,
+    endpoints: Option<Endpoints>,
+    requests: Vec<MPI_Request>,
+    rank: c_int,
+    counts: Box<[c_int]>,
+    tag_ub: c_int,
+    streams: Box<[Option<usize>]>,
+}
+
+// The handles and requests are MPICH's integers; the runtime is shared state.
+unsafe impl Send for Dups {}
 
 /// After MPICH's `MPI_Comm_idup*` of the multiplex communicator `parent` gave `newcomm` and
-/// `*request`: replaces `*request` by ours and starts our thread. `None`: below
-/// `MPI_THREAD_MULTIPLE` (`newcomm` stays plain).
-pub unsafe fn started(
-    rt: &'static Runtime,
-    parent: &Multiplex,
-    newcomm: MPI_Comm,
-    request: *mut MPI_Request,
-) -> Option<c_int> {
-    if !rt.thread_multiple() {
-        if parent.rank == 0 && !WARNED.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "mpixstream: MPI_Comm_idup of a multiplex communicator below MPI_THREAD_MULTIPLE gives a plain \
-                 communicator (its hidden communicators need a thread of ours that makes MPI calls); \
-                 MPI_Comm_dup gives a multiplex one"
-            );
-        }
-        return None;
+/// `*request`: replaces `*request` by ours, and starts the nonblocking dups or our thread (module doc).
+pub unsafe fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if rt.thread_multiple() && parent.on_streams() {
+        return with_thread(rt, parent, newcomm, request);
     }
-    let p = pmpi();
-    // The base: an idup of the parent's plain P_0 (none where no process has an index).
-    let (mut base, mut base_req) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
-    if let Some(plain) = parent.endpoints.plain() {
-        let rc = (p.PMPI_Comm_idup)(plain, &mut base, &mut base_req);
-        if rc != MPI_SUCCESS {
-            return Some(rc);
-        }
+    let (endpoints, requests) = match parent.endpoints.idup() {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
+    let dups = Dups {
+        rt,
+        newcomm,
+        endpoints: Some(endpoints),
+        requests,
+        rank: parent.rank,
+        counts: parent.counts.clone(),
+        tag_ub: parent.tag_ub,
+        streams: parent.streams.clone(),
+    };
+    match start_request(request, Some(dups)) {
+        Ok(_) => MPI_SUCCESS,
+        Err(rc) => rc,
     }
+}
+
+/// Our request in place of MPICH's idup request `*request` (which it tests).
+unsafe fn start_request(request: *mut MPI_Request, dups: Option<Dups>) -> Result<Arc<IdupOp>, c_int> {
     let op = Arc::new(IdupOp {
         inner: AtomicI32::new(*request),
         error: AtomicI32::new(MPI_SUCCESS),
         built: AtomicBool::new(false),
         completed: AtomicBool::new(false),
         greq: AtomicI32::new(MPI_REQUEST_NULL),
+        dups: Mutex::new(dups),
     });
     let extra = Arc::into_raw(op.clone()) as *mut c_void;
     let mut greq = MPI_REQUEST_NULL;
-    let rc = (p.PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, &mut greq);
+    let rc = (pmpi().PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, &mut greq);
     if rc != MPI_SUCCESS {
         drop(Arc::from_raw(extra as *const IdupOp));
-        return Some(rc);
+        return Err(rc);
     }
     op.greq.store(greq, Ordering::Release);
     *request = greq;
+    Ok(op)
+}
+
+/// The way with a thread of ours (module doc).
+unsafe fn with_thread(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let p = pmpi();
+    // The base: an idup of the parent's plain P_0 (none where no process has an index).
+    let (mut base, mut base_req) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
+    if let Some(plain) = parent.endpoints.plain() {
+        let rc = (p.PMPI_Comm_idup)(plain, &mut base, &mut base_req);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    let op = match start_request(request, None) {
+        Ok(op) => op,
+        Err(rc) => return rc,
+    };
     let (rank, counts, tag_ub, streams) = (parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone());
     let worker = op.clone();
     let spawned = std::thread::Builder::new().name("mpixstream-idup".into()).spawn(move || {
@@ -112,7 +154,7 @@ pub unsafe fn started(
         op.error.store(MPI_ERR_OTHER, Ordering::Release);
         op.built.store(true, Ordering::Release);
     }
-    Some(MPI_SUCCESS)
+    MPI_SUCCESS
 }
 
 /// One look at `op`: tests MPICH's idup, completes the request once both parts are done. Never
@@ -131,9 +173,47 @@ unsafe fn advance(op: &IdupOp) {
         }
         op.inner.store(inner, Ordering::Release);
     }
+    if let Ok(mut dups) = op.dups.try_lock() {
+        if let Some(d) = dups.as_mut() {
+            if !dups_done(d, op) {
+                return;
+            }
+            *dups = None;
+        }
+    }
     if op.built.load(Ordering::Acquire) && !op.completed.swap(true, Ordering::AcqRel) {
         (p.PMPI_Grequest_complete)(op.greq.load(Ordering::Acquire));
     }
+}
+
+/// Whether the nonblocking dups are complete (then the record is registered and `op.built` set).
+unsafe fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
+    let p = pmpi();
+    // MPICH's test of a request progresses the VCI of the request's pool, not the stream's reserved VCI
+    // on which a stream communicator's idup runs: turn each local stream (this thread drives them all:
+    // below MPI_THREAD_MULTIPLE, the only thread in MPI).
+    for &slot in d.streams.iter().flatten() {
+        crate::native_streams::progress_turn(d.rt.streams.slot(slot));
+    }
+    let mut rc = MPI_SUCCESS;
+    for r in d.requests.iter_mut().filter(|r| **r != MPI_REQUEST_NULL) {
+        let mut flag = 0;
+        rc = (p.PMPI_Test)(r, &mut flag, MPI_STATUS_IGNORE);
+        if rc != MPI_SUCCESS {
+            break;
+        }
+    }
+    if rc == MPI_SUCCESS && d.requests.iter().any(|&r| r != MPI_REQUEST_NULL) {
+        return false;
+    }
+    if rc != MPI_SUCCESS {
+        let _ = op.error.compare_exchange(MPI_SUCCESS, rc, Ordering::AcqRel, Ordering::Acquire);
+    } else if let Some(endpoints) = d.endpoints.take() {
+        let (counts, streams) = (std::mem::take(&mut d.counts), std::mem::take(&mut d.streams));
+        creation::finish(d.rt, d.newcomm, d.rank, counts, d.tag_ub, streams, endpoints);
+    }
+    op.built.store(true, Ordering::Release);
+    true
 }
 
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {

@@ -155,7 +155,7 @@ pub unsafe fn comm_constructed(
         CommCtor::Dup | CommCtor::DupWithInfo => {}
         CommCtor::Idup | CommCtor::IdupWithInfo => {
             let parent = registry::lookup(parent)?;
-            let rc = super::idup::started(rt, parent, *newcomm, request?)?;
+            let rc = super::idup::started(rt, parent, *newcomm, request?);
             attach_record(rt, parent_handle, *newcomm);
             return Some(rc);
         }
