@@ -59,7 +59,15 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         return MPI_SUCCESS;
     }
     let (index, reused, native) = take_stream(rt);
-    attach_native(rt, index, reused, native, *newcomm, None, newcomm)
+    attach_native(rt, index, reused, native, *newcomm, Made::Replaced, newcomm)
+}
+
+/// How the communicator a stream communicator is made from came about.
+enum Made {
+    /// Another constructor just made it for the caller: it becomes the base once replaced.
+    Replaced,
+    /// It is the parent of a dup; the base was made for the dup (`None`: that failed, on every member).
+    Dup(Option<Base>),
 }
 
 /// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's:
@@ -100,7 +108,7 @@ pub unsafe fn dup_directly(
     let base = crate::policy_base::split_base(parent);
     // Not `replace`: `*newcomm` holds whatever the caller's variable held (even the parent itself, in
     // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
-    let rc = attach_native(rt, index, reused, native, parent, Some(base), newcomm);
+    let rc = attach_native(rt, index, reused, native, parent, Made::Dup(base), newcomm);
     if rc != MPI_SUCCESS {
         // As MPI_Comm_dup: a failed dup (an attribute copy callback's error) returns MPI_COMM_NULL.
         *newcomm = MPI_COMM_NULL;
@@ -152,21 +160,22 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
 }
 
 /// On the native backend, makes `*newcomm` a native stream communicator on `native` duplicated from
-/// `source` (a collective every member makes, whatever its own stream). `dup_base`: `Some(base)` for
-/// a dup, with the base made for it; `None` where `source` is a communicator another constructor just
-/// made for the caller, which becomes the base once replaced. On the serial backend `*newcomm` stays
-/// as it is. Then attaches its record (`finish`). `reused`: the stream is a retired one.
+/// `source` (a collective every member makes, whatever its own stream), made as `made` says. On the
+/// serial backend `*newcomm` stays as it is. Then attaches its record (`finish`). `reused`: the stream
+/// is a retired one.
 unsafe fn attach_native(
     rt: &Runtime,
     index: Option<usize>,
     reused: bool,
     native: MPIX_Stream,
     source: MPI_Comm,
-    dup_base: Option<Option<Base>>,
+    made: Made,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let replace = dup_base.is_none();
-    let mut base = dup_base.flatten();
+    let (replace, mut base) = match made {
+        Made::Replaced => (true, None),
+        Made::Dup(base) => (false, base),
+    };
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
         let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
