@@ -109,9 +109,9 @@ int main(int argc, char **argv) {
     EXPECT_ERR(MPIX_Stream_irecv(&x, 1, MPI_INT, peer, 0, mx, 0, 0, NULL), MPI_ERR_ARG, "request");
 
     /* An error MPICH finds itself, on the send's hidden communicator (a null datatype): returned
-     * under MPI_ERRORS_RETURN (the isend entry's jump into MPICH, direct_send.rs), and through a
-     * handler function of the user's, set after creation, called once with the multiplex
-     * communicator (the checked entry). Then a valid send through the jump again. */
+     * under MPI_ERRORS_RETURN, and through a handler function of the user's, set after creation,
+     * called once with the multiplex communicator, then not after MPI_ERRORS_RETURN replaced it.
+     * Then a valid send again. */
     EXPECT_ERR(MPIX_Stream_isend(&x, 1, MPI_DATATYPE_NULL, peer, 0, mx, 0, 0, &r), MPI_ERR_TYPE, "");
     MPI_Errhandler counting;
     OK(MPI_Comm_create_errhandler(count_errors, &counting));

@@ -138,30 +138,23 @@ pub(super) fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
 /// as on a native communicator, wherever MPICH meets it; else `MPI_ERRORS_RETURN`, and our entry
 /// points call the user's handler on what they return ([`forward`]). A handler of the user's own is
 /// not copied: MPICH returns `MPI_SUCCESS` after one, which would hide the error from our code.
-/// Also whether MPICH's return code on a hidden communicator is then the user's as it is (the user's
-/// handler is one of those three, or `MPI_ERRORS_RETURN`): `MPIX_Stream_isend` then returns it
-/// without calling the handler (`direct_send`).
-unsafe fn hidden_errhandler(user: MPI_Comm) -> (MPI_Errhandler, bool) {
+unsafe fn hidden_errhandler(user: MPI_Comm) -> MPI_Errhandler {
     let p = pmpi();
     let mut h = MPI_ERRORS_RETURN;
     if (p.PMPI_Comm_get_errhandler)(user, &mut h) != MPI_SUCCESS {
-        return (MPI_ERRORS_RETURN, false);
+        return MPI_ERRORS_RETURN;
     }
-    let fatal = h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_ABORT;
-    let passes = fatal || h == MPI_ERRORS_RETURN;
-    let mirrored = if fatal { h } else { MPI_ERRORS_RETURN };
+    let mirrored = if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_ABORT { h } else { MPI_ERRORS_RETURN };
     (p.PMPI_Errhandler_free)(&mut h);
-    (mirrored, passes)
+    mirrored
 }
 
 impl Multiplex {
     /// Gives the hidden communicators the handler `hidden_errhandler` derives from the user's
-    /// communicator's current one, and lets `MPIX_Stream_isend` jump into MPICH or not accordingly;
-    /// at creation and after every `MPI_Comm_set_errhandler` of the communicator.
+    /// communicator's current one; at creation and after every `MPI_Comm_set_errhandler` of the
+    /// communicator.
     pub(super) fn follow_user_errhandler(&self) {
-        let (handler, direct) = unsafe { hidden_errhandler(self.comm) };
-        unsafe { self.endpoints.set_errhandler(handler) };
-        self.direct.enable(direct);
+        unsafe { self.endpoints.set_errhandler(hidden_errhandler(self.comm)) };
     }
 }
 

@@ -22,10 +22,8 @@
 //!
 //! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
 //! `registry`, `creation` (hidden communicators and record), `lifecycle`, `idup` (the nonblocking
-//! dup), `p2p` (the entry points), `direct_send` (`MPIX_Stream_isend`'s entry: a jump into MPICH),
-//! `errors`.
+//! dup), `p2p` (the entry points), `errors`.
 mod creation;
-mod direct_send;
 pub mod endpoints;
 mod errors;
 mod idup;
@@ -36,7 +34,6 @@ pub mod progress;
 pub mod registry;
 mod requests;
 
-use direct_send::DirectSend;
 use endpoints::{Endpoints, Layout};
 use matching::MatchingEngine;
 use std::os::raw::c_int;
@@ -79,8 +76,6 @@ pub struct Multiplex {
     /// The user freed the communicator; the hidden ones go when `pending` reaches 0.
     freed: AtomicBool,
     released: AtomicBool,
-    /// What `MPIX_Stream_isend`'s entry reads (`direct_send`).
-    direct: DirectSend,
 }
 
 impl Multiplex {
@@ -102,9 +97,7 @@ impl Multiplex {
             })
             .collect();
         let send_routes = endpoints.send_table(&counts, streams.len());
-        let direct = DirectSend::new(&send_routes, width, max_tag);
         Multiplex {
-            direct,
             comm,
             rank,
             send_routes,

@@ -23,8 +23,8 @@ fn map() -> &'static DashMap<MPI_Comm, &'static Multiplex> {
 /// Live records, for the progress thread.
 static LIVE: Mutex<Vec<&'static Multiplex>> = Mutex::new(Vec::new());
 
-pub(super) const TABLE_BITS: u32 = 12;
-pub(super) static TABLE: [AtomicPtr<Multiplex>; 1 << TABLE_BITS] =
+const TABLE_BITS: u32 = 12;
+static TABLE: [AtomicPtr<Multiplex>; 1 << TABLE_BITS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << TABLE_BITS];
 
 /// The table slot of a handle: MPICH's handles keep the object's slot in the low 12 bits and its
