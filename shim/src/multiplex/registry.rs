@@ -7,6 +7,10 @@
 //! slow path). Records are never deallocated (see `Multiplex`), so a table entry never dangles; a
 //! record whose communicator was freed has `freed` set, so a handle MPICH reuses is never taken for
 //! the old communicator.
+//!
+//! It also knows which hidden communicator belongs to which multiplex communicator, and which local
+//! index's stream it carries here (`hidden_comm`): what the tools library reports a hidden
+//! communicator's traffic under (`query`). Kept at creation and release; no message path reads it.
 use super::matching::lock;
 use super::Multiplex;
 use crate::runtime::Runtime;
@@ -18,6 +22,39 @@ use std::sync::{Mutex, OnceLock};
 fn map() -> &'static DashMap<MPI_Comm, &'static Multiplex> {
     static MAP: OnceLock<DashMap<MPI_Comm, &'static Multiplex>> = OnceLock::new();
     MAP.get_or_init(DashMap::new)
+}
+
+/// Hidden communicator -> (its multiplex communicator's record, the local index whose stream this
+/// process attached in it: `Endpoints::attached_indices`).
+fn hidden_map() -> &'static DashMap<MPI_Comm, (&'static Multiplex, Option<usize>)> {
+    static MAP: OnceLock<DashMap<MPI_Comm, (&'static Multiplex, Option<usize>)>> = OnceLock::new();
+    MAP.get_or_init(DashMap::new)
+}
+
+/// A hidden communicator as the tools library sees it.
+pub struct HiddenComm {
+    /// The user's multiplex communicator.
+    pub user: MPI_Comm,
+    /// The local index whose stream this process attached in it; `None` for the ones on MPICH's
+    /// implicit pool (`P_j`), which carry any index.
+    pub index: Option<usize>,
+    /// That index's stream (a slot of the stream table); `None` on the implicit pool or for a
+    /// conventional index (`MPIX_STREAM_NULL`).
+    pub stream: Option<usize>,
+}
+
+/// `comm`, if it is a hidden communicator of a live multiplex communicator.
+pub fn hidden_comm(comm: MPI_Comm) -> Option<HiddenComm> {
+    let (mx, index) = *hidden_map().get(&comm)?;
+    let stream = index.and_then(|i| mx.streams.get(i).copied().flatten());
+    Some(HiddenComm { user: mx.comm, index, stream })
+}
+
+/// Forgets `mx`'s hidden communicators (freed: MPICH may hand their handles out again).
+pub(super) fn forget_hidden(mx: &Multiplex) {
+    for (c, _) in mx.endpoints.attached_indices() {
+        hidden_map().remove_if(&c, |_, v| std::ptr::eq(v.0, mx));
+    }
 }
 
 /// Live records, for the progress thread.
@@ -69,6 +106,9 @@ pub fn register(rt: &Runtime, mx: Multiplex) -> &'static Multiplex {
     for &s in mx.streams.iter().flatten() {
         rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
     }
+    for (c, index) in mx.endpoints.attached_indices() {
+        hidden_map().insert(c, (mx, index));
+    }
     slot(mx.comm).store(mx as *const Multiplex as *mut Multiplex, Ordering::Release);
     if let Some(old) = map().insert(mx.comm, mx) {
         // A reused handle whose free we did not see: drop the stale attachments.
@@ -114,4 +154,5 @@ pub fn clear() {
     }
     lock(&LIVE).clear();
     map().clear();
+    hidden_map().clear();
 }
