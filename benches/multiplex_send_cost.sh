@@ -5,7 +5,8 @@
 #   benches/multiplex_send_cost.sh [--mpich 5|deb] [--reps N] [--windows N] [--libs NAME=DIR,NAME=DIR...]
 # --libs compares builds of the library (each DIR holds a libmpixstream.so, e.g. a copy of
 # target/release made before a change): every repetition runs each of them once, in an order that
-# rotates from one repetition to the next, so that the machine's load changes hit every build alike.
+# rotates from one repetition to the next, so that the machine's load changes hit every build alike;
+# it also prints each build's ratio over the first build's, repetition by repetition.
 # Default: the checkout's target/release alone, built first.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,22 +45,30 @@ for r in $(seq "$reps"); do
     line=$(LD_LIBRARY_PATH=${dirs[$v]} MPIXSTREAM_STREAMS=1 timeout 120 scripts/mpixrun --lib "${dirs[$v]}/libmpixstream.so" \
       -n 2 "$bin/multiplex_send_cost-$mpich" "$windows" </dev/null 2>/dev/null | grep '^RESULT')
     [ -n "$line" ] || { bash scripts/shm_cleanup.sh; continue; }
-    results+=("${names[$v]} $line")
+    results+=("${names[$v]} $r $line")
   done
 done
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
-rows = {}
+rows, by_rep = {}, {}
 for l in sys.stdin:
     if l.strip():
-        name, _, *kv = l.split()
-        rows.setdefault(name, []).append(dict(x.split("=") for x in kv))
+        name, rep, _, *kv = l.split()
+        row = dict(x.split("=") for x in kv)
+        rows.setdefault(name, []).append(row)
+        by_rep.setdefault(rep, {})[name] = float(row["ratio"])
 order = sys.argv[1].split(",")
+span = lambda x: f"{statistics.median(x):8.2f} [{min(x):.2f}..{max(x):.2f}]"
 for name in order:
     got = rows.get(name, [])
     print(f"send cost per call, MPICH '"$mpich"', build {name}, {len(got)} repetitions (median [min..max]):")
     for k, what in (("stream_ns", "MPI_Isend, stream communicator"), ("multiplex_ns", "MPIX_Stream_isend, multiplex"), ("ratio", "ratio multiplex / stream")):
         x = [float(r[k]) for r in got]
         if x:
-            print(f"  {what:34} {statistics.median(x):8.2f} [{min(x):.2f}..{max(x):.2f}]" + (" ns" if k != "ratio" else ""))
+            print(f"  {what:34} {span(x)}" + (" ns" if k != "ratio" else ""))
+# Builds against the first, repetition by repetition (the runs of one repetition are back to back).
+for name in order[1:]:
+    x = [r[name] / r[order[0]] for r in by_rep.values() if name in r and order[0] in r]
+    if x:
+        print(f"ratio of build {name} to build {order[0]}, same repetition: {span(x)} ({len(x)} pairs)")
 ' "$(IFS=,; echo "${names[*]}")"

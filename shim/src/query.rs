@@ -8,7 +8,7 @@
 //! (they exist only when the tools library is preloaded, i.e. when a report or the check is asked for).
 use crate::comms::Origin;
 use crate::config::Policy;
-use crate::multiplex::endpoints;
+use crate::multiplex::{endpoints, registry};
 use crate::plain_twin;
 use crate::runtime;
 use crate::{backend::Backend, policy};
@@ -64,17 +64,51 @@ fn copy_str(dst: &mut [c_char], src: &str) {
     dst[n] = 0;
 }
 
-/// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us).
+/// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us). A hidden
+/// communicator of a multiplex communicator carries the stream of the local index this process
+/// attached in it (`multiplex::registry::hidden_comm`).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.get(comm)?.stream).map_or(-1, |s| s as c_int)
+    let Some(rt) = runtime::active() else {
+        return -1;
+    };
+    match rt.comms.get(comm) {
+        Some(r) => r.stream.map_or(-1, |s| s as c_int),
+        None => registry::hidden_comm(comm).and_then(|h| h.stream).map_or(-1, |s| s as c_int),
+    }
 }
 
-/// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit policy).
+/// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit
+/// policy, 3 a multiplex communicator's hidden communicator, with or without a stream).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.get(comm)).filter(|r| r.stream.is_some()).map_or(Origin::None, |r| r.origin)
-        as c_int
+    let Some(rt) = runtime::active() else {
+        return Origin::None as c_int;
+    };
+    match rt.comms.get(comm) {
+        Some(r) if r.stream.is_some() => r.origin as c_int,
+        Some(_) => Origin::None as c_int,
+        None if registry::hidden_comm(comm).is_some() => Origin::Multiplex as c_int,
+        None => Origin::None as c_int,
+    }
+}
+
+/// Where `comm` is a hidden communicator of a multiplex communicator, 1, with that communicator in
+/// `*user` and the local index whose stream `comm` carries here in `*index` (-1: one on MPICH's
+/// implicit pool, which carries any index); else 0. The tools library counts the indexed traffic of
+/// one multiplex communicator per index, whichever hidden communicator carried it.
+#[no_mangle]
+pub unsafe extern "C" fn mpixstream_multiplex_of(comm: MPI_Comm, user: *mut MPI_Comm, index: *mut c_int) -> c_int {
+    let Some(h) = runtime::active().and_then(|_| registry::hidden_comm(comm)) else {
+        return 0;
+    };
+    if !user.is_null() {
+        *user = h.user;
+    }
+    if !index.is_null() {
+        *index = h.index.map_or(-1, |i| i as c_int);
+    }
+    1
 }
 
 /// Where `comm` is the plain base of a policy communicator with a stream (it carries that

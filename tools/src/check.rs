@@ -137,14 +137,29 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     } else {
         format!("communicator 0x{:08x}, which shares the stream", other_comm as u32)
     };
+    // A multiplex communicator's index on its stream's endpoint has the same rule (docs/multiplex.md).
+    let (what, rule) = match rec.multiplex.and_then(|m| m.index) {
+        Some(index) => (
+            format!(
+                "index {index} of multiplex communicator 0x{:08x} (id {}, stream {stream}, VCI {vci})",
+                rec.handle as u32, rec.id
+            ),
+            "An index of a multiplex communicator is used by one thread at a time, as its stream is",
+        ),
+        None => (
+            format!(
+                "communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci})",
+                rec.handle as u32,
+                rec.id,
+                rec.origin.name()
+            ),
+            "The explicit endpoint policy needs each communicator used by one thread at a time",
+        ),
+    };
     let msg = format!(
-        "mpixstream check: [rank {rank}] communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci}) used by two threads at once: \
+        "mpixstream check: [rank {rank}] {what} used by two threads at once: \
          thread {} entered {call} while thread {other} was in {} on {same}. \
-         The explicit endpoint policy needs each communicator used by one thread at a time \
-         (its stream is an endpoint MPICH does not lock); aborting.\n",
-        rec.handle as u32,
-        rec.id,
-        rec.origin.name(),
+         {rule} (its stream is an endpoint MPICH does not lock); aborting.\n",
         thread_id(),
         other_call.unwrap_or("an MPI call"),
     );

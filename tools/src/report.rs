@@ -6,7 +6,7 @@
 //! state of its own.
 use crate::json::{self, opt, traffic};
 use crate::shim;
-use crate::state::{CommRec, Setup};
+use crate::state::{CommRec, MultiplexPart, Setup, StartKind};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use mpixstream_wrappers::tools::Description;
@@ -63,6 +63,16 @@ struct Sums {
     sent: (u64, u64),
     recv: (u64, u64),
     collectives: u64,
+    starts: Starts,
+}
+
+/// Persistent requests' starts, by `StartKind`.
+type Starts = [u64; StartKind::ALL.len()];
+
+/// `{"send":N,"recv":N,"partitioned":N,"collective":N}`.
+fn starts_json(s: &Starts) -> String {
+    let fields: Vec<String> = StartKind::ALL.iter().map(|k| format!("\"{}\":{}", k.name(), s[*k as usize])).collect();
+    format!("{{{}}}", fields.join(","))
 }
 
 struct Snapshot {
@@ -74,9 +84,11 @@ struct Snapshot {
     origin: &'static str,
     vci: Option<u32>,
     freed: bool,
+    multiplex: Option<MultiplexPart>,
     sent: (u64, u64),
     recv: (u64, u64),
     collectives: u64,
+    starts: Starts,
 }
 
 fn snapshot(r: &CommRec) -> Snapshot {
@@ -90,9 +102,11 @@ fn snapshot(r: &CommRec) -> Snapshot {
         origin: r.origin.name(),
         vci: r.vci,
         freed: r.freed.load(Ordering::Acquire),
+        multiplex: r.multiplex,
         sent: (c.sent_msgs.load(Ordering::Relaxed), c.sent_bytes.load(Ordering::Relaxed)),
         recv: (c.recv_msgs.load(Ordering::Relaxed), c.recv_bytes.load(Ordering::Relaxed)),
         collectives: c.collectives.load(Ordering::Relaxed),
+        starts: std::array::from_fn(|k| c.starts[k].load(Ordering::Relaxed)),
     }
 }
 
@@ -125,9 +139,10 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         if k > 0 {
             j.push(',');
         }
+        let multiplex = c.multiplex.map_or("null".to_string(), |m| format!("{{\"index\":{}}}", opt(m.index)));
         let _ = write!(
             j,
-            "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"sent\":{},\"received\":{},\"collectives\":{}}}",
+            "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"multiplex\":{multiplex},\"sent\":{},\"received\":{},\"collectives\":{},\"starts\":{}}}",
             c.id,
             c.handle as u32,
             json::string(&c.name),
@@ -138,12 +153,19 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             c.freed,
             traffic(c.sent.0, c.sent.1),
             traffic(c.recv.0, c.recv.1),
-            c.collectives
+            c.collectives,
+            starts_json(&c.starts)
         );
-        let label = if c.name.is_empty() { format!("0x{:08x}", c.handle as u32) } else { c.name.clone() };
+        let mut label = if c.name.is_empty() { format!("0x{:08x}", c.handle as u32) } else { c.name.clone() };
+        // A multiplex communicator's indexed traffic, one row per index (its handle's own row, if
+        // any, is its ordinary traffic).
+        if let Some(m) = c.multiplex {
+            label =
+                format!("{} [{}]", truncate(&label, 10), m.index.map_or("pool".to_string(), |i| format!("index {i}")));
+        }
         let _ = writeln!(
             t,
-            "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<6}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}{}",
+            "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<9}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}{}",
             rank,
             c.id,
             truncate(&label, 20),
@@ -156,6 +178,7 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             c.recv.0,
             c.recv.1,
             c.collectives,
+            c.starts.iter().sum::<u64>(),
             if c.freed { "  (freed)" } else { "" }
         );
     }
@@ -170,6 +193,9 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         e.recv.0 += c.recv.0;
         e.recv.1 += c.recv.1;
         e.collectives += c.collectives;
+        for (sum, n) in e.starts.iter_mut().zip(c.starts) {
+            *sum += n;
+        }
     }
     let mut e_lines = String::new();
     for (k, ((stream, vci), s)) in eps.iter().enumerate() {
@@ -180,18 +206,19 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         let ids: Vec<String> = s.comms.iter().map(|i| i.to_string()).collect();
         let _ = write!(
             j,
-            "{{\"endpoint\":{},\"stream\":{},\"vci\":{},\"comms\":[{}],\"sent\":{},\"received\":{},\"collectives\":{}}}",
+            "{{\"endpoint\":{},\"stream\":{},\"vci\":{},\"comms\":[{}],\"sent\":{},\"received\":{},\"collectives\":{},\"starts\":{}}}",
             json::string(&label),
             opt(*stream),
             opt(*vci),
             ids.join(","),
             traffic(s.sent.0, s.sent.1),
             traffic(s.recv.0, s.recv.1),
-            s.collectives
+            s.collectives,
+            starts_json(&s.starts)
         );
         let _ = writeln!(
             e_lines,
-            "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
+            "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}",
             rank,
             label,
             opt_dash(*vci),
@@ -200,7 +227,8 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             s.sent.1,
             s.recv.0,
             s.recv.1,
-            s.collectives
+            s.collectives,
+            s.starts.iter().sum::<u64>()
         );
     }
     j.push_str("]}");
@@ -346,7 +374,7 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     );
     let _ = writeln!(
         out,
-        "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<6}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
+        "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<9}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}",
         "rank",
         "id",
         "communicator",
@@ -358,13 +386,14 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
         "sent bytes",
         "recv msgs",
         "recv bytes",
-        "colls"
+        "colls",
+        "starts"
     );
     out.push_str(&comm_lines);
     let _ = writeln!(
         out,
-        "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}",
-        "rank", "endpoint", "vci", "comm ids", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls"
+        "{:>5}  {:<10}  {:>4}  {:<16}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}",
+        "rank", "endpoint", "vci", "comm ids", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls", "starts"
     );
     out.push_str(&ep_lines);
     if let Some(d) = d {

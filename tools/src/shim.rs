@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 type DescribeFn = unsafe extern "C" fn(*mut Description) -> c_int;
 type CommFn = extern "C" fn(MPI_Comm) -> c_int;
 type VciFn = extern "C" fn(c_int) -> c_int;
+type MultiplexOfFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int;
 
 pub struct Shim {
     describe: Option<DescribeFn>,
@@ -16,6 +17,7 @@ pub struct Shim {
     comm_origin: Option<CommFn>,
     base_owner_stream: Option<CommFn>,
     stream_vci: Option<VciFn>,
+    multiplex_of: Option<MultiplexOfFn>,
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
@@ -37,6 +39,7 @@ pub fn get() -> &'static Shim {
             comm_origin: sym(c"mpixstream_comm_origin"),
             base_owner_stream: sym(c"mpixstream_base_owner_stream"),
             stream_vci: sym(c"mpixstream_stream_vci"),
+            multiplex_of: sym(c"mpixstream_multiplex_of"),
         }
     })
 }
@@ -70,6 +73,14 @@ impl Shim {
     pub fn base_owner_stream(&self, comm: MPI_Comm) -> Option<u32> {
         let s = self.base_owner_stream.map_or(-1, |f| f(comm));
         (s >= 0).then_some(s as u32)
+    }
+
+    /// Where `comm` is a hidden communicator of a multiplex communicator: (that communicator, the
+    /// local index whose stream `comm` carries here; `None` on MPICH's implicit pool).
+    pub fn multiplex_of(&self, comm: MPI_Comm) -> Option<(MPI_Comm, Option<u32>)> {
+        let f = self.multiplex_of?;
+        let (mut user, mut index) = (0 as MPI_Comm, -1 as c_int);
+        (unsafe { f(comm, &mut user, &mut index) } == 1).then_some((user, (index >= 0).then_some(index as u32)))
     }
 
     pub fn stream_vci(&self, index: u32) -> Option<u32> {

@@ -1,5 +1,6 @@
 //! The tools library's state: what is switched on, one record per communicator seen (counters and its
-//! stream mapping), and the requests and matched messages whose completion we must attribute.
+//! stream mapping; one per index for a multiplex communicator's indexed traffic), and the requests,
+//! matched messages and persistent requests whose completion or starts we must attribute.
 //!
 //! The bottom of the tools library (above only the query API of `shim` and `thread`): it calls nothing
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
@@ -55,6 +56,55 @@ pub struct Counters {
     pub recv_msgs: AtomicU64,
     pub recv_bytes: AtomicU64,
     pub collectives: AtomicU64,
+    /// Starts of persistent requests made on the communicator, by `StartKind`.
+    pub starts: [AtomicU64; StartKind::ALL.len()],
+}
+
+/// What a persistent request starts, told by the name of the call that made it: the report counts
+/// `MPI_Start`/`MPI_Startall` per kind (their messages are MPICH's, as a collective's are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartKind {
+    /// `MPI_Send_init`, `Ssend_init`, `Rsend_init`, `Bsend_init` (and `_c`).
+    Send = 0,
+    /// `MPI_Recv_init` (and `_c`).
+    Recv = 1,
+    /// `MPI_Psend_init`, `MPI_Precv_init`.
+    Partitioned = 2,
+    /// The persistent collectives (`MPI_Barrier_init`, `MPI_Allreduce_init`, `MPI_Neighbor_*_init`…).
+    Collective = 3,
+}
+
+impl StartKind {
+    pub const ALL: [StartKind; 4] = [StartKind::Send, StartKind::Recv, StartKind::Partitioned, StartKind::Collective];
+
+    /// The kind of the requests `constructor` (`"MPI_Send_init"`…) makes.
+    pub fn of(constructor: &str) -> StartKind {
+        let n = constructor.to_ascii_lowercase();
+        let n = n.trim_end_matches("_c");
+        match n {
+            "mpi_psend_init" | "mpi_precv_init" => StartKind::Partitioned,
+            _ if n.ends_with("send_init") => StartKind::Send,
+            _ if n.ends_with("recv_init") => StartKind::Recv,
+            _ => StartKind::Collective,
+        }
+    }
+
+    /// The report's key.
+    pub fn name(self) -> &'static str {
+        match self {
+            StartKind::Send => "send",
+            StartKind::Recv => "recv",
+            StartKind::Partitioned => "partitioned",
+            StartKind::Collective => "collective",
+        }
+    }
+}
+
+/// Set on a record of a multiplex communicator's indexed traffic: the local index whose stream
+/// carried it (`None`: the hidden communicators on MPICH's implicit pool, which carry any index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MultiplexPart {
+    pub index: Option<u32>,
 }
 
 /// One communicator as first seen by a communication call. Records are never freed (the report lists
@@ -75,6 +125,10 @@ pub struct CommRec {
     /// policy communicator (which carries that communicator's nonblocking collectives), the policy
     /// communicator's; None where the check does not apply.
     pub checked_stream: Option<u32>,
+    /// A multiplex communicator's indexed traffic through one endpoint: then `handle` and `name` are
+    /// the multiplex communicator's, and every hidden communicator that carries that traffic on this
+    /// rank shares this one record.
+    pub multiplex: Option<MultiplexPart>,
     pub freed: AtomicBool,
     pub counters: Counters,
 }
@@ -84,6 +138,11 @@ impl CommRec {
     pub fn count_send(&self, count: MPI_Count, datatype: MPI_Datatype) {
         self.counters.sent_msgs.fetch_add(1, Ordering::Relaxed);
         self.counters.sent_bytes.fetch_add(bytes_of(count, datatype), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn count_start(&self, kind: StartKind) {
+        self.counters.starts[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a completed receive from its status (skips `MPI_PROC_NULL` and failed receives).
@@ -114,6 +173,7 @@ impl CommRec {
             origin: Origin::None,
             vci: None,
             checked_stream: None,
+            multiplex: None,
             freed: AtomicBool::new(false),
             counters: Counters::default(),
         }
@@ -144,6 +204,9 @@ pub fn setup() -> Option<&'static Setup> {
 struct Registry {
     live: HashMap<MPI_Comm, &'static CommRec>,
     all: Vec<&'static CommRec>,
+    /// The records of multiplex traffic, by (multiplex communicator, index): `live` maps each hidden
+    /// communicator to one of these.
+    multiplex: HashMap<(MPI_Comm, Option<u32>), &'static CommRec>,
 }
 
 static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
@@ -183,7 +246,11 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     // First use: learn what we can outside the lock (MPI calls), then insert.
     let p = pmpi();
     let s = shim::get();
+    // A hidden communicator of a multiplex communicator (the lean library's indexed traffic): recorded
+    // under that communicator and the index whose stream it carries here.
+    let part = s.multiplex_of(comm);
     let (stream, origin) = s.comm_stream(comm);
+    let origin = if part.is_some() { Origin::Multiplex } else { origin };
     let vci = match stream {
         Some(i) => s.stream_vci(i),
         // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
@@ -197,27 +264,39 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     };
     let mut size = 0;
     unsafe { (p.PMPI_Comm_size)(comm, &mut size) };
-    let name = comm_name(comm);
+    let handle = part.map_or(comm, |(user, _)| user);
+    let name = comm_name(handle);
     let predefined = comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
     let mut guard = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
     let reg = guard.as_mut()?;
     if let Some(r) = reg.live.get(&comm) {
         return Some(r);
     }
-    let r: &'static CommRec = Box::leak(Box::new(CommRec {
-        id: reg.all.len() as u32,
-        handle: comm,
-        name,
-        size,
-        stream,
-        origin,
-        vci,
-        checked_stream,
-        freed: AtomicBool::new(false),
-        counters: Counters::default(),
-    }));
+    let shared = part.and_then(|key| reg.multiplex.get(&key).copied());
+    let r: &'static CommRec = match shared {
+        Some(r) => r,
+        None => {
+            let r: &'static CommRec = Box::leak(Box::new(CommRec {
+                id: reg.all.len() as u32,
+                handle,
+                name,
+                size,
+                stream,
+                origin,
+                vci,
+                checked_stream,
+                multiplex: part.map(|(_, index)| MultiplexPart { index }),
+                freed: AtomicBool::new(false),
+                counters: Counters::default(),
+            }));
+            reg.all.push(r);
+            if let Some(key) = part {
+                reg.multiplex.insert(key, r);
+            }
+            r
+        }
+    };
     reg.live.insert(comm, r);
-    reg.all.push(r);
     drop(guard);
     if !predefined {
         // Learn of its MPI_Comm_free (the lean library owns that symbol): an attribute whose delete
@@ -253,6 +332,9 @@ unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_
         if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
             reg.live.remove(&comm);
         }
+        // A multiplex communicator's hidden ones go together: a later one with the same handle gets
+        // records of its own.
+        reg.multiplex.retain(|_, &mut x| !std::ptr::eq(x, r));
     }
     if !r.is_null() {
         (*r).freed.store(true, Ordering::Release);
@@ -293,14 +375,26 @@ impl std::hash::Hasher for HandleHasher {
 
 pub type HandleMap<V> = DashMap<c_int, V, std::hash::BuildHasherDefault<HandleHasher>>;
 
+/// A persistent request: the record of the communicator it was made on, and what it starts.
+#[derive(Clone, Copy)]
+pub struct Persistent {
+    pub rec: &'static CommRec,
+    pub kind: StartKind,
+}
+
 static REQUESTS: OnceLock<HandleMap<ReqInfo>> = OnceLock::new();
 static MESSAGES: OnceLock<HandleMap<&'static CommRec>> = OnceLock::new();
+static PERSISTENT: OnceLock<HandleMap<Persistent>> = OnceLock::new();
 
 pub fn requests() -> &'static HandleMap<ReqInfo> {
     REQUESTS.get_or_init(HandleMap::default)
 }
 pub fn messages() -> &'static HandleMap<&'static CommRec> {
     MESSAGES.get_or_init(HandleMap::default)
+}
+/// Persistent requests from their constructor to their `MPI_Request_free`.
+pub fn persistent() -> &'static HandleMap<Persistent> {
+    PERSISTENT.get_or_init(HandleMap::default)
 }
 
 thread_local! {
@@ -356,7 +450,8 @@ pub unsafe fn init() -> Option<&'static Setup> {
     }
     let report_path = report;
     let setup = SETUP.get_or_init(|| Setup { description, report_path });
-    *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) = Some(Registry { live: HashMap::new(), all: Vec::new() });
+    *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) =
+        Some(Registry { live: HashMap::new(), all: Vec::new(), multiplex: HashMap::new() });
     REPORT.store(setup.report_path.is_some(), Ordering::Relaxed);
     CHECK.store(check, Ordering::Relaxed);
     Some(setup)
@@ -388,6 +483,26 @@ mod tests {
         assert!(rec(MPI_COMM_NULL).is_none());
         assert!(rec(MPI_REQUEST_NULL).is_none());
         assert!(rec(12345).is_none());
+    }
+
+    #[test]
+    fn start_kinds_follow_the_constructor() {
+        for (name, kind) in [
+            ("MPI_Send_init", StartKind::Send),
+            ("MPI_Ssend_init_c", StartKind::Send),
+            ("MPI_Rsend_init", StartKind::Send),
+            ("MPI_Bsend_init_c", StartKind::Send),
+            ("MPI_Recv_init", StartKind::Recv),
+            ("MPI_Recv_init_c", StartKind::Recv),
+            ("MPI_Psend_init", StartKind::Partitioned),
+            ("MPI_Precv_init", StartKind::Partitioned),
+            ("MPI_Barrier_init", StartKind::Collective),
+            ("MPI_Allreduce_init_c", StartKind::Collective),
+            ("MPI_Neighbor_alltoallw_init", StartKind::Collective),
+            ("MPI_Reduce_scatter_block_init", StartKind::Collective),
+        ] {
+            assert_eq!(StartKind::of(name), kind, "{name}");
+        }
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub enum StreamOrigin {
     User = 1,
     /// The explicit policy: the stream was created for this communicator.
     Policy = 2,
+    /// A hidden communicator of a multiplex stream communicator: it carries, on this process, the
+    /// stream of one local index (or MPICH's implicit pool; `mpixstream_multiplex_of` says which).
+    Multiplex = 3,
 }
 
 impl StreamOrigin {
@@ -39,6 +42,7 @@ impl StreamOrigin {
         match code {
             1 => StreamOrigin::User,
             2 => StreamOrigin::Policy,
+            3 => StreamOrigin::Multiplex,
             _ => StreamOrigin::None,
         }
     }
@@ -48,6 +52,7 @@ impl StreamOrigin {
             StreamOrigin::None => "none",
             StreamOrigin::User => "user",
             StreamOrigin::Policy => "policy",
+            StreamOrigin::Multiplex => "multiplex",
         }
     }
 }

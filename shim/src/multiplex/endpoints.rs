@@ -428,14 +428,32 @@ impl Endpoints {
         Endpoints { layout, rank, width, bits, pooled, pair: pair.into_boxed_slice(), real: None }
     }
 
+    /// The index rank `rank` attaches in the streams layout's communicator at `pair[pos]`: `D_i`'s
+    /// `i`; in `C_{i,j,b}`, `i` where the rank's bit `b` is 0, else `j`.
+    fn attached_at(&self, rank: c_int, pos: usize) -> usize {
+        let b1 = self.b1();
+        let (ij, b) = (pos / b1, pos % b1);
+        let (i, j) = (ij / self.width, ij % self.width);
+        if i == j || (rank >> b) & 1 == 0 {
+            i
+        } else {
+            j
+        }
+    }
+
+    /// Every hidden communicator with the index whose stream this process attached in it (`None` for
+    /// the `P_j`, on MPICH's implicit pool, which carry any index): what the tools library reports
+    /// a hidden communicator's traffic under (`query`). Never on a message path.
+    pub fn attached_indices(&self) -> impl Iterator<Item = (MPI_Comm, Option<usize>)> + '_ {
+        let pair = self.pair.iter().enumerate().map(|(pos, &c)| (c, Some(self.attached_at(self.rank, pos))));
+        self.pooled.iter().map(|&c| (c, None)).chain(pair).filter(|&(c, _)| c != MPI_COMM_NULL)
+    }
+
     /// The index rank `rank` attached in hidden communicator `comm` (test helper: which stream).
     #[cfg(test)]
     fn attached(&self, rank: c_int, comm: MPI_Comm) -> Option<usize> {
-        let b1 = self.b1();
         let pos = self.pair.iter().position(|&c| c == comm)?;
-        let (ij, b) = (pos / b1, pos % b1);
-        let (i, j) = (ij / self.width, ij % self.width);
-        Some(if i == j || (rank >> b) & 1 == 0 { i } else { j })
+        Some(self.attached_at(rank, pos))
     }
 }
 
@@ -624,5 +642,34 @@ mod tests {
         // four communicators of the pairs (0 -> 0 on D_0, i -> 0 on C_{0,i,0}).
         let ep = Endpoints::fake(Layout::Streams, 0, 2, 4);
         assert_eq!(ep.sources(0, &[1, 4]).len(), 4);
+    }
+
+    /// What the tools library is told about each hidden communicator (`attached_indices`): a
+    /// message's communicator is listed with the sender's source index on the sender and with the
+    /// receiver's destination index on the receiver; the `P_j` with none; nothing twice.
+    #[test]
+    fn attached_indices_name_each_end_of_a_message() {
+        for layout in [Layout::Streams, Layout::Pooled] {
+            for n in 1..=5usize {
+                for s in 1..=3usize {
+                    let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake(layout, r as c_int, n, s)).collect();
+                    let maps: Vec<std::collections::HashMap<MPI_Comm, Option<usize>>> =
+                        eps.iter().map(|e| e.attached_indices().collect()).collect();
+                    assert_eq!(maps[0].len(), eps[0].count(), "{layout:?} n={n} s={s}: each once");
+                    for a in 0..n {
+                        for b in 0..n {
+                            for i in 0..s {
+                                for j in 0..s {
+                                    let r = eps[a].route(a as c_int, i, b as c_int, j);
+                                    let (on_a, on_b) = if r.tag_in_tag { (None, None) } else { (Some(i), Some(j)) };
+                                    assert_eq!(maps[a][&r.comm], on_a, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
+                                    assert_eq!(maps[b][&r.comm], on_b, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -218,6 +218,7 @@ impl Multiplex {
                 // Messages nobody received: take them out of MPICH so that nothing stays matched.
                 e.drain_unexpected();
             }
+            registry::forget_hidden(self);
             self.endpoints.free();
         }
         registry::released(self);

@@ -11,9 +11,13 @@
 //! A matched message is received with `MPI_Imrecv`, never a blocking receive inside a turn (a turn may
 //! run inside a generalized request's poll function, under the engine's lock); a blocking receive
 //! that takes its own message receives it outside the lock.
+//!
+//! The probes, receives and tests of those receives go through the next definition (`next!`), so
+//! that the tools library counts and checks them (`p2p`'s module comment says why and what it costs).
 use super::endpoints::Source;
 use super::Multiplex;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -221,14 +225,13 @@ impl MatchingEngine {
         next: &mut usize,
         sweep: bool,
     ) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
-        let p = pmpi();
         let n = self.sources.len();
         for k in 0..if sweep { n } else { 1 } {
             let src = self.sources[(*next + k) % n];
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
             let mut status = MPI_Status::default();
-            let rc = (p.PMPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status);
+            let rc = next!(MPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status);
             if rc == MPI_SUCCESS && flag != 0 {
                 // Stay on this communicator: its next message is likely there too.
                 *next = (*next + k) % n;
@@ -315,7 +318,6 @@ impl MatchingEngine {
             return;
         }
         self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let p = pmpi();
         if self.cancels.swap(false, Ordering::AcqRel) {
             let mut i = 0;
             while i < st.posted.len() {
@@ -332,7 +334,7 @@ impl MatchingEngine {
         while i < st.inflight.len() {
             let mut flag = 0;
             let mut status = MPI_Status::default();
-            let rc = (p.PMPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status);
+            let rc = next!(MPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status);
             if rc != MPI_SUCCESS || flag != 0 {
                 let f = st.inflight.swap_remove(i);
                 status.MPI_SOURCE = f.source;
@@ -389,12 +391,11 @@ impl MatchingEngine {
 
     /// Takes every unreceived message out of MPICH (the communicator is being released).
     pub unsafe fn drain_unexpected(&self) {
-        let p = pmpi();
         let mut st = lock(&self.state);
         for mut u in st.unexpected.drain(..) {
             let bytes = status_bytes(&u.status);
             let mut scratch = vec![0u8; bytes.max(1) as usize];
-            (p.PMPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
+            next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
         }
         self.sync_queued(&st);
     }
@@ -410,9 +411,8 @@ pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
 /// Starts receiving matched message `msg` into `op`'s buffer (engine lock held): `MPI_Imrecv`, done
 /// at once if MPICH completes it at once (eager data), else by a later turn.
 unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
-    let p = pmpi();
     let mut req = MPI_REQUEST_NULL;
-    let rc = (p.PMPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req);
+    let rc = next!(MPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req);
     if rc != MPI_SUCCESS {
         let mut got = *status;
         got.MPI_TAG = tag;
@@ -421,7 +421,7 @@ unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, sta
     }
     let mut flag = 0;
     let mut got = MPI_Status::default();
-    let rc = (p.PMPI_Test)(&mut req, &mut flag, &mut got);
+    let rc = next!(MPI_Test)(&mut req, &mut flag, &mut got);
     if rc != MPI_SUCCESS || flag != 0 {
         got.MPI_SOURCE = status.MPI_SOURCE;
         got.MPI_TAG = tag;

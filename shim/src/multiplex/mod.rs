@@ -47,9 +47,9 @@ pub use progress::shutdown;
 /// Ours (native MPICH has none): the source index of a receive that accepts any source index.
 pub const MPIX_ANY_INDEX: c_int = -1;
 
-/// A multiplex stream communicator. Records live until the process exits (a few hundred bytes
-/// each; their hidden communicators are freed with them): the hot paths hold plain references, with
-/// no reference count, and a reused handle is told apart by `freed`.
+/// A multiplex stream communicator's record: reference-counted, reclaimed once the communicator is
+/// destroyed and nothing pending holds it (`registry`); the hot paths hold plain references, valid
+/// for the call on the communicator that looked them up.
 pub struct Multiplex {
     /// The user's communicator.
     pub comm: MPI_Comm,

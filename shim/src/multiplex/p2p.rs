@@ -11,6 +11,13 @@
 //!   Nothing it could overtake exists: every earlier receive of the index is in MPICH's queue before
 //!   it, and no message of the pair has been pulled out of MPICH.
 //! - Any other receive goes through its index's matching engine.
+//!
+//! Every MPICH call that carries an indexed message (here and in `matching`: the sends, receives,
+//! probes and the tests of the receives they start) goes through the next definition (`next!`), not
+//! the `PMPI_*` table: when the tools library is preloaded behind us, its counters and its one-thread
+//! check see each message on its hidden communicator, hence on the stream endpoint it used; without
+//! it, the next definition is MPICH's `MPI_*` symbol, an alias of the same code as `PMPI_*`, reached
+//! by one load of a slot as the table's entry is.
 use super::endpoints::Route;
 use super::errors::{forward, not_multiplex};
 use super::matching::{lock, Outcome, RecvOp};
@@ -19,6 +26,7 @@ use crate::errors::{raise, Class};
 use crate::mpix_entry;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
@@ -182,7 +190,6 @@ unsafe fn recv(
     di: c_int,
     out: RecvOut,
 ) -> c_int {
-    let p = pmpi();
     let Some(mx) = registry::lookup(comm) else {
         return not_multiplex(rt, comm, f);
     };
@@ -223,7 +230,7 @@ unsafe fn recv(
         match out {
             RecvOut::Blocking(status) => {
                 let mut st = MPI_Status::default();
-                let rc = (p.PMPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+                let rc = next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
                 if status_is_real(status) {
@@ -235,7 +242,7 @@ unsafe fn recv(
             // MPICH's status of this message is the user's (a hidden communicator that carries the
             // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
             RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
-                return forward(comm, (p.PMPI_Imrecv_c)(buf, count, datatype, &mut msg, request));
+                return forward(comm, next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request));
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
@@ -293,10 +300,11 @@ unsafe fn recv(
 }
 
 /// The indexed point-to-point entry points, in their `int` and large-count (`_c`) forms from one
-/// definition: `$send`/`$isend` forward to `$pmpi_send`/`$pmpi_isend` on the hidden communicator, and
-/// `$recv`/`$irecv` to `$pmpi_recv`/`$pmpi_irecv` where the direct path applies (`fast_recv_route`).
+/// definition: `$send`/`$isend` forward to `$mpi_send`/`$mpi_isend` on the hidden communicator, and
+/// `$recv`/`$irecv` to `$mpi_recv`/`$mpi_irecv` where the direct path applies (`fast_recv_route`),
+/// each through the next definition (see the module comment).
 macro_rules! indexed_p2p {
-    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $pmpi_send:ident, $pmpi_isend:ident, $pmpi_recv:ident, $pmpi_irecv:ident) => {
+    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -311,7 +319,7 @@ macro_rules! indexed_p2p {
             if let Some((h, t)) =
                 fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
             {
-                return forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h));
+                return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
             }
             // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
             // keeps a small frame.
@@ -332,7 +340,7 @@ macro_rules! indexed_p2p {
                     match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
                         Err(rc) => rc,
                         Ok(None) => MPI_SUCCESS,
-                        Ok(Some((h, t))) => forward(comm, (pmpi().$pmpi_send)(buf, count, datatype, dest, t, h)),
+                        Ok(Some((h, t))) => forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h)),
                     }
                 })
             }
@@ -360,7 +368,7 @@ macro_rules! indexed_p2p {
                 if let Some((h, t)) =
                     fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
                 {
-                    return forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request));
+                    return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
                 }
             }
             #[cold]
@@ -382,11 +390,9 @@ macro_rules! indexed_p2p {
                     match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
                         Err(rc) => rc,
                         Ok(None) => {
-                            forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                            forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
                         }
-                        Ok(Some((h, t))) => {
-                            forward(comm, (pmpi().$pmpi_isend)(buf, count, datatype, dest, t, h, request))
-                        }
+                        Ok(Some((h, t))) => forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request)),
                     }
                 })
             }
@@ -408,7 +414,7 @@ macro_rules! indexed_p2p {
             if let Some(h) =
                 fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
             {
-                return forward(comm, (pmpi().$pmpi_recv)(buf, count, datatype, source, tag, h, status));
+                return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
             }
             let f = stringify!($recv);
             mpix_entry(f, |rt| unsafe {
@@ -433,7 +439,7 @@ macro_rules! indexed_p2p {
                 if let Some(h) =
                     fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
                 {
-                    return forward(comm, (pmpi().$pmpi_irecv)(buf, count, datatype, source, tag, h, request));
+                    return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
                 }
             }
             let f = stringify!($irecv);
@@ -452,10 +458,10 @@ indexed_p2p!(
     MPIX_Stream_recv,
     MPIX_Stream_irecv,
     c_int,
-    PMPI_Send,
-    PMPI_Isend,
-    PMPI_Recv,
-    PMPI_Irecv
+    MPI_Send,
+    MPI_Isend,
+    MPI_Recv,
+    MPI_Irecv
 );
 indexed_p2p!(
     MPIX_Stream_send_c,
@@ -463,8 +469,8 @@ indexed_p2p!(
     MPIX_Stream_recv_c,
     MPIX_Stream_irecv_c,
     MPI_Count,
-    PMPI_Send_c,
-    PMPI_Isend_c,
-    PMPI_Recv_c,
-    PMPI_Irecv_c
+    MPI_Send_c,
+    MPI_Isend_c,
+    MPI_Recv_c,
+    MPI_Irecv_c
 );

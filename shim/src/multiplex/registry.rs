@@ -12,6 +12,10 @@
 //! that names the handle a call was made with holds that communicator's record, which lives at least as
 //! long as the communicator, and MPI does not let a communicator be used concurrently with or after its
 //! free. That is the lifetime of the references `lookup` hands out: valid for the call that looked up.
+//!
+//! It also knows which hidden communicator belongs to which multiplex communicator, and which local
+//! index's stream it carries here (`hidden_comm`): what the tools library reports a hidden
+//! communicator's traffic under (`query`). Kept at creation and release; no message path reads it.
 use super::matching::lock;
 use super::Multiplex;
 use crate::runtime::Runtime;
@@ -23,6 +27,37 @@ use std::sync::{Arc, Mutex, OnceLock};
 fn map() -> &'static DashMap<MPI_Comm, Arc<Multiplex>> {
     static MAP: OnceLock<DashMap<MPI_Comm, Arc<Multiplex>>> = OnceLock::new();
     MAP.get_or_init(DashMap::new)
+}
+
+/// A hidden communicator as the tools library sees it.
+#[derive(Clone, Copy)]
+pub struct HiddenComm {
+    /// The user's multiplex communicator.
+    pub user: MPI_Comm,
+    /// The local index whose stream this process attached in it; `None` for the ones on MPICH's
+    /// implicit pool (`P_j`), which carry any index.
+    pub index: Option<usize>,
+    /// That index's stream (a slot of the stream table); `None` on the implicit pool or for a
+    /// conventional index (`MPIX_STREAM_NULL`).
+    pub stream: Option<usize>,
+}
+
+/// Hidden communicator -> what the tools library is told about it (`Endpoints::attached_indices`).
+fn hidden_map() -> &'static DashMap<MPI_Comm, HiddenComm> {
+    static MAP: OnceLock<DashMap<MPI_Comm, HiddenComm>> = OnceLock::new();
+    MAP.get_or_init(DashMap::new)
+}
+
+/// `comm`, if it is a hidden communicator of a live multiplex communicator.
+pub fn hidden_comm(comm: MPI_Comm) -> Option<HiddenComm> {
+    hidden_map().get(&comm).map(|h| *h)
+}
+
+/// Forgets `mx`'s hidden communicators (freed: MPICH may hand their handles out again).
+pub(super) fn forget_hidden(mx: &Multiplex) {
+    for (c, _) in mx.endpoints.attached_indices() {
+        hidden_map().remove_if(&c, |_, h| h.user == mx.comm);
+    }
 }
 
 /// Records whose hidden communicators are not released yet, for the progress thread.
@@ -89,6 +124,10 @@ pub fn register(rt: &Runtime, mx: Multiplex) -> Arc<Multiplex> {
     for &s in mx.streams.iter().flatten() {
         rt.streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
     }
+    for (c, index) in mx.endpoints.attached_indices() {
+        let stream = index.and_then(|i| mx.streams.get(i).copied().flatten());
+        hidden_map().insert(c, HiddenComm { user: mx.comm, index, stream });
+    }
     map().insert(mx.comm, mx.clone());
     let s = slot(mx.comm);
     if s.handle.compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
@@ -144,4 +183,5 @@ pub fn clear() {
     }
     lock(&LIVE).clear();
     map().clear();
+    hidden_map().clear();
 }
