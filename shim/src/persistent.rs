@@ -12,12 +12,16 @@
 //!
 //! The same completion calls also keep MPI's progress rule for wrapped nonblocking collectives: while
 //! the calling thread has some outstanding, they turn those collectives' streams as well
-//! (`wrapped_collectives`).
+//! (`wrapped_collectives`). And while the calling thread has routed buffered messages pending
+//! (`buffered`: sent on its streams, not yet complete), they test those between their polls, so a
+//! thread that waits for anything keeps delivering its buffered messages (a blocking wait becomes a
+//! poll then).
 //!
-//! Cost on everything else: while no such request is live and no wrapped collective is outstanding
-//! (always, under `implicit`), each completion interposer is two relaxed loads and a call through
-//! `next!` (README, "Cost").
-use crate::native_streams::{native_record_of, native_stream_index_of, progress_turn};
+//! Cost on everything else: while no such request is live and no thread has a wrapped collective
+//! outstanding or a routed buffered message pending (always, under `implicit`), each completion
+//! interposer is two relaxed loads and a call through `next!` ([performance.md](../../docs/performance.md)).
+use crate::buffered;
+use crate::native_streams::{native_record_of, native_stream_index_of, progress_turn, THREAD_BOUND};
 use crate::runtime;
 use crate::streams::StreamSlot;
 use crate::wrapped_collectives;
@@ -41,10 +45,30 @@ fn recorded() -> &'static DashMap<MPI_Request, (usize, bool)> {
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the completion calls can pass through: no recorded request is live and the calling thread
-/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too).
+/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too) and no
+/// routed buffered message pending (which its waits must test too).
 #[inline(always)]
 fn none_live() -> bool {
-    LIVE.load(Ordering::Relaxed) == 0 && !wrapped_collectives::thread_has_outstanding()
+    LIVE.load(Ordering::Relaxed) == 0 && (THREAD_BOUND.load(Ordering::Relaxed) == 0 || !thread_bound_here())
+}
+
+/// Whether the calling thread itself has work that only its completion calls progress.
+#[cold]
+fn thread_bound_here() -> bool {
+    wrapped_collectives::thread_has_outstanding() || buffered::own_pending()
+}
+
+/// Whether a wait must poll (and not block in MPICH's wait): it has streams to turn, or the calling
+/// thread has buffered messages to test.
+fn must_poll(streams: &[&StreamSlot]) -> bool {
+    !streams.is_empty() || buffered::own_pending()
+}
+
+/// One turn of what a completion call progresses besides its requests: the streams, then the calling
+/// thread's buffered messages.
+fn turn(streams: &[&StreamSlot]) {
+    streams.iter().for_each(|s| progress_turn(s));
+    buffered::progress_own();
 }
 
 fn record(request: MPI_Request, slot: usize, partitioned: bool) {
@@ -147,14 +171,14 @@ unsafe fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
 }
 
 /// Polls `test` (the non-blocking form of a completion call) until it reports completion, turning the
-/// streams' progress between polls.
+/// streams' progress and the calling thread's buffered messages between polls.
 unsafe fn poll(streams: &[&StreamSlot], mut test: impl FnMut() -> (c_int, bool)) -> c_int {
     loop {
         let (rc, done) = test();
         if rc != MPI_SUCCESS || done {
             return rc;
         }
-        streams.iter().for_each(|s| progress_turn(s));
+        turn(streams);
     }
 }
 
@@ -168,7 +192,7 @@ pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int 
     unsafe fn slow(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
         crate::ffi_guard("MPI_Wait", || unsafe {
             let streams = streams_of(std::slice::from_ref(&*request));
-            if streams.is_empty() {
+            if !must_poll(&streams) {
                 return next!(MPI_Wait)(request, status);
             }
             poll(&streams, || {
@@ -190,7 +214,7 @@ pub unsafe fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI
     #[inline(never)]
     unsafe fn slow(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
         crate::ffi_guard("MPI_Test", || unsafe {
-            streams_of(std::slice::from_ref(&*request)).iter().for_each(|s| progress_turn(s));
+            turn(&streams_of(std::slice::from_ref(&*request)));
             next!(MPI_Test)(request, flag, status)
         })
     }
@@ -207,7 +231,7 @@ pub unsafe fn waitall(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_
     unsafe fn slow(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_Status) -> c_int {
         crate::ffi_guard("MPI_Waitall", || unsafe {
             let streams = streams_of(requests(count, array));
-            if streams.is_empty() {
+            if !must_poll(&streams) {
                 return next!(MPI_Waitall)(count, array, statuses);
             }
             if any_partitioned(requests(count, array)) {
@@ -237,7 +261,7 @@ pub unsafe fn testall(count: c_int, array: *mut MPI_Request, flag: *mut c_int, s
     #[inline(never)]
     unsafe fn slow(count: c_int, array: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
         crate::ffi_guard("MPI_Testall", || unsafe {
-            streams_of(requests(count, array)).iter().for_each(|s| progress_turn(s));
+            turn(&streams_of(requests(count, array)));
             next!(MPI_Testall)(count, array, flag, statuses)
         })
     }
@@ -254,7 +278,7 @@ pub unsafe fn waitany(count: c_int, array: *mut MPI_Request, index: *mut c_int, 
     unsafe fn slow(count: c_int, array: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
         crate::ffi_guard("MPI_Waitany", || unsafe {
             let streams = streams_of(requests(count, array));
-            if streams.is_empty() {
+            if !must_poll(&streams) {
                 return next!(MPI_Waitany)(count, array, index, status);
             }
             poll(&streams, || {
@@ -288,7 +312,7 @@ pub unsafe fn testany(
         status: *mut MPI_Status,
     ) -> c_int {
         crate::ffi_guard("MPI_Testany", || unsafe {
-            streams_of(requests(count, array)).iter().for_each(|s| progress_turn(s));
+            turn(&streams_of(requests(count, array)));
             next!(MPI_Testany)(count, array, index, flag, status)
         })
     }
@@ -317,7 +341,7 @@ pub unsafe fn waitsome(
     ) -> c_int {
         crate::ffi_guard("MPI_Waitsome", || unsafe {
             let streams = streams_of(requests(incount, array));
-            if streams.is_empty() {
+            if !must_poll(&streams) {
                 return next!(MPI_Waitsome)(incount, array, outcount, indices, statuses);
             }
             // MPI_Testsome reports 0 while nothing completed, MPI_UNDEFINED when nothing is active.
@@ -351,7 +375,7 @@ pub unsafe fn testsome(
         statuses: *mut MPI_Status,
     ) -> c_int {
         crate::ffi_guard("MPI_Testsome", || unsafe {
-            streams_of(requests(incount, array)).iter().for_each(|s| progress_turn(s));
+            turn(&streams_of(requests(incount, array)));
             next!(MPI_Testsome)(incount, array, outcount, indices, statuses)
         })
     }

@@ -19,7 +19,7 @@
 //! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
 use crate::greq::{collective_status, poll_each};
 use crate::comms::Route;
-use crate::native_streams::{native_record_of, panic_for_test, progress_turn};
+use crate::native_streams::{native_record_of, panic_for_test, progress_turn, THREAD_BOUND};
 use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
@@ -28,20 +28,12 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Wrapped collectives outstanding in the process: while 0, the completion interposers stay on their
-/// pass-through path (`thread_has_outstanding`).
-static OUTSTANDING: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether the calling thread has a wrapped collective outstanding: one relaxed load while no thread
-/// has any, else its own count too (other threads' completion calls stay on their pass-through path).
-#[inline(always)]
-pub fn thread_has_outstanding() -> bool {
-    OUTSTANDING.load(Ordering::Relaxed) != 0 && own_count() != 0
-}
-
+/// Whether the calling thread has a wrapped collective outstanding. Wrapped collectives count in
+/// `native_streams::THREAD_BOUND`, which the completion interposers load first (`persistent.rs`):
+/// while it is 0 they never ask this.
 #[cold]
-fn own_count() -> usize {
-    STARTED.try_with(|s| s.1.load(Ordering::Relaxed)).unwrap_or(0)
+pub fn thread_has_outstanding() -> bool {
+    STARTED.try_with(|s| s.1.load(Ordering::Relaxed)).unwrap_or(0) != 0
 }
 
 /// The streams on which the calling thread has wrapped collectives outstanding: a completion call of
@@ -59,7 +51,7 @@ struct Started(Mutex<Vec<(&'static StreamSlot, u32)>>, AtomicUsize);
 
 impl Started {
     fn add(&self, slot: &'static StreamSlot) {
-        OUTSTANDING.fetch_add(1, Ordering::Relaxed);
+        THREAD_BOUND.fetch_add(1, Ordering::Relaxed);
         self.1.fetch_add(1, Ordering::Relaxed);
         let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match v.iter_mut().find(|(s, _)| std::ptr::eq(*s, slot)) {
@@ -69,7 +61,7 @@ impl Started {
     }
 
     fn done(&self, slot: &'static StreamSlot) {
-        OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+        THREAD_BOUND.fetch_sub(1, Ordering::Relaxed);
         self.1.fetch_sub(1, Ordering::Relaxed);
         let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = v.iter().position(|(s, _)| std::ptr::eq(*s, slot)) {
