@@ -93,8 +93,7 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
     // The communicator records' keyval: not copied by a dup (each constructor settles its result's
     // record), deleted by `record_deleted`.
     let mut record_keyval: c_int = 0;
-    if (p.PMPI_Comm_create_keyval)(None, Some(record_deleted), &mut record_keyval, std::ptr::null_mut())
-        != MPI_SUCCESS
+    if (p.PMPI_Comm_create_keyval)(None, Some(record_deleted), &mut record_keyval, std::ptr::null_mut()) != MPI_SUCCESS
     {
         return Err("could not create the keyval of the communicator records".into());
     }
@@ -290,12 +289,7 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
 /// of a communicator with a record (`MPI_Comm_free`, `MPI_Comm_disconnect`), before the handle can be
 /// reused. The record leaves the cache, its base is freed, a policy stream no communicator uses any
 /// more is given back, and a multiplex communicator's record goes (`multiplex::comm_freed`).
-unsafe extern "C" fn record_deleted(
-    comm: MPI_Comm,
-    _keyval: c_int,
-    value: *mut c_void,
-    _extra: *mut c_void,
-) -> c_int {
+unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     ffi_guard("MPI_Comm_free (communicator record)", || unsafe {
         let record = std::sync::Arc::from_raw(value as *const CommRecord);
         let Some(rt) = runtime::active() else { return MPI_SUCCESS };

@@ -24,7 +24,7 @@ pub use crate::plain_twin::{
     win_create_c, win_create_dynamic,
 };
 // Persistent requests and the completion calls that wait for them (their own file).
-pub use crate::persistent::{persistent_created, test, testall, testany, testsome, wait, waitall, waitany, waitsome};
+pub use crate::persistent::{completion_passes, completion_test, completion_wait, persistent_created};
 // Nonblocking collectives (their own file).
 pub use crate::wrapped_collectives::nonblocking_collective;
 // Buffered sends (their own file).

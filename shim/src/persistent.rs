@@ -25,11 +25,11 @@ use crate::native_streams::{native_record_of, native_stream_index_of, progress_t
 use crate::runtime;
 use crate::streams::StreamSlot;
 use crate::wrapped_collectives;
+use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::interpose::PersistentKind;
+use mpixstream_wrappers::interpose::{request_slice, PersistentKind};
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
-use dashmap::DashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -111,14 +111,6 @@ fn any_partitioned(requests: &[MPI_Request]) -> bool {
     requests.iter().any(|r| map.get(r).is_some_and(|e| e.1))
 }
 
-unsafe fn requests<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {
-    if array.is_null() || count <= 0 {
-        &[]
-    } else {
-        std::slice::from_raw_parts(array, count as usize)
-    }
-}
-
 /// A persistent request's constructor (`create` makes the call on the communicator it is given):
 /// records the request if `comm` is a native stream communicator. A persistent collective's schedule
 /// goes to MPICH's one global list at each `MPI_Start`, as a nonblocking collective's does: a policy
@@ -182,204 +174,47 @@ unsafe fn poll(streams: &[&StreamSlot], mut test: impl FnMut() -> (c_int, bool))
     }
 }
 
-pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if none_live() || request.is_null() {
-        return next!(MPI_Wait)(request, status);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-        crate::ffi_guard("MPI_Wait", || unsafe {
-            let streams = streams_of(std::slice::from_ref(&*request));
-            if !must_poll(&streams) {
-                return next!(MPI_Wait)(request, status);
-            }
-            poll(&streams, || {
-                let mut flag = 0;
-                let rc = next!(MPI_Test)(request, &mut flag, status);
-                (rc, flag != 0)
-            })
-        })
-    }
-    slow(request, status)
+// The completion interposers are generated from the `lean:test` and `lean:wait` rows of
+// wrappers/mpi.prototypes: each passes straight through while `completion_passes`, else calls one of
+// the two functions below out of line.
+
+/// Whether a completion call passes straight through (two relaxed loads while nothing is recorded).
+#[inline(always)]
+pub fn completion_passes() -> bool {
+    none_live()
 }
 
-pub unsafe fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if none_live() || request.is_null() {
-        return next!(MPI_Test)(request, flag, status);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-        crate::ffi_guard("MPI_Test", || unsafe {
-            turn(&streams_of(std::slice::from_ref(&*request)));
-            next!(MPI_Test)(request, flag, status)
-        })
-    }
-    slow(request, flag, status)
+/// `MPI_Test*`: one turn of the requests' streams (and of what the calling thread must progress), then
+/// `test`, MPICH's call through the next definition.
+/// `count` requests at `array` (what `request_slice` makes of them); the slices made of them here end
+/// before MPICH's calls change the array.
+pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl FnOnce() -> c_int) -> c_int {
+    turn(&streams_of(request_slice(count, array)));
+    test()
 }
 
-pub unsafe fn waitall(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_Status) -> c_int {
-    if none_live() {
-        return next!(MPI_Waitall)(count, array, statuses);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(count: c_int, array: *mut MPI_Request, statuses: *mut MPI_Status) -> c_int {
-        crate::ffi_guard("MPI_Waitall", || unsafe {
-            let streams = streams_of(requests(count, array));
-            if !must_poll(&streams) {
-                return next!(MPI_Waitall)(count, array, statuses);
-            }
-            if any_partitioned(requests(count, array)) {
-                // MPICH 5.0.2's MPI_Testall fails a completed partitioned request (MPI_ERR_IN_STATUS,
-                // with MPI_SUCCESS in its status; without this library too, on any communicator), and
-                // its MPI_Waitall does not: wait until every request is complete without completing
-                // one, then let MPI_Waitall complete them (MPICH's part/multipart under the policy).
-                poll(&streams, || all_complete(requests(count, array)));
-                return next!(MPI_Waitall)(count, array, statuses);
-            }
-            poll(&streams, || {
-                let mut flag = 0;
-                let rc = next!(MPI_Testall)(count, array, &mut flag, statuses);
-                (rc, flag != 0)
-            })
-        })
-    }
-    slow(count, array, statuses)
-}
-
-pub unsafe fn testall(count: c_int, array: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
-    if none_live() {
-        return next!(MPI_Testall)(count, array, flag, statuses);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(count: c_int, array: *mut MPI_Request, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
-        crate::ffi_guard("MPI_Testall", || unsafe {
-            turn(&streams_of(requests(count, array)));
-            next!(MPI_Testall)(count, array, flag, statuses)
-        })
-    }
-    slow(count, array, flag, statuses)
-}
-
-pub unsafe fn waitany(count: c_int, array: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if none_live() {
-        return next!(MPI_Waitany)(count, array, index, status);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(count: c_int, array: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-        crate::ffi_guard("MPI_Waitany", || unsafe {
-            let streams = streams_of(requests(count, array));
-            if !must_poll(&streams) {
-                return next!(MPI_Waitany)(count, array, index, status);
-            }
-            poll(&streams, || {
-                let mut flag = 0;
-                let rc = next!(MPI_Testany)(count, array, index, &mut flag, status);
-                (rc, flag != 0)
-            })
-        })
-    }
-    slow(count, array, index, status)
-}
-
-pub unsafe fn testany(
+/// `MPI_Wait*`: MPICH's blocking call (`wait`) where nothing of the requests' is on a stream and the
+/// calling thread has nothing of its own to progress; else `test`, its non-blocking form (returning
+/// (error, done)), polled with turns of the streams between polls. `all`: `MPI_Waitall`, whose
+/// partitioned requests are waited for without completing one, then completed by MPICH's
+/// `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed partitioned request
+/// ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
+pub unsafe fn completion_wait(
     count: c_int,
     array: *mut MPI_Request,
-    index: *mut c_int,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
+    all: bool,
+    wait: impl FnOnce() -> c_int,
+    test: impl FnMut() -> (c_int, bool),
 ) -> c_int {
-    if none_live() {
-        return next!(MPI_Testany)(count, array, index, flag, status);
+    let streams = streams_of(request_slice(count, array));
+    if !must_poll(&streams) {
+        return wait();
     }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(
-        count: c_int,
-        array: *mut MPI_Request,
-        index: *mut c_int,
-        flag: *mut c_int,
-        status: *mut MPI_Status,
-    ) -> c_int {
-        crate::ffi_guard("MPI_Testany", || unsafe {
-            turn(&streams_of(requests(count, array)));
-            next!(MPI_Testany)(count, array, index, flag, status)
-        })
+    if all && any_partitioned(request_slice(count, array)) {
+        poll(&streams, || all_complete(request_slice(count, array)));
+        return wait();
     }
-    slow(count, array, index, flag, status)
-}
-
-pub unsafe fn waitsome(
-    incount: c_int,
-    array: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> c_int {
-    if none_live() || outcount.is_null() {
-        return next!(MPI_Waitsome)(incount, array, outcount, indices, statuses);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(
-        incount: c_int,
-        array: *mut MPI_Request,
-        outcount: *mut c_int,
-        indices: *mut c_int,
-        statuses: *mut MPI_Status,
-    ) -> c_int {
-        crate::ffi_guard("MPI_Waitsome", || unsafe {
-            let streams = streams_of(requests(incount, array));
-            if !must_poll(&streams) {
-                return next!(MPI_Waitsome)(incount, array, outcount, indices, statuses);
-            }
-            // MPI_Testsome reports 0 while nothing completed, MPI_UNDEFINED when nothing is active.
-            poll(&streams, || {
-                let rc = next!(MPI_Testsome)(incount, array, outcount, indices, statuses);
-                (rc, *outcount != 0)
-            })
-        })
-    }
-    slow(incount, array, outcount, indices, statuses)
-}
-
-pub unsafe fn testsome(
-    incount: c_int,
-    array: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> c_int {
-    if none_live() {
-        return next!(MPI_Testsome)(incount, array, outcount, indices, statuses);
-    }
-    // Out of line, so that the pass-through path above needs no stack frame.
-    #[cold]
-    #[inline(never)]
-    unsafe fn slow(
-        incount: c_int,
-        array: *mut MPI_Request,
-        outcount: *mut c_int,
-        indices: *mut c_int,
-        statuses: *mut MPI_Status,
-    ) -> c_int {
-        crate::ffi_guard("MPI_Testsome", || unsafe {
-            turn(&streams_of(requests(incount, array)));
-            next!(MPI_Testsome)(incount, array, outcount, indices, statuses)
-        })
-    }
-    slow(incount, array, outcount, indices, statuses)
+    poll(&streams, test)
 }
 
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {

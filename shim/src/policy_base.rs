@@ -28,13 +28,13 @@
 //! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
 use crate::backend::Backend;
+pub use crate::comms::Base;
 use crate::config::Policy;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
-pub use crate::comms::Base;
 use std::sync::Mutex;
 
 /// A keyval the program made with `MPI_Comm_create_keyval` (its copy callback and extra state).

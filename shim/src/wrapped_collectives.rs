@@ -17,8 +17,8 @@
 //! `progress_turn` skips a stream another driver of ours holds). The same goes for the thread's
 //! other completion calls while it has wrapped collectives outstanding (`MPI_Wait` on a
 //! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
-use crate::greq::{collective_status, poll_each};
 use crate::comms::Route;
+use crate::greq::{collective_status, poll_each};
 use crate::native_streams::{native_record_of, panic_for_test, progress_turn, THREAD_BOUND};
 use crate::runtime;
 use crate::streams::StreamSlot;

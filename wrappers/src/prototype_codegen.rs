@@ -183,11 +183,76 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 r.name,
                 all_args(r)
             ),
+            Lean::Test { requests } => completion(r, requests, None, rows)?,
+            Lean::Wait { requests, test } => completion(r, requests, Some(test), rows)?,
         };
         writeln!(s, "{FN_ATTRS}{} {{\n{body}\n}}\n", signature(r, "$crate::ffi::")?).unwrap();
     }
     s.push_str("    };\n}\n");
     Ok(s)
+}
+
+/// The body of a completion interposer (`lean:test`, `lean:wait`): the call passes straight through
+/// while `fixes::completion_passes()`; else an out-of-line function (so that the pass-through path needs
+/// no stack frame) runs `fixes::completion_test` or `fixes::completion_wait`. A wait's non-blocking form
+/// `test` is called with the wait's arguments of the same names and a local `flag`; it is done when its
+/// flag is set, or, without one (`MPI_Testsome`), when its `outcount` is not 0.
+fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row]) -> Result<String, String> {
+    let params: Vec<String> = rust_params(r, "$crate::ffi::")?.into_iter().map(|(n, t)| format!("{n}: {t}")).collect();
+    let slice = match requests {
+        [request] => format!("1, {request}"),
+        [count, array] => format!("{count}, {array}"),
+        _ => unreachable!("checked by the parser"),
+    };
+    let call = format!("$crate::next!({})({})", r.name, all_args(r));
+    let slow = match test {
+        None => format!("fixes::completion_test({slice}, || unsafe {{ {call} }})"),
+        Some(test) => {
+            let t = rows
+                .iter()
+                .find(|t| &t.name == test && matches!(t.lean, Some(Lean::Test { .. })))
+                .ok_or_else(|| format!("line {}: {test} is not a row with lean:test", r.line))?;
+            let mut args = Vec::new();
+            for p in &t.params {
+                match p.name.as_str() {
+                    "flag" => args.push("&mut flag".to_string()),
+                    name => {
+                        r.param(name).map_err(|_| {
+                            format!("line {}: {test}'s `{name}` is not a parameter of {}", r.line, r.name)
+                        })?;
+                        args.push(name.to_string());
+                    }
+                }
+            }
+            let (flag, done) = if t.params.iter().any(|p| p.name == "flag") {
+                ("let mut flag: ::std::os::raw::c_int = 0;\n", "flag != 0")
+            } else if r.params.iter().any(|p| p.name == "outcount") {
+                ("", "*outcount != 0")
+            } else {
+                return Err(format!("line {}: {test} has neither `flag` nor `outcount`", r.line));
+            };
+            format!(
+                "fixes::completion_wait({slice}, {}, || unsafe {{ {call} }}, || unsafe {{\n\
+                 {flag}let rc = $crate::next!({test})({});\n\
+                 (rc, {done})\n}})",
+                r.name.ends_with("all"),
+                args.join(", ")
+            )
+        }
+    };
+    Ok(format!(
+        "use $fixes as fixes;\n\
+         if fixes::completion_passes() {{\n\
+         return {call};\n}}\n\
+         #[cold]\n#[inline(never)]\n\
+         unsafe fn slow({}) -> ::std::os::raw::c_int {{\n\
+         use $fixes as fixes;\n\
+         $crate::guard::ffi_guard(\"{}\", || unsafe {{ {slow} }})\n}}\n\
+         slow({})",
+        params.join(", "),
+        r.name,
+        all_args(r)
+    ))
 }
 
 /// `tools_interposers.rs`: the `comm_call_interposers!($counting)` macro of the tools library.
@@ -272,5 +337,23 @@ mod tests {
         generate_tools(&rows).unwrap();
         assert!(generate_pmpi_table(&rows)
             .contains("pub PMPIX_Stream_create: Option<crate::fn_types::MPIX_Stream_create>,"));
+    }
+
+    /// A wait polls its non-blocking form with the wait's own arguments and a local flag (or, for
+    /// `MPI_Waitsome`, `outcount`); a wait naming a row without `lean:test` is refused.
+    #[test]
+    fn completion_rows_generate_their_polls() {
+        let rows = parse(include_str!("../mpi.prototypes")).unwrap();
+        let lean = generate_lean(&rows).unwrap();
+        assert!(lean.contains("fixes::completion_wait(count, array_of_requests, true,"));
+        assert!(lean.contains("$crate::next!(MPI_Testall)(count, array_of_requests, &mut flag, array_of_statuses);"));
+        assert!(lean.contains("(rc, *outcount != 0)"));
+        assert!(lean.contains("fixes::completion_test(1, request,"));
+        let bad = parse(concat!(
+            "int MPI_Test(MPI_Request *request, int *flag);  pmpi\n",
+            "int MPI_Wait(MPI_Request *request);  lean:wait(request, MPI_Test)"
+        ))
+        .unwrap();
+        assert!(generate_lean(&bad).unwrap_err().contains("not a row with lean:test"));
     }
 }

@@ -38,6 +38,19 @@ pub enum Lean {
         comm: String,
         request: String,
     },
+    /// A completion call's non-blocking form (`MPI_Test*`): `fixes::completion_test(the requests, a
+    /// closure making the call through the next definition)`, after a pass-through check.
+    /// `requests`: `[REQUEST]` or `[COUNT, ARRAY]`.
+    Test {
+        requests: Vec<String>,
+    },
+    /// A completion call's blocking form (`MPI_Wait*`): `fixes::completion_wait(the requests, whether
+    /// all must complete, the call, its non-blocking form `test` polled instead)`, after a pass-through
+    /// check.
+    Wait {
+        requests: Vec<String>,
+        test: String,
+    },
 }
 
 /// One function of the list.
@@ -297,6 +310,18 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             expect_type(row, &request, "MPI_Request *")?;
             set_once(&mut row.lean, Lean::Persistent { comm, request }, "lean")?;
         }
+        "lean:test" => {
+            let requests = need_args(args)?;
+            completion_requests(row, &requests)?;
+            set_once(&mut row.lean, Lean::Test { requests }, "lean")?;
+        }
+        "lean:wait" => {
+            let mut requests = need_args(args)?;
+            let test =
+                requests.pop().filter(|t| t.starts_with("MPI_")).ok_or("lean:wait takes (REQUESTS.., MPI_Test*)")?;
+            completion_requests(row, &requests)?;
+            set_once(&mut row.lean, Lean::Wait { requests, test }, "lean")?;
+        }
         "lean:ctor" => {
             const USAGE: &str = "lean:ctor takes (KIND, PARENT, OUT[, INFO][, REQUEST])";
             let mut a = need_args(args)?;
@@ -343,6 +368,19 @@ fn set_once<T>(slot: &mut Option<T>, value: T, what: &str) -> Result<(), String>
     }
     *slot = Some(value);
     Ok(())
+}
+
+/// The requests of a completion call: `(REQUEST)` of type `MPI_Request *`, or `(COUNT, ARRAY)` of types
+/// `int` and `MPI_Request []`.
+fn completion_requests(row: &Row, names: &[String]) -> Result<(), String> {
+    match names {
+        [request] => expect_type(row, request, "MPI_Request *"),
+        [count, array] => {
+            expect_type(row, count, "int")?;
+            expect_type(row, array, "MPI_Request []")
+        }
+        _ => Err("a completion call's requests are (REQUEST) or (COUNT, ARRAY)".into()),
+    }
 }
 
 fn check_params(row: &Row, names: &[String]) -> Result<(), String> {
@@ -442,6 +480,9 @@ mod tests {
                 "neither `MPI_Info` nor `MPI_Request *`",
             ),
             ("int MPI_X(int count);  nullable(count)", "not a function pointer"),
+            ("int MPI_Test(MPI_Request *request, int *flag);  lean:test(flag)", "expected `MPI_Request *`"),
+            ("int MPI_Wait(MPI_Request *request);  lean:wait(request)", "lean:wait takes"),
+            ("int MPI_Waitall(int count, MPI_Request r[]);  lean:wait(r, count, MPI_Testall)", "expected `int`"),
             ("int Foo(int count);  pmpi", "MPI_* or MPIX_*"),
             ("void MPI_X(int count);  pmpi", "start with `int `"),
             ("int MPI_X(int count);  pmpi\nint MPI_X(int count);  pmpi", "listed twice"),

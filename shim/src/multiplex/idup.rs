@@ -104,7 +104,8 @@ unsafe fn start_request(request: *mut MPI_Request, dups: Option<Dups>) -> Result
     });
     let extra = Arc::into_raw(op.clone()) as *mut c_void;
     let mut greq = MPI_REQUEST_NULL;
-    let rc = (pmpi().PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, &mut greq);
+    let rc =
+        (pmpi().PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, &mut greq);
     if rc != MPI_SUCCESS {
         drop(Arc::from_raw(extra as *const IdupOp));
         return Err(rc);

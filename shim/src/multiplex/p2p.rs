@@ -166,7 +166,8 @@ unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
         RecvOut::Nonblocking(r) => {
             let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
             let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
-            let op = Arc::new(RecvOp::new(registry::shared(mx), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
+            let op =
+                Arc::new(RecvOp::new(registry::shared(mx), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
             let rc = requests::start(&op, r);
             if rc != MPI_SUCCESS {
                 return forward(mx.comm, rc);
