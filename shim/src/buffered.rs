@@ -97,8 +97,6 @@ use std::time::Duration;
 /// MPICH's `MPI_BSEND_OVERHEAD` (96 in the `mpi.h` of 4.0.2 and 5.0.2): the space each buffered
 /// message takes in the attached buffer besides its packed bytes.
 const BSEND_OVERHEAD: i64 = 96;
-/// MPICH's `MPI_PACKED`.
-const MPI_PACKED: MPI_Datatype = 0x4c00_010f;
 /// MPI 4.1's `MPI_BUFFER_AUTOMATIC` (MPICH: `(void *) -2`): a buffer that never runs out.
 const MPI_BUFFER_AUTOMATIC: *mut c_void = -2isize as *mut c_void;
 

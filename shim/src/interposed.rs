@@ -162,6 +162,8 @@ pub unsafe fn finalize() -> c_int {
         let drained = crate::enqueue::finalize();
         // The finalizing thread's routed buffered sends are delivered (MPICH's detach does it for its own).
         crate::buffered::finalize();
+        // And its nonblocking send-receives freed before they completed.
+        crate::sendrecv_requests::finalize();
         crate::query::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();

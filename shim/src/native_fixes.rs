@@ -3,11 +3,13 @@
 //! MPICH waits on some operations with its global progress, which skips explicit (reserved) VCIs, so on a
 //! native stream communicator they hang (tests/native_defects reproduces it without mpixstream):
 //! `MPI_Sendrecv`, the probes (`MPI_Probe`/`MPI_Mprobe`, and polling loops of `MPI_Iprobe`/`MPI_Improbe`),
-//! persistent point-to-point, buffered sends waiting for space, and nonblocking collectives. Sendrecv and
+//! persistent point-to-point, buffered sends waiting for space, nonblocking collectives, and
+//! `MPI_Isendrecv(_replace)`. Sendrecv and
 //! the probes we route here, on such communicators only, through calls whose completion does progress
 //! the stream (Irecv + Send + Wait; probes preceded by a turn of the stream's own progress, made by
 //! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`wrapped_collectives`). Persistent requests are waited for with
+//! the thread that waits for them (`wrapped_collectives`), and so do nonblocking send-receives, made of an
+//! Irecv and an Isend (`sendrecv_requests`). Persistent requests are waited for with
 //! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
 //! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
 //! else passes through (what that costs, counted in instructions: README, "Cost").
@@ -27,19 +29,28 @@ pub use crate::plain_twin::{
 pub use crate::persistent::{completion_passes, completion_test, completion_wait, persistent_created};
 // Nonblocking collectives (their own file).
 pub use crate::wrapped_collectives::nonblocking_collective;
+// Nonblocking send-receives (their own file).
+pub use crate::sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
 // Buffered sends (their own file).
 pub use crate::buffered::{
     bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
 
-/// `MPI_Request_free`: forgets the request in both records (persistent requests, persistent buffered
-/// sends); each is one relaxed load while it records nothing.
+/// `MPI_Request_free`: forgets the request in the records (persistent requests, persistent buffered
+/// sends), and hands a routed nonblocking send-receive not yet complete to the thread's list
+/// (`sendrecv_requests`); each is one relaxed load while it records nothing.
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
     let buffered = crate::buffered::freeing(request);
+    let sendrecv = crate::sendrecv_requests::freeing(request);
     let rc = crate::persistent::request_free(request);
-    if let (Some(handle), MPI_SUCCESS) = (buffered, rc) {
+    if rc == MPI_SUCCESS && (buffered.is_some() || sendrecv.is_some()) {
         crate::ffi_guard("MPI_Request_free", || {
-            crate::buffered::freed(handle);
+            if let Some(handle) = buffered {
+                crate::buffered::freed(handle);
+            }
+            if let Some(handle) = sendrecv {
+                crate::sendrecv_requests::freed(handle);
+            }
             MPI_SUCCESS
         });
     }
@@ -262,7 +273,13 @@ mod tests {
             )
         };
         let ibarrier = unsafe { crate::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
+        let isendrecv_replace = unsafe {
+            crate::MPI_Isendrecv_replace(std::ptr::null_mut(), 0, MPI_INT, 0, 0, 0, 0, MPI_COMM_WORLD, &mut request)
+        };
         PANIC_FOR_TEST.with(|p| p.set(false));
-        assert_eq!((iprobe, sendrecv, ibarrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
+        assert_eq!(
+            (iprobe, sendrecv, ibarrier, isendrecv_replace),
+            (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN)
+        );
     }
 }

@@ -73,6 +73,7 @@ pub const MPI_MESSAGE_NULL: MPI_Message = 0x2c00_0000;
 pub const MPI_MESSAGE_NO_PROC: MPI_Message = 0x6c00_0000;
 pub const MPI_INFO_NULL: MPI_Info = 0x1c00_0000;
 pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;
+pub const MPI_PACKED: MPI_Datatype = 0x4c00_010f;
 pub const MPI_INT: MPI_Datatype = 0x4c00_0405;
 pub const MPI_SUM: MPI_Op = 0x5800_0003;
 pub const MPI_MAX: MPI_Op = 0x5800_0001;
