@@ -122,6 +122,11 @@ impl CommTable {
         self.map.get(&comm).map(|e| e.clone())
     }
 
+    /// The base of `comm`'s record, if it has one (a policy communicator on the native backend).
+    pub fn base(&self, comm: MPI_Comm) -> Option<Base> {
+        self.map.get(&comm)?.base
+    }
+
     /// What the interposers need of `comm`'s record, on every call: one relaxed load while no record
     /// exists, else one cache slot indexed by handle bits (the map only on a miss).
     #[inline]

@@ -3,15 +3,20 @@ use crate::backend::{self, Backend};
 use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
 use crate::errors::{self, Errors};
+use crate::policy;
 use crate::runtime::{self, Runtime};
 use crate::streams::StreamTable;
-use crate::{ffi_guard, policy};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::{self, pmpi, Pmpi};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
+
+// The exported `MPI_*` interposers, generated from wrappers/mpi.prototypes: each calls a function of
+// this module (`init`, `finalize`, the constructors…) or of `native_fixes`.
+mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
 pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
@@ -66,7 +71,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 if rt.config.verbose && rt.rank == 0 {
                     eprintln!("{}", banner(rt));
                 }
-                crate::query::tools_init();
+                crate::tools_link::tools_init();
                 MPI_SUCCESS
             }
             Err(e) => {
@@ -129,7 +134,7 @@ pub fn banner(rt: &Runtime) -> String {
         }
     };
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
-    let progress = match crate::progress_rule::banner_note(rt) {
+    let progress = match crate::policy::progress_rule::banner_note(rt) {
         Some(note) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
         _ => String::new(),
     };
@@ -161,10 +166,10 @@ pub unsafe fn finalize() -> c_int {
         crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
         // The finalizing thread's routed buffered sends are delivered (MPICH's detach does it for its own).
-        crate::buffered::finalize();
+        crate::native_fixes::buffered::finalize();
         // And its nonblocking send-receives freed before they completed.
-        crate::sendrecv_requests::finalize();
-        crate::query::tools_finalize();
+        crate::native_fixes::sendrecv_requests::finalize();
+        crate::tools_link::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();
         }
@@ -174,7 +179,7 @@ pub unsafe fn finalize() -> c_int {
             }
         }
         // MPICH's MPI_Finalize waits for the policy streams' async things: they finish now.
-        crate::progress_rule::finalize();
+        crate::policy::progress_rule::finalize();
         let mut pc = rt.progress_comm;
         (p.PMPI_Comm_free)(&mut pc);
         runtime::mark_finalized();
@@ -212,7 +217,7 @@ pub unsafe fn comm_constructed(
             return rc;
         }
         // The policy's idup of one of its communicators: the child is not on the parent's stream.
-        if let Some(rc) = crate::policy_base::idup(rt, kind, parent, newcomm, info, request) {
+        if let Some(rc) = crate::policy::base::idup(rt, kind, parent, newcomm, info, request) {
             if rc == MPI_SUCCESS {
                 policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
             }
@@ -264,7 +269,7 @@ pub unsafe fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) ->
             if let Some(mx) = crate::multiplex::registry::lookup(comm) {
                 crate::multiplex::errhandler_set(mx);
             }
-            crate::policy_base::errhandler_set(comm, errhandler);
+            crate::policy::base::errhandler_set(comm, errhandler);
         }
         rc
     })
@@ -326,7 +331,7 @@ pub unsafe fn comm_create_keyval(
         };
         let rc = (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state);
         if rc == MPI_SUCCESS && !keyval.is_null() {
-            crate::policy_base::keyval_created(*keyval, copy, extra_state);
+            crate::policy::base::keyval_created(*keyval, copy, extra_state);
         }
         rc
     })
@@ -339,7 +344,7 @@ pub unsafe fn comm_free_keyval(keyval: *mut c_int) -> c_int {
             Err(_) => return MPI_ERR_OTHER,
         };
         if !keyval.is_null() {
-            crate::policy_base::keyval_freed(*keyval);
+            crate::policy::base::keyval_freed(*keyval);
         }
         (p.PMPI_Comm_free_keyval)(keyval)
     })

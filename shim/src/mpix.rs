@@ -3,7 +3,7 @@ use crate::comms::{CommRecord, Origin};
 use crate::errors::{self, raise, Class};
 use crate::hex;
 use crate::info::info_get_string;
-use crate::mpix_entry;
+use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;

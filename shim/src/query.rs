@@ -2,20 +2,17 @@
 //! check) may ask the lean library: a small C API over the state we already keep (backend, pool,
 //! policy, which communicator carries which stream, and on which VCI), so the mapping lives in one
 //! place. Nothing here runs on a communication path of the lean library.
-//!
-//! The lean library also tells the tools library when MPI is up and when it is about to go down:
-//! it looks up `mpixstream_tools_init` / `mpixstream_tools_finalize` once at `MPI_Init*` and calls them
-//! (they exist only when the tools library is preloaded, i.e. when a report or the check is asked for).
+//! (What the lean library tells the tools library, the other way: `tools_link`.)
 use crate::comms::Origin;
 use crate::config::Policy;
 use crate::multiplex::{endpoints, registry};
-use crate::plain_twin;
+use crate::native_fixes::plain_twin;
 use crate::runtime;
 use crate::{backend::Backend, policy};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::tools::{Description, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
+use mpixstream_wrappers::tools::Description;
 use std::os::raw::{c_char, c_int};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Fills `*out` (whose `size` field the caller set to `sizeof` its struct). 0 on success; -1 when MPI
 /// is not initialised through us or `out` is too small.
@@ -129,42 +126,4 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
         return -1;
     }
     rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
-}
-
-static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
-static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
-
-/// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
-pub fn tools_init() {
-    let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, INIT_SYMBOL.as_ptr()) };
-    let fin = unsafe { libc::dlsym(libc::RTLD_DEFAULT, FINALIZE_SYMBOL.as_ptr()) };
-    FINALIZE_HOOK.store(fin as usize, Ordering::Release);
-    let replaced = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REQUEST_REPLACED_SYMBOL.as_ptr()) };
-    REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
-    if !init.is_null() {
-        let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
-        f();
-    }
-}
-
-/// We hand the application `outer` in place of `inner` (a wrapped nonblocking collective, whose inner
-/// request the poll completes with `PMPI_Test`, unseen by the tools library): the tools library tracks
-/// `outer` instead, so that the application's wait on it is checked and counted on the right
-/// communicator, and no entry for `inner` outlives it (MPICH reuses request handles).
-pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
-    let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
-    if hook != 0 {
-        let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
-        f(inner, outer);
-    }
-}
-
-/// At the start of our `MPI_Finalize`, while MPI and our state are still up: the tools library's
-/// report (a collective over `MPI_COMM_WORLD`).
-pub fn tools_finalize() {
-    let fin = FINALIZE_HOOK.swap(0, Ordering::AcqRel);
-    if fin != 0 {
-        let f: extern "C" fn() = unsafe { std::mem::transmute(fin) };
-        f();
-    }
 }

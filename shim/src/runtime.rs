@@ -82,6 +82,15 @@ pub fn is_initialized_by_us() -> bool {
     PHASE.load(Ordering::Acquire) != UNINITIALIZED
 }
 
+/// Runs an MPIX entry point: `ffi_guard` (a Rust panic never crosses the C boundary), and the runtime
+/// for the body, or, for a call outside `MPI_Init`..`MPI_Finalize`, the error it must return.
+pub(crate) fn mpix_entry(name: &'static str, body: impl FnOnce(&'static Runtime) -> c_int) -> c_int {
+    mpixstream_wrappers::guard::ffi_guard(name, || match require(name) {
+        Ok(rt) => body(rt),
+        Err(code) => code,
+    })
+}
+
 impl Runtime {
     pub fn thread_multiple(&self) -> bool {
         self.thread_level == MPI_THREAD_MULTIPLE

@@ -7,7 +7,7 @@ use super::registry::engine;
 use super::requests::request_stream;
 use crate::comms::Origin;
 use crate::errors::{raise, Class};
-use crate::mpix_entry;
+use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;

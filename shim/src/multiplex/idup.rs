@@ -25,10 +25,10 @@
 //!   something else before it waits for its idup.)
 use super::endpoints::Endpoints;
 use super::{creation, Multiplex};
-use crate::ffi_guard;
-use crate::greq::{collective_status, poll_each};
+use crate::native_fixes::greq::{collective_status, poll_each};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -194,7 +194,7 @@ unsafe fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
     // on which a stream communicator's idup runs: turn each local stream (this thread drives them all:
     // below MPI_THREAD_MULTIPLE, the only thread in MPI).
     for &slot in d.streams.iter().flatten() {
-        crate::native_streams::progress_turn(d.rt.streams.slot(slot));
+        crate::native_fixes::native_streams::progress_turn(d.rt.streams.slot(slot));
     }
     let mut rc = MPI_SUCCESS;
     for r in d.requests.iter_mut().filter(|r| **r != MPI_REQUEST_NULL) {

@@ -5,7 +5,7 @@ use super::creation::build;
 use super::{registry, Multiplex};
 use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{raise, Class};
-use crate::mpix_entry;
+use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::{LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;

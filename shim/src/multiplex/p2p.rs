@@ -23,7 +23,7 @@ use super::errors::{forward, not_multiplex};
 use super::matching::{lock, Outcome, RecvOp};
 use super::{registry, requests, Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
-use crate::mpix_entry;
+use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;

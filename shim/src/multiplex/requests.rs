@@ -4,8 +4,8 @@
 //! for the engine's lock nor blocks in MPICH. The free and cancel functions run inside MPICH's
 //! critical section on 4.0.2 and call no MPI function.
 use super::matching::RecvOp;
-use crate::ffi_guard;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;

@@ -1,6 +1,9 @@
 //! The explicit endpoint policy for unmodified programs: each communicator the application creates
 //! gets its own stream, so codes that give each thread its own communicator get dedicated endpoints.
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
+pub mod base;
+pub mod progress_rule;
+
 use crate::backend::Backend;
 use crate::comms::{Base, CommRecord, Origin, Route};
 use crate::config::Policy;
@@ -105,7 +108,7 @@ pub unsafe fn dup_directly(
     let (index, reused, native) = take_stream(rt);
     // Its base (policy_base.rs): one more collective over `parent`, made first so that the record has
     // it from the start.
-    let base = crate::policy_base::split_base(parent);
+    let base = crate::policy::base::split_base(parent);
     // Not `replace`: `*newcomm` holds whatever the caller's variable held (even the parent itself, in
     // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
     let rc = attach_native(rt, index, reused, native, parent, Made::Dup(base), newcomm);
@@ -128,7 +131,7 @@ pub unsafe fn dup_directly(
 /// nothing could keep MPI's progress rule for one (`progress_rule::streams_served`): the process still
 /// takes part in the collective that makes the communicator, as its peers do.
 unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
-    if rt.backend == Backend::Native && !crate::progress_rule::streams_served() {
+    if rt.backend == Backend::Native && !crate::policy::progress_rule::streams_served() {
         STATS.unserved.fetch_add(1, Ordering::Relaxed);
         return (None, false, MPIX_STREAM_NULL);
     }
@@ -146,7 +149,7 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
             slot.native.store(native, Ordering::Release);
             slot.policy_owned.store(true, Ordering::Release);
             if rt.backend == Backend::Native {
-                crate::progress_rule::watch(native);
+                crate::policy::progress_rule::watch(native);
             }
             (Some(i), false, native)
         }
@@ -213,7 +216,7 @@ unsafe fn attach_native(
             }
             // The communicator made for the caller stays, as the stream communicator's base (a plain
             // communicator of the same group: policy_base.rs).
-            base = Some(crate::policy_base::base_of(source));
+            base = Some(crate::policy::base::base_of(source));
         }
         *newcomm = streamed;
     }
@@ -292,7 +295,7 @@ unsafe fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
 /// stream, its base), members with and without a stream ran one collective on different communicators
 /// and it never completed.
 unsafe fn agree(index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> Route {
-    let serves = base.is_some() && (index.is_none() || crate::progress_rule::implicit_pool_served());
+    let serves = base.is_some() && (index.is_none() || crate::policy::progress_rule::implicit_pool_served());
     let mine: [c_int; 2] = [serves as c_int, (serves && base.is_some_and(|b| b.topology)) as c_int];
     let mut all: [c_int; 2] = [0; 2];
     let rc = (pmpi().PMPI_Allreduce)(

@@ -80,7 +80,7 @@
 //! Cost on everything else: the buffered-send interposers are one lookup (`native_stream_of`) and a
 //! call through `next!`; `MPI_Start`/`MPI_Startall`/`MPI_Request_free` one relaxed load while no
 //! persistent buffered send is recorded (always, under `implicit`).
-use crate::native_streams::{native_stream_index_of, native_stream_of, THREAD_BOUND};
+use crate::native_fixes::native_streams::{native_stream_index_of, native_stream_of, THREAD_BOUND};
 use crate::runtime;
 use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
@@ -855,7 +855,7 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::native_streams::PANIC_FOR_TEST;
+    use crate::native_fixes::native_streams::PANIC_FOR_TEST;
 
     /// The tests below share the process-wide counters and registry: one at a time.
     static SERIAL: Mutex<()> = Mutex::new(());
@@ -968,8 +968,8 @@ mod tests {
         let mut request = MPI_REQUEST_NULL;
         let one = 1;
         let p = &one as *const i32 as *const c_void;
-        let bsend = unsafe { crate::MPI_Bsend(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD) };
-        let ibsend_c = unsafe { crate::MPI_Ibsend_c(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &mut request) };
+        let bsend = unsafe { crate::interposed::MPI_Bsend(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD) };
+        let ibsend_c = unsafe { crate::interposed::MPI_Ibsend_c(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &mut request) };
         PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((bsend, ibsend_c), (MPI_ERR_INTERN, MPI_ERR_INTERN));
     }

@@ -18,8 +18,8 @@
 //! other completion calls while it has wrapped collectives outstanding (`MPI_Wait` on a
 //! point-to-point request, say: `persistent.rs` turns `thread_streams()` as well).
 use crate::comms::Route;
-use crate::greq::{collective_status, poll_each};
-use crate::native_streams::{native_record_of, panic_for_test, progress_turn, THREAD_BOUND};
+use crate::native_fixes::greq::{collective_status, poll_each};
+use crate::native_fixes::native_streams::{native_record_of, panic_for_test, progress_turn, THREAD_BOUND};
 use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
@@ -164,7 +164,7 @@ pub unsafe fn nonblocking_collective(
     (*state).started.add(slot);
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
-    crate::query::tools_request_replaced((*state).inner, (*state).outer);
+    crate::tools_link::tools_request_replaced((*state).inner, (*state).outer);
     *request = (*state).outer;
     MPI_SUCCESS
 }
@@ -187,11 +187,11 @@ pub unsafe fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -
     if route == Route::Comm {
         return comm;
     }
-    route.comm_for(comm, crate::policy_base::current_base(comm), neighbourhood)
+    route.comm_for(comm, runtime::active().and_then(|rt| rt.comms.base(comm)), neighbourhood)
 }
 
 unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("nonblocking collective (poll)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (poll)", || unsafe {
         let st = &mut *(extra as *mut WrappedCollective);
         if st.inner == MPI_REQUEST_NULL {
             return MPI_SUCCESS;
@@ -224,13 +224,13 @@ unsafe extern "C" fn wrapped_wait(
 }
 
 unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("nonblocking collective (query)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (query)", || unsafe {
         collective_status(status, (*(extra as *const WrappedCollective)).error)
     })
 }
 
 unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
-    crate::ffi_guard("nonblocking collective (free)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (free)", || unsafe {
         let st = Box::from_raw(extra as *mut WrappedCollective);
         if st.inner != MPI_REQUEST_NULL {
             // Freed before it completed (MPI_Request_free).

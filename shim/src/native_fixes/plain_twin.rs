@@ -18,7 +18,7 @@
 //! backend, and for intercommunicators and invalid handles (MPICH reports the error as it would), the
 //! call goes straight on.
 use crate::backend::Backend;
-use crate::native_streams::{native_stream_of, panic_for_test};
+use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
@@ -38,7 +38,7 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
         _ => return make(comm),
     }
     // A policy communicator: its base, which every process keeps (no agreement needed).
-    if let Some(base) = crate::policy_base::current_base(comm) {
+    if let Some(base) = runtime::active().and_then(|rt| rt.comms.base(comm)) {
         let rc = make(base.comm);
         if rc == MPI_SUCCESS {
             TWINS.fetch_add(1, Ordering::Relaxed);
@@ -66,7 +66,7 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
     if any == 0 {
         return make(comm);
     }
-    let mut twin = match crate::policy_base::plain_split(comm) {
+    let mut twin = match plain_split(comm) {
         Ok(twin) => twin,
         Err(rc) => return rc,
     };
@@ -176,4 +176,29 @@ pub unsafe fn dist_graph_create(
     on_plain_twin(comm_old, |c| {
         next!(MPI_Dist_graph_create)(c, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph)
     })
+}
+
+/// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
+/// attributes) and `comm`'s error handler. Collective over `comm`. The plain twin made here for an
+/// application's stream communicator, and the base of a policy communicator (`policy::base`).
+pub unsafe fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
+    let p = pmpi::pmpi();
+    let (mut rank, mut split) = (0, MPI_COMM_NULL);
+    (p.PMPI_Comm_rank)(comm, &mut rank);
+    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut split);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    give_errhandler(comm, split);
+    Ok(split)
+}
+
+/// Gives `to` the error handler `from` has now.
+pub(crate) unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
+    let p = pmpi::pmpi();
+    let mut handler: MPI_Errhandler = std::mem::zeroed();
+    if (p.PMPI_Comm_get_errhandler)(from, &mut handler) == MPI_SUCCESS {
+        (p.PMPI_Comm_set_errhandler)(to, handler);
+        (p.PMPI_Errhandler_free)(&mut handler);
+    }
 }

@@ -30,8 +30,8 @@
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
-use crate::greq::poll_each;
-use crate::native_streams::{native_stream_of, progress_turn};
+use crate::native_fixes::greq::poll_each;
+use crate::native_fixes::native_streams::{native_stream_of, progress_turn};
 use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
@@ -219,8 +219,8 @@ unsafe fn start(
     // The tools library (if loaded) tracked the inner requests through the next definitions, and never
     // sees them complete (we test them through PMPI): it tracks the one the application waits on
     // instead, as the receive (its completion counts one).
-    crate::query::tools_request_replaced((*st).send, (*st).outer);
-    crate::query::tools_request_replaced((*st).recv, (*st).outer);
+    crate::tools_link::tools_request_replaced((*st).send, (*st).outer);
+    crate::tools_link::tools_request_replaced((*st).recv, (*st).outer);
     remember((*st).outer, st);
     *request = (*st).outer;
     MPI_SUCCESS
@@ -291,7 +291,7 @@ impl SendRecv {
 }
 
 unsafe extern "C" fn sr_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("MPI_Isendrecv (poll)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (poll)", || unsafe {
         reap_freed();
         step(extra.cast());
         MPI_SUCCESS
@@ -307,7 +307,7 @@ unsafe extern "C" fn sr_wait(count: c_int, states: *mut *mut c_void, _timeout: f
 /// The receive's status, with the first error (also the return value: MPICH makes it the completion
 /// call's error).
 unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::ffi_guard("MPI_Isendrecv (query)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (query)", || unsafe {
         let s = &*(extra as *const SendRecv);
         *status = s.status;
         (*status).MPI_ERROR = s.error;
@@ -316,7 +316,7 @@ unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_
 }
 
 unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
-    crate::ffi_guard("MPI_Isendrecv (free)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (free)", || unsafe {
         // Only after MPI_Grequest_complete (MPICH holds the request until then): nothing inner is open.
         drop(Box::from_raw(extra as *mut SendRecv));
         MPI_SUCCESS
@@ -325,7 +325,7 @@ unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
 
 /// Cancels the receive, if it is still open; the send is left to complete (module doc).
 unsafe extern "C" fn sr_cancel(extra: *mut c_void, complete: c_int) -> c_int {
-    crate::ffi_guard("MPI_Isendrecv (cancel)", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (cancel)", || unsafe {
         let s = &mut *(extra as *mut SendRecv);
         if complete != 0 || s.recv == MPI_REQUEST_NULL {
             return MPI_SUCCESS;

@@ -30,6 +30,7 @@
 use crate::backend::Backend;
 pub use crate::comms::Base;
 use crate::config::Policy;
+use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
@@ -52,31 +53,6 @@ static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
 /// topology).
 pub fn base_of(base: MPI_Comm) -> Base {
     Base { comm: base, topology: unsafe { has_topology(base) } }
-}
-
-/// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
-/// attributes) and `comm`'s error handler. Collective over `comm`. Also the plain twin that
-/// `plain_twin.rs` makes for an application's stream communicator.
-pub unsafe fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
-    let p = pmpi();
-    let (mut rank, mut split) = (0, MPI_COMM_NULL);
-    (p.PMPI_Comm_rank)(comm, &mut rank);
-    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut split);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    give_errhandler(comm, split);
-    Ok(split)
-}
-
-/// Gives `to` the error handler `from` has now.
-unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
-    let p = pmpi();
-    let mut handler: MPI_Errhandler = std::mem::zeroed();
-    if (p.PMPI_Comm_get_errhandler)(from, &mut handler) == MPI_SUCCESS {
-        (p.PMPI_Comm_set_errhandler)(to, handler);
-        (p.PMPI_Errhandler_free)(&mut handler);
-    }
 }
 
 /// Makes the base of a policy dup of `parent` (collective over `parent`, as the dup is). A parent with a topology gives the base a copy of it (`topology_copy`), so that the
@@ -176,8 +152,8 @@ pub fn keyval_freed(keyval: c_int) {
 /// The base of the policy communicator `comm` (with `comm`'s error handler: the one it had at the
 /// base's creation, and each one set since, `errhandler_set`), or `None` (not a policy communicator on
 /// the native backend).
-pub fn current_base(comm: MPI_Comm) -> Option<Base> {
-    crate::runtime::active()?.comms.get(comm)?.base
+fn current_base(comm: MPI_Comm) -> Option<Base> {
+    crate::runtime::active()?.comms.base(comm)
 }
 
 /// After the program's `MPI_Comm_set_errhandler(comm, handler)` succeeded: the base of `comm`, if it

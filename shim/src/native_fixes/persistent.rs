@@ -20,11 +20,11 @@
 //! Cost on everything else: while no such request is live and no thread has a wrapped collective
 //! outstanding or a routed buffered message pending (always, under `implicit`), each completion
 //! interposer is two relaxed loads and a call through `next!` ([performance.md](../../docs/performance.md)).
-use crate::buffered;
-use crate::native_streams::{native_record_of, native_stream_index_of, progress_turn, THREAD_BOUND};
+use crate::native_fixes::buffered;
+use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn, THREAD_BOUND};
+use crate::native_fixes::wrapped_collectives;
 use crate::runtime;
 use crate::streams::StreamSlot;
-use crate::wrapped_collectives;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::{request_slice, PersistentKind};
@@ -137,7 +137,7 @@ pub unsafe fn persistent_created(
     if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL {
         return rc;
     }
-    crate::ffi_guard("persistent request", || unsafe {
+    mpixstream_wrappers::guard::ffi_guard("persistent request", || unsafe {
         if let Some(index) = native_stream_index_of(comm) {
             record(*request, index, kind == PersistentKind::Partitioned);
         }
@@ -224,7 +224,7 @@ pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
     let handle = *request;
     let rc = next!(MPI_Request_free)(request);
     if rc == MPI_SUCCESS {
-        crate::ffi_guard("MPI_Request_free", || {
+        mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
             forget(handle);
             MPI_SUCCESS
         });

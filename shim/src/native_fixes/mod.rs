@@ -13,26 +13,34 @@
 //! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
 //! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
 //! else passes through (what that costs, counted in instructions: README, "Cost").
-use crate::native_streams::{native_stream_of, progress_turn};
+pub mod buffered;
+pub mod greq;
+pub mod native_streams;
+pub mod persistent;
+pub mod plain_twin;
+pub mod sendrecv_requests;
+pub mod wrapped_collectives;
+
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
+use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
 
 // Windows, files and distributed graphs: made on a plain twin of the communicator (their own file).
-pub use crate::plain_twin::{
+pub use plain_twin::{
     dist_graph_create, file_open, win_allocate, win_allocate_c, win_allocate_shared, win_allocate_shared_c, win_create,
     win_create_c, win_create_dynamic,
 };
 // Persistent requests and the completion calls that wait for them (their own file).
-pub use crate::persistent::{completion_passes, completion_test, completion_wait, persistent_created};
+pub use persistent::{completion_passes, completion_test, completion_wait, persistent_created};
 // Nonblocking collectives (their own file).
-pub use crate::wrapped_collectives::nonblocking_collective;
+pub use wrapped_collectives::nonblocking_collective;
 // Nonblocking send-receives (their own file).
-pub use crate::sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
+pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
 // Buffered sends (their own file).
-pub use crate::buffered::{
+pub use buffered::{
     bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
 
@@ -40,16 +48,16 @@ pub use crate::buffered::{
 /// sends), and hands a routed nonblocking send-receive not yet complete to the thread's list
 /// (`sendrecv_requests`); each is one relaxed load while it records nothing.
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
-    let buffered = crate::buffered::freeing(request);
-    let sendrecv = crate::sendrecv_requests::freeing(request);
-    let rc = crate::persistent::request_free(request);
+    let buffered = crate::native_fixes::buffered::freeing(request);
+    let sendrecv = crate::native_fixes::sendrecv_requests::freeing(request);
+    let rc = crate::native_fixes::persistent::request_free(request);
     if rc == MPI_SUCCESS && (buffered.is_some() || sendrecv.is_some()) {
-        crate::ffi_guard("MPI_Request_free", || {
+        mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
             if let Some(handle) = buffered {
-                crate::buffered::freed(handle);
+                crate::native_fixes::buffered::freed(handle);
             }
             if let Some(handle) = sendrecv {
-                crate::sendrecv_requests::freed(handle);
+                crate::native_fixes::sendrecv_requests::freed(handle);
             }
             MPI_SUCCESS
         });
@@ -68,9 +76,16 @@ pub unsafe fn bsend_init(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    crate::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, request, &|| {
-        next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request)
-    })
+    crate::native_fixes::buffered::persistent_bsend_created(
+        buf,
+        count.into(),
+        datatype,
+        dest,
+        tag,
+        comm,
+        request,
+        &|| next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request),
+    )
 }
 
 /// `MPI_Bsend_init_c`: as `MPI_Bsend_init`.
@@ -84,7 +99,7 @@ pub unsafe fn bsend_init_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    crate::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, request, &|| {
+    crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, request, &|| {
         next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request)
     })
 }
@@ -245,7 +260,7 @@ pub unsafe fn improbe(
 
 #[cfg(test)]
 mod tests {
-    use crate::native_streams::PANIC_FOR_TEST;
+    use super::native_streams::PANIC_FOR_TEST;
     use mpixstream_wrappers::ffi::*;
 
     /// A panic inside a native-fix interposer and a nonblocking-collective interposer comes back as
@@ -255,9 +270,9 @@ mod tests {
         PANIC_FOR_TEST.with(|p| p.set(true));
         let mut flag = 0;
         let mut request = MPI_REQUEST_NULL;
-        let iprobe = unsafe { crate::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
+        let iprobe = unsafe { crate::interposed::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
         let sendrecv = unsafe {
-            crate::MPI_Sendrecv(
+            crate::interposed::MPI_Sendrecv(
                 std::ptr::null(),
                 0,
                 MPI_INT,
@@ -272,9 +287,19 @@ mod tests {
                 MPI_STATUS_IGNORE,
             )
         };
-        let ibarrier = unsafe { crate::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
+        let ibarrier = unsafe { crate::interposed::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
         let isendrecv_replace = unsafe {
-            crate::MPI_Isendrecv_replace(std::ptr::null_mut(), 0, MPI_INT, 0, 0, 0, 0, MPI_COMM_WORLD, &mut request)
+            crate::interposed::MPI_Isendrecv_replace(
+                std::ptr::null_mut(),
+                0,
+                MPI_INT,
+                0,
+                0,
+                0,
+                0,
+                MPI_COMM_WORLD,
+                &mut request,
+            )
         };
         PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!(

@@ -1,0 +1,46 @@
+//! What the lean library tells the companion library `libmpixstream_tools.so`, when it is preloaded:
+//! that MPI is up, that it is about to go down, and which request the application holds in place of
+//! one of ours. The entry points are looked up once at `MPI_Init*` (they exist only when the tools
+//! library is preloaded, i.e. when a report or the check is asked for). What the tools library asks
+//! us is `query`.
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::tools::{FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
+static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
+pub fn tools_init() {
+    let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, INIT_SYMBOL.as_ptr()) };
+    let fin = unsafe { libc::dlsym(libc::RTLD_DEFAULT, FINALIZE_SYMBOL.as_ptr()) };
+    FINALIZE_HOOK.store(fin as usize, Ordering::Release);
+    let replaced = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REQUEST_REPLACED_SYMBOL.as_ptr()) };
+    REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
+    if !init.is_null() {
+        let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
+        f();
+    }
+}
+
+/// We hand the application `outer` in place of `inner` (a wrapped nonblocking collective, whose inner
+/// request the poll completes with `PMPI_Test`, unseen by the tools library): the tools library tracks
+/// `outer` instead, so that the application's wait on it is checked and counted on the right
+/// communicator, and no entry for `inner` outlives it (MPICH reuses request handles).
+pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
+    let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
+        f(inner, outer);
+    }
+}
+
+/// At the start of our `MPI_Finalize`, while MPI and our state are still up: the tools library's
+/// report (a collective over `MPI_COMM_WORLD`).
+pub fn tools_finalize() {
+    let fin = FINALIZE_HOOK.swap(0, Ordering::AcqRel);
+    if fin != 0 {
+        let f: extern "C" fn() = unsafe { std::mem::transmute(fin) };
+        f();
+    }
+}
