@@ -60,7 +60,7 @@ static inline int env_int(const char *name, int dflt) {
 
 /* Under MPIXSTREAM_POLICY=explicit (after MPI_Init*): whether the policy gives this process's new
  * communicators streams. Not on a native MPICH without MPIX_Async_start (4.1, 4.2): the policy leaves
- * them implicit (shim/src/progress_rule.rs, streams_served). */
+ * them implicit (shim/src/policy/progress_rule.rs, streams_served). */
 static inline int policy_gives_streams(void) {
     const char *policy = getenv("MPIXSTREAM_POLICY"), *backend = getenv("MPIXSTREAM_BACKEND");
     if (!policy || strcmp(policy, "explicit") != 0) return 0;

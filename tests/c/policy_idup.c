@@ -3,7 +3,7 @@
  * own child while the main thread uses the parent. MPICH's idup copies a stream communicator's stream
  * into the child, so with children on the parent's (unlocked) reserved VCI this drove one VCI from
  * every thread: wrong data or a hang. The policy now makes the child on the implicit pool
- * (shim/src/policy_base.rs) and copies what MPICH's idup of the parent would copy.
+ * (shim/src/policy/base.rs) and copies what MPICH's idup of the parent would copy.
  * Checks, on every rank:
  *   - each idup form gives a child with the parent's attributes (copy callback run once per child,
  *     MPI_COMM_NULL_COPY_FN and a callback that drops its value leave none), its error handler, and

@@ -7,7 +7,7 @@
  * Native MPICH 5.0.2 completes both calls only through its global progress, which never turns the
  * stream's reserved VCI: each hung there (the test's timeout) until the lean library routed them as an
  * Irecv + Isend handed out as one generalized request polled with the stream's progress
- * (shim/src/sendrecv_requests.rs).
+ * (shim/src/native_fixes/sendrecv_requests.rs).
  * Where the calls go to MPICH's own (Debian's 4.0.2, or no policy), the status and the replace of a
  * vector are not checked: MPICH's Isendrecv receives with MPI_STATUS_IGNORE inside its schedule, so the
  * request's status is not the receive's (garbage source, tag and count on 4.0.2 and 5.0.2), and its

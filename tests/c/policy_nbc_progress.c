@@ -4,7 +4,7 @@
  * while it sits in MPI_Recv. A correct program. On MPICH >= 4.1 the communicator is a native stream
  * communicator, whose MPI_Recv progresses only the stream's reserved VCI. Where the policy runs the
  * collective on the implicit pool instead (its plain base), it must turn that pool for rank 0 meanwhile:
- * the stream's async thing on MPICH >= 4.3 (shim/src/progress_rule.rs; on 4.1 and 4.2 the policy gives
+ * the stream's async thing on MPICH >= 4.3 (shim/src/policy/progress_rule.rs; on 4.1 and 4.2 the policy gives
  * no streams).
  * A hang reads as the test's timeout.
  * Each round: an MPI_Ibarrier (a dissemination barrier: at 4 ranks, its second step needs rank 0's

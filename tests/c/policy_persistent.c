@@ -6,7 +6,7 @@
  * returns stale data from its sixth start on, under either policy). Native MPICH 5.0.2 waits for a persistent request on the
  * VCI of its pool, the implicit one, while the started operation runs on the stream's reserved VCI, so
  * each hung there (a hang reads as the test's timeout) until the lean library polled them with the
- * stream's progress (shim/src/persistent.rs). Ordinary requests in the same calls still complete. */
+ * stream's progress (shim/src/native_fixes/persistent.rs). Ordinary requests in the same calls still complete. */
 #include "mpixtest.h"
 
 int main(int argc, char **argv) {

@@ -2,7 +2,7 @@
  * MPICH >= 4.1 a native stream communicator). Native MPICH serves windows with waits that turn only
  * its implicit pool, so fences, locks and flushes on a window of such a communicator hung (MPICH's
  * rma/accfence2, rma/transpose* under the explicit policy); mpixstream makes windows and files on a
- * plain twin of the communicator (shim/src/plain_twin.rs). Every window kind (create, allocate,
+ * plain twin of the communicator (shim/src/native_fixes/plain_twin.rs). Every window kind (create, allocate,
  * allocate_shared, create_dynamic), every synchronisation (fence, passive lock with flush, PSCW) and
  * MPI-IO collective writes and reads; results checked. Also a communicator whose stream exists on one
  * rank only (rank 0 attaches MPIX_STREAM_NULL): every rank must still take the same path. */

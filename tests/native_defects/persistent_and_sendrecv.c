@@ -2,7 +2,7 @@
  * operation 0 (MPI_Start on persistent requests), 1 (MPI_Startall), 5 (MPI_Sendrecv), the
  * nonblocking collectives 6 (MPI_Ibarrier) and 7 (MPI_Iallreduce), and the probes 8 (MPI_Probe) and
  * 9 (a loop of MPI_Iprobe), and buffered sends 10 (MPI_Bsend waiting for buffer space) hang on a native stream communicator; 2 (Sendrecv_replace), 3 (Irecv+Send)
- * and 4 (Allreduce) complete. Under mpixstream, 5 to 10 complete (shim/src/native_fixes.rs; 10: shim/src/buffered.rs).
+ * and 4 (Allreduce) complete. Under mpixstream, 5 to 10 complete (shim/src/native_fixes/mod.rs; 10: shim/src/native_fixes/buffered.rs).
  * Run: tests/native_defects/run.sh */
 #include <mpi.h>
 #include <stdio.h>
