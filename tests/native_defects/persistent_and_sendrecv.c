@@ -1,8 +1,11 @@
 /* Reproducer of defects of native MPICH 5.0.2 stream communicators, WITHOUT mpixstream:
  * operation 0 (MPI_Start on persistent requests), 1 (MPI_Startall), 5 (MPI_Sendrecv), the
  * nonblocking collectives 6 (MPI_Ibarrier) and 7 (MPI_Iallreduce), and the probes 8 (MPI_Probe) and
- * 9 (a loop of MPI_Iprobe), and buffered sends 10 (MPI_Bsend waiting for buffer space) hang on a native stream communicator; 2 (Sendrecv_replace), 3 (Irecv+Send)
- * and 4 (Allreduce) complete. Under mpixstream, 5 to 10 complete (shim/src/native_fixes/mod.rs; 10: shim/src/native_fixes/buffered.rs).
+ * 9 (a loop of MPI_Iprobe), buffered sends 10 (MPI_Bsend waiting for buffer space), and the nonblocking
+ * send-receives 11 (MPI_Isendrecv) and 12 (MPI_Isendrecv_replace) hang on a native stream communicator;
+ * 2 (Sendrecv_replace), 3 (Irecv+Send) and 4 (Allreduce) complete. Under mpixstream, 5 to 12 complete
+ * (shim/src/native_fixes/mod.rs; 10: shim/src/native_fixes/buffered.rs; 11, 12:
+ * shim/src/native_fixes/sendrecv_requests.rs).
  * Run: tests/native_defects/run.sh */
 #include <mpi.h>
 #include <stdio.h>
@@ -75,6 +78,15 @@ int main(int argc, char **argv) {
         MPI_Buffer_detach(&b, &bs);
         break;
     }
+    case 11:
+        MPI_Isendrecv(&out, 1, MPI_INT, peer, 0, &in, 1, MPI_INT, peer, 0, sc, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        break;
+    case 12:
+        in = rank;
+        MPI_Isendrecv_replace(&in, 1, MPI_INT, peer, 0, peer, 0, sc, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        break;
     case 9: {
         int flag = 0;
         MPI_Send(&out, 1, MPI_INT, peer, 0, sc);

@@ -9,7 +9,7 @@ outcome() {
   if "$@" 2>/dev/null </dev/null | grep -q completed; then echo "completes"; else echo "hangs (killed after 10 s)"; fi
   bash "$root/scripts/shm_cleanup.sh" # the killed ranks' shared memory
 }
-for op in 0 1 2 3 4 5 6 7 8 9 10; do
+for op in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
   without=$(MPIR_CVAR_CH4_RESERVE_VCIS=1 outcome timeout 10 "$MPIEXEC" -n 2 "$out/repro" $op)
   with=$(outcome timeout 10 "$root/scripts/mpixrun" -n 2 "$out/repro" $op)
   echo "operation $op: without mpixstream: $without | with mpixstream: $with"

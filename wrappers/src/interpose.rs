@@ -5,9 +5,10 @@
 //! The library interposes only what it must: the initialisation and finalisation calls, the
 //! communicator constructors and `MPI_Comm_free` (bookkeeping and the endpoint policy),
 //! `MPI_Error_class` (so that our error codes report standard classes on every MPICH), and
-//! `MPI_Sendrecv`, the probes, the nonblocking collectives, the persistent-request constructors, the
-//! completion calls, `MPI_Start*`, the buffered sends and `MPI_Buffer_attach`/`detach` (around native
-//! MPICH defects; one relaxed load while nothing of theirs exists). Everything else, `MPI_Send` on a stream communicator
+//! `MPI_Sendrecv`, `MPI_Isendrecv(_replace)`, the probes, the nonblocking collectives, the
+//! persistent-request constructors, the completion calls, `MPI_Start*`, the buffered sends and
+//! `MPI_Buffer_attach`/`detach` (around native MPICH defects; one relaxed load while nothing of theirs
+//! exists). Everything else, `MPI_Send` on a stream communicator
 //! included, goes straight to MPICH; the counting interposers are the tools library's.
 //!
 //! A row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
