@@ -75,7 +75,6 @@ struct Unpack {
     buf: *mut c_void,
     count: MPI_Count,
     datatype: MPI_Datatype,
-    comm: MPI_Comm,
 }
 
 /// The requests this thread freed before they completed (raw extra states: MPICH frees each, through
@@ -267,8 +266,17 @@ unsafe fn step(st: *mut SendRecv) -> bool {
         (p.PMPI_Get_count_c)(&s.status, MPI_BYTE, &mut bytes);
         if s.error == MPI_SUCCESS && bytes > 0 {
             let mut position: MPI_Count = 0;
-            let rc =
-                (p.PMPI_Unpack_c)(u.packed.as_ptr().cast(), bytes, &mut position, u.buf, u.count, u.datatype, u.comm);
+            // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
+            // communicator was freed; one process packs and unpacks alike on any communicator.
+            let rc = (p.PMPI_Unpack_c)(
+                u.packed.as_ptr().cast(),
+                bytes,
+                &mut position,
+                u.buf,
+                u.count,
+                u.datatype,
+                MPI_COMM_SELF,
+            );
             s.failed(rc);
         }
     }
@@ -416,7 +424,7 @@ unsafe fn replace_on_stream(
     }
     let packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
     let into = packed.as_ptr() as *mut c_void;
-    let unpack = Unpack { packed, buf, count, datatype, comm };
+    let unpack = Unpack { packed, buf, count, datatype };
     start(
         slot,
         request,
