@@ -1,17 +1,8 @@
 //! Buffered sends on native stream communicators (`MPI_Bsend`, `MPI_Ibsend`, `MPI_Bsend_init` +
 //! `MPI_Start`/`MPI_Startall`, and their large-count forms).
 //!
-//! What native MPICH 4.1–5.0 does with them there (src/mpi/pt2pt/bsendutil.c): it packs the message
-//! into the attached buffer and sends it with an internal `MPID_Isend`, whose request runs on the
-//! communicator's VCI, the stream's reserved one; nobody waits for that request. The space of earlier
-//! messages is given back only when MPICH finds their requests complete, which it checks at the start
-//! of each buffered send after one turn of its global progress (`MPID_Progress_test(NULL)`: the implicit
-//! VCIs only), and with no space after a second look the send fails with `MPI_ERR_BUFFER` (it never
-//! waits). Nothing turns the stream's VCI there: earlier messages stay incomplete, and a message that
-//! did not leave at once (shared-memory queue full, rendezvous) never leaves at all unless the program
-//! happens to call something more on that communicator. The receiver hangs (MPICH's
-//! `threads/pt2pt/mt_bsendrecv`: the sending thread returns after its last `MPI_Bsend`), or the
-//! sender's buffer runs out (`MPI_ERR_BUFFER`, tests/native_defects operation 10).
+//! Native MPICH's own buffered sends there never leave, or fail with `MPI_ERR_BUFFER`, because
+//! nothing turns the stream's reserved VCI (docs/native-defects.md, "Global progress skips a stream's reserved VCI").
 //!
 //! The route, on native stream communicators only: we buffer the message ourselves. The calling thread
 //! (the communicator's one user under the policy: the stream's owner) packs it into memory of ours,

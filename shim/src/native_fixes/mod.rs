@@ -1,18 +1,10 @@
-//! Pass-through interposers that route around defects of native MPICH 5.0.2 stream communicators.
-//!
-//! MPICH waits on some operations with its global progress, which skips explicit (reserved) VCIs, so on a
-//! native stream communicator they hang (tests/native_defects reproduces it without mpixstream):
-//! `MPI_Sendrecv`, the probes (`MPI_Probe`/`MPI_Mprobe`, and polling loops of `MPI_Iprobe`/`MPI_Improbe`),
-//! persistent point-to-point, buffered sends waiting for space, nonblocking collectives, and
-//! `MPI_Isendrecv(_replace)`. Sendrecv and
-//! the probes we route here, on such communicators only, through calls whose completion does progress
-//! the stream (Irecv + Send + Wait; probes preceded by a turn of the stream's own progress, made by
-//! the thread that owns the stream); nonblocking collectives become generalized requests polled by
-//! the thread that waits for them (`wrapped_collectives`), and so do nonblocking send-receives, made of an
-//! Irecv and an Isend (`sendrecv_requests`). Persistent requests are waited for with
-//! the stream's progress (`persistent`), and buffered sends are buffered by us and sent with
-//! `MPI_Isend_c` by the stream's owner (`buffered`): each in its own file, re-exported here. Everything
-//! else passes through (what that costs, counted in instructions: README, "Cost").
+//! The routes around native MPICH's defects on stream communicators: on such communicators only, the
+//! operations MPICH completes through its global progress, which never turns a stream's reserved VCI
+//! (the defects and their reproducers: docs/native-defects.md; which module routes which: docs/
+//! architecture.md §4). Here: `MPI_Sendrecv` (Irecv + Send + Wait) and the probes (a turn of the
+//! stream's own progress first, by the thread that owns it); each other kind of operation has its own
+//! file, re-exported here for the generated interposers. Everything else passes through (its cost:
+//! docs/performance.md, "The lean library's interposers").
 pub mod buffered;
 pub mod greq;
 pub mod native_streams;
@@ -164,7 +156,7 @@ pub unsafe fn sendrecv_c(
 /// requests' own VCI (the stream's), where its `MPI_Sendrecv` turns only the implicit pool. The receive
 /// is posted before the send, so two ranks exchanging this way cannot deadlock (the order MPICH's own
 /// Sendrecv uses). Cheaper than Irecv + Isend + Waitall, the route before: one request, no status array
-/// (callgrind, 8-byte Sendrecv to self, MPICH 5.0.2: 1,985 instructions against 2,247; README, "Cost").
+/// (callgrind, 8-byte Sendrecv to self, MPICH 5.0.2: 1,985 instructions against 2,247; docs/performance.md).
 unsafe fn sendrecv_on_stream(
     status: *mut MPI_Status,
     irecv: impl FnOnce(*mut MPI_Request) -> c_int,

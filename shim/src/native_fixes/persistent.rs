@@ -1,10 +1,8 @@
 //! Persistent requests on native stream communicators (point-to-point `MPI_*_init`, the MPI-4 persistent
 //! collectives, their large-count forms).
 //!
-//! Why they hang in native MPICH 5.0.2 there: `MPI_Wait`/`MPI_Test` progress the VCI of the request's
-//! own pool, and MPICH gives a persistent request a pool from its implicit hash (the stream is ignored)
-//! while the operation `MPI_Start` launches runs on the stream's reserved VCI: nothing turns that VCI.
-//! We record each persistent request made on a native stream communicator (`persistent_created`), and
+//! Natively their waits never turn the stream's reserved VCI, where `MPI_Start`'s operation runs
+//! (docs/native-defects.md, "Global progress skips a stream's reserved VCI"). We record each persistent request made on a native stream communicator (`persistent_created`), and
 //! the completion calls, when one of theirs is recorded, wait with the non-blocking form of the call and
 //! a turn of the stream's own progress between polls (`native_streams::progress_turn`: skipped while
 //! another driver holds the stream, which then progresses it). A stale record (a handle freed where we

@@ -170,19 +170,12 @@ pub unsafe fn nonblocking_collective(
 }
 
 /// The communicator a nonblocking or persistent collective of `comm` runs on, by its record's route
-/// (`comms::Route`, agreed by every member when `comm` was made: `policy::agree`).
-///
-/// MPICH (4.1 to 5.0) keeps every nonblocking collective's schedule in one global list that any
-/// thread's progress walks, and a schedule posts its next round on its communicator's VCI: on a stream
-/// communicator, the stream's reserved VCI, which MPICH never locks, from a thread that is not the
-/// stream's. Two threads then drive one unlocked VCI, and a collective never completes
-/// (`tests/c/check_nbc_reuse.c` on 4.3.2: 1 run of 14 hung). So a policy communicator's collectives run
-/// on its plain base (`policy_base.rs`: the same group and ranks, on the implicit pool, whose VCIs
-/// MPICH locks), where something turns the implicit pool while a thread blocks on its stream
-/// (`progress_rule`); the request stays wrapped, so the thread's waits still turn its streams. A base
-/// with a copy of the communicator's topology serves the `neighbourhood` collectives too. They stay on
-/// the communicator on an application's own stream communicator (no base: it asked for the stream),
-/// and wherever some member could not serve the base.
+/// (`comms::Route`, agreed by every member when `comm` was made: `policy::agree`): a policy
+/// communicator's plain base (`policy/base.rs`: the same group and ranks on the implicit pool, whose VCIs
+/// MPICH locks), out of reach of another thread's progress, which would post the collective's rounds on
+/// the stream's unlocked VCI (docs/native-defects.md, "Any thread's progress posts a stream's collective
+/// rounds"); the request stays wrapped, so the thread's waits still turn its streams. Elsewhere (an
+/// application's own stream communicator, or a base some member could not serve) the communicator itself.
 pub unsafe fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -> MPI_Comm {
     if route == Route::Comm {
         return comm;
