@@ -164,10 +164,11 @@ impl CommTable {
         let code = match cached {
             None => Some(0),
             Some(Cached { stream: None, collectives: Route::Comm }) => Some(0x300),
-            Some(c) => match c.stream.map_or(Some(0), |s| u64::try_from(s + 1).ok().filter(|&v| v <= 0xff)) {
-                Some(s) => Some(c.collectives.code() << 8 | s),
-                None => None, // a stream index too large to cache: the map each time
-            },
+            // A stream index too large for the slot's 8 bits is not cached: the map each time.
+            Some(c) => c
+                .stream
+                .map_or(Some(0), |s| u64::try_from(s + 1).ok().filter(|&v| v <= 0xff))
+                .map(|s| c.collectives.code() << 8 | s),
         };
         if let Some(code) = code {
             slot.store((comm as u32 as u64) << 32 | (epoch as u64) << 10 | code, Ordering::Relaxed);
