@@ -211,6 +211,11 @@ pub unsafe fn comm_constructed(
                 Err(_) => MPI_ERR_OTHER,
             };
         };
+        // A constructor is a collective on `parent` (a blocking one, but for the idups): the calling
+        // thread's buffered messages that only it can deliver leave first.
+        if request.is_none() {
+            crate::native_fixes::before_blocking(parent);
+        }
         // The policy's blocking dup on the native backend: the stream communicator made from `parent`
         // directly, so that MPICH copies the attributes once, into the communicator the application gets.
         if let Some(rc) = policy::dup_directly(rt, kind, parent, newcomm, info) {

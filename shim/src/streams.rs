@@ -18,6 +18,10 @@ pub struct StreamSlot {
     pub pending: AtomicU32,
     /// Set when the explicit policy created the stream for one communicator (freed with it).
     pub policy_owned: AtomicBool,
+    /// The explicit policy's async thing is on this stream (`policy::progress_rule`): every progress
+    /// turn of its endpoint runs the thing's poll on the driving thread, which also tests that thread's
+    /// routed buffered messages (`native_fixes::buffered`).
+    pub progress_rule_thing: AtomicBool,
     /// `MPIX_Start_progress_thread`'s thread on this stream.
     pub progress: Mutex<Option<BackgroundThread>>,
     /// Who drives the stream's endpoint now (a [`Driver`], 0 for nobody). A native stream's reserved VCI
@@ -75,6 +79,7 @@ impl StreamSlot {
             comms: AtomicU32::new(0),
             pending: AtomicU32::new(0),
             policy_owned: AtomicBool::new(false),
+            progress_rule_thing: AtomicBool::new(false),
             progress: Mutex::new(None),
             driver: AtomicU8::new(0),
         }
@@ -178,6 +183,7 @@ impl StreamTable {
         slot.comms.store(0, Ordering::Release);
         slot.pending.store(0, Ordering::Release);
         slot.policy_owned.store(false, Ordering::Release);
+        slot.progress_rule_thing.store(false, Ordering::Release);
         slot.driver.store(0, Ordering::Release);
         slot.in_use.store(true, Ordering::Release);
         Some(index)

@@ -154,6 +154,11 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 r.hook_name(),
                 all_args(r)
             ),
+            Lean::Blocking { comm } => format!(
+                "use $fixes as fixes;\nfixes::before_blocking({comm});\n$crate::next!({})({})",
+                r.name,
+                all_args(r)
+            ),
             Lean::Ctor { kind, parent, out, info, request } => format!(
                 "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))",

@@ -29,6 +29,10 @@ pub enum Lean {
     },
     /// `fixes::<name>(every parameter)`.
     Fix,
+    /// A blocking call: `fixes::before_blocking(comm)`, then the call through the next definition.
+    Blocking {
+        comm: String,
+    },
     /// `fixes::nonblocking_collective(comm, request, next-definition call on a given comm and request)`.
     Nbc {
         comm: String,
@@ -295,6 +299,13 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             no_args(&args)?;
             set_once(&mut row.lean, Lean::Fix, "lean")?;
         }
+        "lean:blocking" => {
+            let a = need_args(args)?;
+            let [comm] = <[String; 1]>::try_from(a).map_err(|_| "lean:blocking takes (COMM)")?;
+            check_params(row, std::slice::from_ref(&comm))?;
+            expect_type(row, &comm, "MPI_Comm")?;
+            set_once(&mut row.lean, Lean::Blocking { comm }, "lean")?;
+        }
         "lean:nbc" => {
             let a = need_args(args)?;
             let [comm, request] = <[String; 2]>::try_from(a).map_err(|_| "lean:nbc takes (COMM, REQUEST)")?;
@@ -473,6 +484,8 @@ mod tests {
             ("int MPI_Send(int count);", "without a role"),
             ("int MPI_Send(int count);  pmpi pmpi", "two `pmpi`"),
             ("int MPI_Send(int count);  lean:frobnicate", "unknown role"),
+            ("int MPI_Barrier(int comm);  lean:blocking(comm)", "expected `MPI_Comm`"),
+            ("int MPI_Barrier(MPI_Comm comm);  lean:blocking(comm, comm)", "lean:blocking takes"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
             (

@@ -33,7 +33,7 @@ pub use wrapped_collectives::nonblocking_collective;
 pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
 // Buffered sends (their own file).
 pub use buffered::{
-    bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
+    before_blocking, bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
 
 /// `MPI_Request_free`: forgets the request in the records (persistent requests, persistent buffered
@@ -112,6 +112,7 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
+    before_blocking(comm);
     if native_stream_of(comm).is_none() {
         return next!(MPI_Sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
@@ -140,6 +141,7 @@ pub unsafe fn sendrecv_c(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
+    before_blocking(comm);
     if native_stream_of(comm).is_none() {
         return next!(MPI_Sendrecv_c)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
@@ -198,6 +200,7 @@ unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bo
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    before_blocking(comm);
     match native_stream_of(comm) {
         None => next!(MPI_Probe)(source, tag, comm, status),
         Some(slot) => poll_on_stream(slot, || {
@@ -216,6 +219,7 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
+    before_blocking(comm);
     match native_stream_of(comm) {
         None => next!(MPI_Mprobe)(source, tag, comm, message, status),
         Some(slot) => poll_on_stream(slot, || {

@@ -10,7 +10,9 @@ use std::sync::atomic::AtomicUsize;
 
 /// Operations that only the thread that started them progresses, from its completion calls
 /// (`MPI_Wait*`/`MPI_Test*`, `persistent.rs`): wrapped nonblocking collectives outstanding
-/// (`wrapped_collectives`). While it is 0 a completion call passes through after one relaxed load.
+/// (`wrapped_collectives`) and routed buffered messages not yet freed (`buffered`). One counter for
+/// both, so that while it is 0 a completion call passes through after one relaxed load, and a blocking
+/// call after one more (`buffered::before_blocking`).
 pub(crate) static THREAD_BOUND: AtomicUsize = AtomicUsize::new(0);
 
 // Unit tests only (nothing in a release build): a panic on request, proving that the generated

@@ -10,11 +10,15 @@
 //!
 //! The same completion calls also keep MPI's progress rule for wrapped nonblocking collectives: while
 //! the calling thread has some outstanding, they turn those collectives' streams as well
-//! (`wrapped_collectives`).
+//! (`wrapped_collectives`). And while the calling thread has routed buffered messages pending
+//! (`buffered`: sent on its streams, not yet complete), they test those between their polls, so a
+//! thread that waits for anything keeps delivering its buffered messages (a blocking wait becomes a
+//! poll then).
 //!
 //! Cost on everything else: while no such request is live and no thread has a wrapped collective
-//! outstanding (always, under `implicit`), each completion
+//! outstanding or a routed buffered message pending (always, under `implicit`), each completion
 //! interposer is two relaxed loads and a call through `next!` ([performance.md](../../docs/performance.md)).
+use crate::native_fixes::buffered;
 use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn, THREAD_BOUND};
 use crate::native_fixes::wrapped_collectives;
 use crate::runtime;
@@ -39,21 +43,30 @@ fn recorded() -> &'static DashMap<MPI_Request, (usize, bool)> {
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the completion calls can pass through: no recorded request is live and the calling thread
-/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too).
+/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too) and no
+/// routed buffered message pending (which its waits must test too).
 #[inline(always)]
 fn none_live() -> bool {
-    LIVE.load(Ordering::Relaxed) == 0
-        && (THREAD_BOUND.load(Ordering::Relaxed) == 0 || !wrapped_collectives::thread_has_outstanding())
+    LIVE.load(Ordering::Relaxed) == 0 && (THREAD_BOUND.load(Ordering::Relaxed) == 0 || !thread_bound_here())
 }
 
-/// Whether a wait must poll (and not block in MPICH's wait): it has streams to turn.
+/// Whether the calling thread itself has work that only its completion calls progress.
+#[cold]
+fn thread_bound_here() -> bool {
+    wrapped_collectives::thread_has_outstanding() || buffered::own_pending()
+}
+
+/// Whether a wait must poll (and not block in MPICH's wait): it has streams to turn, or the calling
+/// thread has buffered messages to test.
 fn must_poll(streams: &[&StreamSlot]) -> bool {
-    !streams.is_empty()
+    !streams.is_empty() || buffered::own_pending()
 }
 
-/// One turn of the streams a completion call progresses besides its requests.
+/// One turn of what a completion call progresses besides its requests: the streams, then the calling
+/// thread's buffered messages.
 fn turn(streams: &[&StreamSlot]) {
     streams.iter().for_each(|s| progress_turn(s));
+    buffered::progress_own();
 }
 
 fn record(request: MPI_Request, slot: usize, partitioned: bool) {

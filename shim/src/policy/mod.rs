@@ -148,8 +148,8 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
             let slot = rt.streams.slot(i);
             slot.native.store(native, Ordering::Release);
             slot.policy_owned.store(true, Ordering::Release);
-            if rt.backend == Backend::Native {
-                crate::policy::progress_rule::watch(native);
+            if rt.backend == Backend::Native && crate::policy::progress_rule::watch(native, i) {
+                slot.progress_rule_thing.store(true, Ordering::Release);
             }
             (Some(i), false, native)
         }

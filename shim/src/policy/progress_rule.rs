@@ -9,13 +9,16 @@
 //! not ask for a stream: the policy made one, so the policy must keep MPI's progress guarantee.
 //!
 //! The fix runs in the thread that waits, and only there: each policy stream carries an MPICH "async
-//! thing" (`MPIX_Async_start(poll, NULL, stream)`, MPICH >= 4.3) whose poll function MPICH calls from
+//! thing" (`MPIX_Async_start(poll, slot, stream)`, MPICH >= 4.3) whose poll function MPICH calls from
 //! the progress of that stream's VCI, that is from the thread driving the stream (the stream's owner,
 //! in the stream model; nothing of ours drives a reserved VCI from another thread). Every
 //! [`PERIOD`]-th such turn the poll turns the implicit pool's progress once (`MPIX_Stream_progress(
 //! MPIX_STREAM_NULL)`: the implicit VCIs are locked, so any thread may drive them), unless another
 //! thread is turning it right now. Calls on communicators without a stream are untouched; a stream's
 //! progress turn gains MPICH's hook call (one mutex per turn under `MPI_THREAD_MULTIPLE`) and a counter.
+//!
+//! The same poll tests the driving thread's routed buffered messages while it has some
+//! (`native_fixes::buffered`), so that a blocking call on a policy communicator keeps delivering them.
 //!
 //! MPICH 4.1 and 4.2 have no `MPIX_Async_start`, and nothing else can turn the implicit pool from the
 //! waiting thread: there the policy gives no communicator a stream ([`streams_served`]). (A thread of
@@ -26,6 +29,8 @@
 //!
 //! MPICH's `MPI_Finalize` waits for every async thing to finish but polls only the implicit pool's, so
 //! [`finalize`] makes ours finish before it.
+use crate::native_fixes::buffered;
+use crate::native_fixes::native_streams::THREAD_BOUND;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi;
 use std::cell::Cell;
@@ -47,17 +52,22 @@ thread_local! {
     static TURNS: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Gives a new native policy stream its async thing (nothing where MPICH has no `MPIX_Async_start`).
-/// Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every progress call of every thread,
-/// the implicit pool's included, and our turn of the implicit pool would re-enter it.
-pub fn watch(native: MPIX_Stream) {
-    if native == MPIX_STREAM_NULL {
-        return;
+/// Gives a new native policy stream its async thing (nothing where MPICH has no `MPIX_Async_start`);
+/// returns whether it has one. Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every
+/// progress call of every thread, the implicit pool's included, and our turn of the implicit pool would
+/// re-enter it (with MPICH's async-thing mutex of the implicit pool held: it is not recursive).
+/// `slot`: the stream's index in the stream table, the thing's state (its poll needs to know which
+/// stream it runs in).
+pub fn watch(native: MPIX_Stream, slot: usize) -> bool {
+    if native == MPIX_STREAM_NULL || thing_state().is_none() {
+        return false;
     }
-    let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return };
-    if unsafe { start(Some(poll), std::ptr::null_mut(), native) } == MPI_SUCCESS {
-        WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
+    let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return false };
+    if unsafe { start(Some(poll), slot as *mut std::ffi::c_void, native) } != MPI_SUCCESS {
+        return false;
     }
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
+    true
 }
 
 /// Whether something turns the implicit pool while a thread blocks on its policy stream (the stream's
@@ -86,9 +96,32 @@ pub fn banner_note(rt: &crate::runtime::Runtime) -> Option<&'static str> {
     }
 }
 
-unsafe extern "C" fn poll(_thing: MPIX_Async_thing) -> c_int {
+/// MPICH's `void *MPIX_Async_get_state(MPIX_Async_thing)` (MPICH >= 4.3, with `MPIX_Async_start`):
+/// resolved by hand, as the prototype list holds only functions returning `int`.
+type GetState = unsafe extern "C" fn(MPIX_Async_thing) -> *mut std::ffi::c_void;
+
+fn thing_state() -> Option<GetState> {
+    static GET_STATE: std::sync::OnceLock<Option<GetState>> = std::sync::OnceLock::new();
+    *GET_STATE.get_or_init(|| {
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"MPIX_Async_get_state".as_ptr()) };
+        // SAFETY: MPICH's symbol of that name has this type (mpi.h of 4.3 and 5.0).
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, GetState>(f) })
+    })
+}
+
+unsafe extern "C" fn poll(thing: MPIX_Async_thing) -> c_int {
     if FINISHING.load(Ordering::Relaxed) {
         return MPIX_ASYNC_DONE;
+    }
+    // The driving thread's routed buffered messages (on its streams: it owns them) are tested on every
+    // turn while it has some, so that a blocking call on a policy communicator keeps delivering them
+    // (`buffered::before_blocking`); those on this stream only observed (`progress_own_from`). A test
+    // from here re-enters this poll through another stream's progress; the lane's own guard makes that
+    // a no-op.
+    if THREAD_BOUND.load(Ordering::Relaxed) != 0 {
+        if let Some(get_state) = thing_state() {
+            buffered::progress_own_from(get_state(thing) as usize);
+        }
     }
     let due = TURNS
         .try_with(|t| {
