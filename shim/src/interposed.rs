@@ -21,6 +21,10 @@ mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
 pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
     ffi_guard("MPI_Init", || unsafe {
+        // A program on the MPI standard ABI runs untouched: nothing below may run (MPICH's constants).
+        if mpixstream_wrappers::abi::standard() {
+            return crate::standard_abi::init(argc, argv, thread);
+        }
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(e) => {

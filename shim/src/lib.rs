@@ -10,6 +10,9 @@
 //!   (`mpixstream_wrappers::settings`, shared with the tools library);
 //! - [`hex`]: the `MPIX_Info_set_hex` text form; [`info`]: reading info values; [`thread`]: the one
 //!   background-thread helper; [`tools_link`]: what we tell the tools library, when it is preloaded;
+//! - [`standard_abi`]: a program on the MPI standard ABI (`mpicc -mpi-abi`) runs untouched: its
+//!   `MPI_Init*`, banner, and the refusal of the MPIX entry points (the interposers pass its calls
+//!   through, `mpixstream_wrappers::abi`);
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
 //! - [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
@@ -43,6 +46,7 @@ pub mod policy;
 pub mod progress;
 pub mod query;
 pub mod runtime;
+pub mod standard_abi;
 pub mod streams;
 pub mod thread;
 pub mod tools_link;

@@ -49,7 +49,9 @@ pub fn active() -> Option<&'static Runtime> {
 }
 
 /// The runtime for an MPIX entry point, or the error code it must return: calls before `MPI_Init`
-/// and after `MPI_Finalize` are erroneous in MPI; we say so on stderr and return `MPI_ERR_OTHER`.
+/// and after `MPI_Finalize` are erroneous in MPI; we say so on stderr and return `MPI_ERR_OTHER`. On
+/// the MPI standard ABI, where the runtime never starts, `MPI_ERR_UNSUPPORTED_OPERATION`
+/// (`standard_abi::refuse`).
 #[inline]
 pub fn require(func: &str) -> Result<&'static Runtime, c_int> {
     match active() {
@@ -60,6 +62,10 @@ pub fn require(func: &str) -> Result<&'static Runtime, c_int> {
 
 #[cold]
 fn outside_mpi(func: &str) -> c_int {
+    // The runtime never starts on the standard ABI: every MPIX entry point gets here.
+    if mpixstream_wrappers::abi::standard() {
+        return crate::standard_abi::refuse(func);
+    }
     let when = match PHASE.load(Ordering::Acquire) {
         FINALIZED => "after MPI_Finalize",
         _ => "before MPI_Init (or MPI was not initialised through mpixstream)",

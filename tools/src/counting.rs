@@ -702,9 +702,10 @@ mod tests {
         assert!(loaded, "no MPICH to load (scripts/install.sh installs one)");
         state::PANIC_FOR_TEST.with(|p| p.set(true));
         let mut request = MPI_REQUEST_NULL;
-        let send = unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT, 0, 0, MPI_COMM_WORLD) };
+        let send =
+            unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
         let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
-        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD) };
+        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle) };
         state::PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
     }

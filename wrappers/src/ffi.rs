@@ -16,6 +16,10 @@ pub type MPI_File = *mut c_void;
 pub type MPI_Count = i64;
 pub type MPI_Aint = isize;
 pub type MPIX_Stream = c_int;
+/// A handle passed by value to an exported interposer, declared as wide as a register: an MPICH handle
+/// (`int`) in its low 32 bits (its caller left the upper ones undefined; the interposer narrows it with
+/// `as`), or, for a program on the MPI standard ABI, a pointer, forwarded whole (`crate::abi`).
+pub type WideHandle = usize;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,4 +1,6 @@
 //! The MPI side of mpixstream, shared by every library we build:
+//! - [`abi`]: which ABI the program's MPI library speaks (MPICH's, or the MPI-5 standard ABI, which we
+//!   pass through untouched);
 //! - [`ffi`]: the MPICH ABI (handles are `int`, constants as in MPICH's `mpi.h`; identical in 4.0 and 5.x),
 //!   and [`handles`]: MPICH's handle layout (kind, object type, index);
 //! - `mpi.prototypes` (in this crate's folder): the one list of the MPI functions we touch, in C as in
@@ -16,6 +18,7 @@
 //!   libraries.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
+pub mod abi;
 pub mod ffi;
 pub mod fn_types;
 pub mod guard;

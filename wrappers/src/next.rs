@@ -51,7 +51,26 @@ fn resolve(slot: &AtomicUsize, name: &CStr, pmpi_name: &CStr) -> usize {
 /// `fn_types::$name`; see the module's documentation.
 #[macro_export]
 macro_rules! next {
-    ($name:ident) => {{
+    ($name:ident) => {
+        $crate::next_typed!($name, $crate::fn_types::$name)
+    };
+}
+
+/// The same definition as its wide twin `fn_types::wide::$name` (handles passed by value are
+/// register-wide): what an interposer forwards a standard-ABI program's call to, arguments unchanged
+/// (`crate::abi`).
+#[macro_export]
+macro_rules! next_wide {
+    ($name:ident) => {
+        $crate::next_typed!($name, $crate::fn_types::wide::$name)
+    };
+}
+
+/// `next!` and `next_wide!`: the slot of `$name` in the calling crate, typed `$ty`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! next_typed {
+    ($name:ident, $ty:ty) => {{
         static SLOT: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
         const NAME: &::std::ffi::CStr =
             match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
@@ -66,7 +85,7 @@ macro_rules! next {
         let addr = $crate::next::resolve_once(&SLOT, NAME, PMPI_NAME);
         // SAFETY: a non-zero address of the symbol whose C prototype is the row's.
         #[allow(unused_unsafe)]
-        let f = unsafe { ::std::mem::transmute::<usize, $crate::fn_types::$name>(addr) };
+        let f = unsafe { ::std::mem::transmute::<usize, $ty>(addr) };
         f
     }};
 }

@@ -64,9 +64,9 @@ fn find_symbol_source() -> Result<Finder, String> {
         return Ok(Box::new(|name: &CStr| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }));
     }
     // MPICH loaded with RTLD_LOCAL (for example by Python): find it among the loaded objects.
-    for soname in ["libmpi.so.12", "libmpich.so.12", "libmpi.so", "libmpich.so"] {
-        let cname = std::ffi::CString::new(soname).unwrap_or_default();
-        let handle = unsafe { libc::dlopen(cname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    // (The standard ABI's sonames where the program speaks it: then only `lookup` gets here, for `next!`.)
+    for soname in crate::abi::sonames() {
+        let handle = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
         if !handle.is_null() && !unsafe { libc::dlsym(handle, probe) }.is_null() {
             let handle = handle as usize;
             return Ok(Box::new(move |name: &CStr| unsafe { libc::dlsym(handle as *mut c_void, name.as_ptr()) }));

@@ -1034,8 +1034,19 @@ mod tests {
         let mut request = MPI_REQUEST_NULL;
         let one = 1;
         let p = &one as *const i32 as *const c_void;
-        let bsend = unsafe { crate::interposed::MPI_Bsend(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD) };
-        let ibsend_c = unsafe { crate::interposed::MPI_Ibsend_c(p, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &mut request) };
+        let bsend =
+            unsafe { crate::interposed::MPI_Bsend(p, 1, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
+        let ibsend_c = unsafe {
+            crate::interposed::MPI_Ibsend_c(
+                p,
+                1,
+                MPI_INT as WideHandle,
+                0,
+                0,
+                MPI_COMM_WORLD as WideHandle,
+                &mut request,
+            )
+        };
         PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((bsend, ibsend_c), (MPI_ERR_INTERN, MPI_ERR_INTERN));
     }

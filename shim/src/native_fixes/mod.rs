@@ -266,34 +266,35 @@ mod tests {
         PANIC_FOR_TEST.with(|p| p.set(true));
         let mut flag = 0;
         let mut request = MPI_REQUEST_NULL;
-        let iprobe = unsafe { crate::interposed::MPI_Iprobe(0, 0, MPI_COMM_WORLD, &mut flag, MPI_STATUS_IGNORE) };
+        let iprobe =
+            unsafe { crate::interposed::MPI_Iprobe(0, 0, MPI_COMM_WORLD as WideHandle, &mut flag, MPI_STATUS_IGNORE) };
         let sendrecv = unsafe {
             crate::interposed::MPI_Sendrecv(
                 std::ptr::null(),
                 0,
-                MPI_INT,
+                MPI_INT as WideHandle,
                 0,
                 0,
                 std::ptr::null_mut(),
                 0,
-                MPI_INT,
+                MPI_INT as WideHandle,
                 0,
                 0,
-                MPI_COMM_WORLD,
+                MPI_COMM_WORLD as WideHandle,
                 MPI_STATUS_IGNORE,
             )
         };
-        let ibarrier = unsafe { crate::interposed::MPI_Ibarrier(MPI_COMM_WORLD, &mut request) };
+        let ibarrier = unsafe { crate::interposed::MPI_Ibarrier(MPI_COMM_WORLD as WideHandle, &mut request) };
         let isendrecv_replace = unsafe {
             crate::interposed::MPI_Isendrecv_replace(
                 std::ptr::null_mut(),
                 0,
-                MPI_INT,
+                MPI_INT as WideHandle,
                 0,
                 0,
                 0,
                 0,
-                MPI_COMM_WORLD,
+                MPI_COMM_WORLD as WideHandle,
                 &mut request,
             )
         };

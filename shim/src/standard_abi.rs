@@ -1,0 +1,152 @@
+//! A program whose MPI library speaks the MPI-5 standard ABI (built with `mpicc -mpi-abi`: `mpi_abi.h`,
+//! `libmpi_abi.so.1`; handles are pointers and the constants are not MPICH's) runs untouched: the
+//! generated interposers forward every call, arguments unchanged, to the next definition
+//! (`mpixstream_wrappers::abi`), nothing of the runtime starts (no backend, no policy, no records, no
+//! keyval, no tools library state), and here is all that the lean library does on that ABI:
+//! `MPI_Init*` passed through, then the banner (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings
+//! have no effect; and the MPIX entry points refused with `MPI_ERR_UNSUPPORTED_OPERATION`.
+//! Every MPI call made here is a listed one without handles, or takes the standard ABI's own
+//! `MPI_COMM_WORLD` (`abi::MPI_COMM_WORLD`) through `next_wide!`.
+use crate::config::{Check, Config, Policy, Report};
+use mpixstream_wrappers::abi;
+use mpixstream_wrappers::{next, next_wide};
+use std::os::raw::{c_char, c_int};
+use std::sync::OnceLock;
+
+/// What the program's MPI library is, for the banner and the refusal: its first version line and file.
+fn library() -> String {
+    let mut buf = vec![0 as c_char; 8192];
+    let mut len = 0;
+    // MPI_Get_library_version takes no handle: callable on either ABI, before MPI_Init too.
+    let text = if unsafe { next!(MPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == 0 {
+        let bytes: Vec<u8> = buf[..len.clamp(0, 8192) as usize].iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        String::new()
+    };
+    let path = abi::library_path();
+    mpixstream_wrappers::mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref())
+}
+
+/// The ABI version the library reports (`MPI_Abi_get_version`), where it has the call.
+fn abi_version() -> String {
+    let f = abi::lookup(c"MPI_Abi_get_version");
+    if f.is_null() {
+        return "standard ABI".into();
+    }
+    let f = unsafe {
+        std::mem::transmute::<*mut std::os::raw::c_void, mpixstream_wrappers::fn_types::MPI_Abi_get_version>(f)
+    };
+    let (mut major, mut minor) = (-1, -1);
+    unsafe { f(&mut major, &mut minor) };
+    format!("standard ABI {major}.{minor}")
+}
+
+/// The settings that ask for what cannot happen here.
+fn without_effect(config: &Config) -> Vec<String> {
+    let mut v = Vec::new();
+    if config.policy != Policy::Implicit {
+        v.push(format!("MPIXSTREAM_POLICY={}", config.policy));
+    }
+    if !matches!(config.report, Report::Off) {
+        v.push("MPIXSTREAM_REPORT (no report)".into());
+    }
+    if !matches!(config.check, Check::Off) {
+        v.push("MPIXSTREAM_CHECK (no check)".into());
+    }
+    if config.enqueue.thread_multiple {
+        v.push("MPIXSTREAM_THREAD_MULTIPLE".into());
+    }
+    v
+}
+
+/// The banner on this ABI (`MPIXSTREAM_VERBOSE=1`, rank 0).
+pub fn banner(config: &Config, size: c_int) -> String {
+    let tools = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, mpixstream_wrappers::tools::INIT_SYMBOL.as_ptr()).is_null() };
+    let ignored = without_effect(config);
+    format!(
+        "mpixstream {}: {} | MPI {}: handles are pointers, the program runs untouched (pass-through) | \
+         no backend, no streams, policy implicit{}, no report, no check{} | MPIX stream calls fail with \
+         MPI_ERR_UNSUPPORTED_OPERATION | {} ranks | {}",
+        env!("CARGO_PKG_VERSION"),
+        library(),
+        abi_version(),
+        if ignored.is_empty() { String::new() } else { format!(" ({} without effect)", ignored.join(", ")) },
+        if tools { " (the tools library passes through, counting nothing)" } else { "" },
+        size,
+        config.describe()
+    )
+}
+
+/// `MPI_Init` (thread = None) and `MPI_Init_thread` on the standard ABI.
+pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
+    // A malformed setting stops the program here on either ABI (a user's mistake either way).
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mpixstream: {e}");
+            std::process::exit(1);
+        }
+    };
+    let rc = match thread {
+        None => next!(MPI_Init)(argc, argv),
+        Some((required, provided)) => next!(MPI_Init_thread)(argc, argv, required, provided),
+    };
+    if rc != 0 {
+        return rc;
+    }
+    let (mut rank, mut size) = (0, 0);
+    next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
+    next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
+    if rank == 0 {
+        if config.verbose {
+            eprintln!("{}", banner(&config, size));
+        } else {
+            let ignored = without_effect(&config);
+            if !ignored.is_empty() {
+                eprintln!(
+                    "mpixstream: {} without effect: this program's MPI library speaks the MPI {} ({}), \
+                     on which mpixstream runs it untouched",
+                    ignored.join(", "),
+                    abi_version(),
+                    abi::library_path().unwrap_or_else(|| "library path unknown".into())
+                );
+            }
+        }
+    }
+    rc
+}
+
+/// An MPIX entry point called by a program on the standard ABI: an error code of class
+/// `MPI_ERR_UNSUPPORTED_OPERATION` (the standard ABI's class) whose string says why, raised through
+/// `MPI_COMM_WORLD`'s error handler, as every error of ours (the default handler aborts the job). Before
+/// `MPI_Init` and after `MPI_Finalize` no code can be made: the bare class, and the reason on stderr.
+#[cold]
+#[inline(never)]
+pub fn refuse(func: &str) -> c_int {
+    static CODE: OnceLock<c_int> = OnceLock::new();
+    let class = abi::MPI_ERR_UNSUPPORTED_OPERATION;
+    let why = "the MPIX stream API is not available to a program built for the MPI standard ABI \
+               (mpixstream runs it untouched)";
+    unsafe {
+        let (mut initialized, mut finalized) = (0, 0);
+        next!(MPI_Initialized)(&mut initialized);
+        next!(MPI_Finalized)(&mut finalized);
+        if initialized == 0 || finalized != 0 {
+            eprintln!("mpixstream: {func}: {why}: MPI_ERR_UNSUPPORTED_OPERATION");
+            return class;
+        }
+        // Error codes, classes and strings take no handle: the same calls on either ABI.
+        let code = *CODE.get_or_init(|| {
+            let mut code = class;
+            if next!(MPI_Add_error_code)(class, &mut code) != 0 {
+                return class;
+            }
+            let text = std::ffi::CString::new(format!("mpixstream: {why}")).unwrap_or_default();
+            next!(MPI_Add_error_string)(code, text.as_ptr());
+            code
+        });
+        next_wide!(MPI_Comm_call_errhandler)(abi::MPI_COMM_WORLD, code);
+        code
+    }
+}

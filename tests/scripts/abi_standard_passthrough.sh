@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The MPI-5 standard ABI: a program built with MPICH 5.0.2's `mpicc -mpi-abi` (mpi_abi.h, linked to
+# libmpi_abi.so.1: handles are pointers, constants are not MPICH's) runs untouched under the library
+# (tests/scripts/programs/std_abi.c: constructors, keyvals, error handlers, point-to-point, probes,
+# persistent requests, collectives, completion calls, each result checked), at 2 ranks, under every
+# MPIXSTREAM_POLICY value, with the tools library (report, check) and with the banner: exit 0,
+# "No Errors", MPIX_Stream_create failing with class MPI_ERR_UNSUPPORTED_OPERATION and our message,
+# the banner saying standard ABI and untouched, a line saying which settings have no effect, no report
+# written. Without the library the program passes too and MPIX_Stream_create is not defined.
+# Prints PASS/FAIL per check (SKIP where MPICH 5 has no libmpi_abi); exits 1 if any failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+source scripts/env.sh
+mpicc=$root/.deps/mpich5/bin/mpicc
+if [ ! -e "$root/.deps/mpich5/lib/libmpi_abi.so.1" ] || [ ! -x "$mpicc" ]; then
+  echo "SKIP: .deps/mpich5 has no libmpi_abi.so.1 (PyPI's MPICH 5.0.2: scripts/install.sh)"
+  exit 0
+fi
+mpich_select 5
+out=$root/build/abi-standard
+rm -rf "$out"; mkdir -p "$out"
+failed=0
+verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
+bin=$out/std_abi
+"$mpicc" -mpi-abi -O2 -Wall -Werror tests/scripts/programs/std_abi.c -o "$bin" 2>"$out/compile.log"
+verdict "std_abi.c builds with mpicc -mpi-abi" $?
+# (grep reads all of ldd's output, no -q: a pipe closed early would fail under pipefail.)
+ldd "$bin" | grep 'libmpi_abi\.so\.1' >/dev/null
+verdict "the program links libmpi_abi.so.1" $?
+ldd "$bin" | grep 'libmpi\.so\.12' >/dev/null
+verdict "the program does not link MPICH's libmpi.so.12" $((1 - $?))
+
+# run NAME [KEY=VALUE ...]: 2 ranks under the library; the output in $out/NAME.log, its status in $rc.
+run() {
+  local name=$1; shift
+  env "$@" timeout 60 scripts/mpixrun -n 2 "$bin" >"$out/$name.log" 2>&1 </dev/null
+  rc=$?
+  [ $rc -eq 0 ] || bash scripts/shm_cleanup.sh
+}
+has() { grep -qF -- "$2" "$out/$1.log"; }
+passes() { # NAME: exit 0, every check passed, MPIX_Stream_create refused with our error
+  verdict "[$1] exit 0 (got $rc)" $((rc != 0))
+  has "$1" "No Errors"; verdict "[$1] every result correct" $?
+  has "$1" 'MPIX_Stream_create: class 55, "mpixstream: the MPIX stream API is not available to a program built for the MPI standard ABI'
+  verdict "[$1] MPIX_Stream_create: MPI_ERR_UNSUPPORTED_OPERATION with our message" $?
+  grep -q 'FAILED\|signal\|Segmentation\|internal error' "$out/$1.log"
+  verdict "[$1] no failed check, no crash" $((1 - $?))
+}
+
+env timeout 60 "$MPIEXEC" -n 2 "$bin" >"$out/alone.log" 2>&1 </dev/null
+rc=$?
+verdict "[alone] without the library: exit 0 (got $rc)" $((rc != 0))
+has alone "No Errors" && has alone "MPIX_Stream_create: not defined"
+verdict "[alone] every result correct, no MPIX_Stream_create" $?
+
+for policy in implicit explicit; do
+  run "$policy" MPIXSTREAM_POLICY=$policy
+  passes "$policy"
+done
+# Explicit without the banner: one line (rank 0) says the policy has no effect.
+[ "$(grep -c 'MPIXSTREAM_POLICY=explicit without effect: this program.s MPI library speaks the MPI standard ABI 1.0' "$out/explicit.log")" = 1 ]
+verdict "[explicit] one line says the policy has no effect on the standard ABI" $?
+has implicit "without effect"
+verdict "[implicit] nothing to say without settings" $((1 - $?))
+
+run verbose MPIXSTREAM_VERBOSE=1
+passes verbose
+has verbose "MPI standard ABI 1.0: handles are pointers, the program runs untouched (pass-through)" &&
+  has verbose "libmpi_abi.so.1 |" && has verbose "MPIX stream calls fail with MPI_ERR_UNSUPPORTED_OPERATION"
+verdict "[verbose] the banner: standard ABI, untouched, the library file, the MPIX calls refused" $?
+[ "$(grep -c '^mpixstream 0' "$out/verbose.log")" = 1 ]
+verdict "[verbose] one banner (rank 0)" $?
+
+# The tools library: it passes every call through and counts nothing; no report is written.
+run report MPIXSTREAM_VERBOSE=1 MPIXSTREAM_POLICY=explicit MPIXSTREAM_REPORT="$out/report.json"
+passes report
+has report "(the tools library passes through, counting nothing)" &&
+  has report "policy implicit (MPIXSTREAM_POLICY=explicit, MPIXSTREAM_REPORT (no report) without effect)"
+verdict "[report] the banner says the tools library counts nothing and no report comes" $?
+[ ! -e "$out/report.json" ]
+verdict "[report] no report file" $?
+for check in 1 all; do
+  run "check-$check" MPIXSTREAM_POLICY=explicit MPIXSTREAM_CHECK=$check
+  passes "check-$check"
+  has "check-$check" "MPIXSTREAM_CHECK (no check) without effect"
+  verdict "[check-$check] one line says there is no check" $?
+done
+
+[ $failed -eq 0 ] && echo "PASS: a standard-ABI program runs untouched under every policy, the report, the check and the banner"
+exit $failed
