@@ -14,7 +14,7 @@
  * after one turn of its global progress; on a native stream communicator that progress never completes
  * the stream's earlier messages, so the buffer filled up for good (or, where a thread returned from its
  * last MPI_Bsend, the receiver waited forever). The lean library buffers such messages itself and
- * waits for space (shim/src/native_fixes/buffered.rs). With MPIXTEST_BSEND_ROUTED=1 (the native rows) a fitting
+ * waits for space (shim/src/native_fixes/buffered/). With MPIXTEST_BSEND_ROUTED=1 (the native rows) a fitting
  * message must never be refused; elsewhere MPICH's own refusal (MPI_ERR_BUFFER while the buffer is
  * full) is retried here, as MPICH's behaviour, not a failure. Plain MPICH 5.0.2 (no library, no streams)
  * fails this program in 2 runs of 3 ("invalid error code ... Ring ids do not match" from concurrent

@@ -1,6 +1,6 @@
 /* MPI_Bsend is local (MPI 4.1 §3.4): it returns once the message is in the attached buffer, whatever the
  * receiver does. On communicators the explicit policy made (MPI_Comm_dup of MPI_COMM_WORLD; on MPICH >= 4.1
- * native stream communicators, whose buffered sends the lean library routes: shim/src/native_fixes/buffered.rs) the
+ * native stream communicators, whose buffered sends the lean library routes: shim/src/native_fixes/buffered/) the
  * route used to drive each small message until it had left; once MPICH's shared-memory queue to the peer
  * is full a message leaves only when the receiver takes earlier ones, so the sender waited in MPI_Bsend
  * for a receiver that was waiting for it. Ranks pair up (0-1, 2-3); the even rank sends, the odd one

@@ -4,7 +4,7 @@
  * 9 (a loop of MPI_Iprobe), buffered sends 10 (MPI_Bsend waiting for buffer space), and the nonblocking
  * send-receives 11 (MPI_Isendrecv) and 12 (MPI_Isendrecv_replace) hang on a native stream communicator;
  * 2 (Sendrecv_replace), 3 (Irecv+Send) and 4 (Allreduce) complete. Under mpixstream, 5 to 12 complete
- * (shim/src/native_fixes/mod.rs; 10: shim/src/native_fixes/buffered.rs; 11, 12:
+ * (shim/src/native_fixes/mod.rs; 10: shim/src/native_fixes/buffered/; 11, 12:
  * shim/src/native_fixes/sendrecv_requests.rs).
  * Run: tests/native_defects/run.sh */
 #include <mpi.h>
