@@ -6,7 +6,8 @@
 #   2. each rank's multiplex records ("origin": "multiplex") show exactly the program's indexed messages
 #      and bytes: on 5.0.2 per index, each on the stream of that index, and the report's endpoint of
 #      that stream carries exactly those; on 4.0.2 all on the record of the communicator's implicit pool;
-#   3. MPI_COMM_WORLD's record shows the persistent requests' starts by kind (send, recv, collective);
+#   3. MPI_COMM_WORLD's record shows the persistent requests' starts by kind (send, recv, collective)
+#      and their messages (a send's at each start, a receive's at each completion);
 #   4. on 5.0.2 with MPIXSTREAM_CHECK=all the program passes, and with MPIXTEST_BAD=1 (rank 0: one
 #      thread in a named receive on index 0 while another sends from index 0) the check stops the job
 #      naming the two threads.
@@ -75,9 +76,16 @@ for rank, send, recv, coll in starts:
     got = world[0].get("starts") if world else None
     expect = {"send": int(send), "recv": int(recv), "partitioned": 0, "collective": int(coll)}
     say(got == expect, f"rank {rank} MPI_COMM_WORLD starts {got}, program {expect}")
+# Persistent requests' messages: sent at each start, received at each completion.
+world_io = re.findall(r"EXPECT world rank (\d+) (sent|received) (\d+) (\d+)", text)
+say(len(world_io) == 2, f"expected persistent traffic: {world_io}")
+for rank, way, msgs, byts in world_io:
+    world = [c for c in ranks[int(rank)]["comms"] if c["name"] == "MPI_COMM_WORLD"]
+    got = (world[0][way]["messages"], world[0][way]["bytes"]) if world else None
+    say(got == (int(msgs), int(byts)), f"rank {rank} MPI_COMM_WORLD {way} {got}, program {(int(msgs), int(byts))}")
 sys.exit(1 if bad else 0)
 PY
-  verdict "mpich=$mpich: the report shows the indexed messages per stream index and the persistent starts by kind" $?
+  verdict "mpich=$mpich: the report shows the indexed messages per stream index, the persistent starts by kind and their messages" $?
   grep -E "multiplex|starts" "$out/err-$mpich.txt" | head -12
 done
 

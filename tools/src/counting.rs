@@ -5,10 +5,10 @@
 //!
 //! Counting: sends when called (nonblocking ones when posted, as the UCX probe counts them); receives
 //! on completion, with the size from the status (we pass our own status where the application passed
-//! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests' starts by kind. Checking: see
-//! [`crate::check`].
+//! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
+//! Checking: see [`crate::check`].
 use crate::check;
-use crate::state::{self, next_seq, on, rec, report_on, CommRec, Persistent, ReqInfo, StartKind};
+use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
@@ -26,7 +26,7 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
+pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
     if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
         return;
     }
@@ -545,87 +545,6 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     if rc == MPI_SUCCESS && h != MPI_REQUEST_NULL && !is_builtin(h) {
         // A persistent request's handle goes back to MPICH here.
         state::persistent().remove(&h);
-    }
-    rc
-}
-
-/// A persistent request's constructor (`MPI_Send_init`… `MPI_Psend_init`, the persistent collectives,
-/// their `_c` forms): checked on its communicator; the request is remembered with its communicator's
-/// record and what it starts (by the constructor's name), for `start` and `startall`.
-pub unsafe fn persistent(
-    name: &'static str,
-    comm: MPI_Comm,
-    request: *mut MPI_Request,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
-    if !on() {
-        return call();
-    }
-    let r = rec(comm);
-    let _g = check::enter(name, r);
-    let rc = call();
-    if let (Some(r), true) = (r, rc == MPI_SUCCESS && !request.is_null()) {
-        if *request != MPI_REQUEST_NULL && !is_builtin(*request) {
-            state::persistent().insert(*request, Persistent { rec: r, kind: StartKind::of(name) });
-        }
-    }
-    rc
-}
-
-#[inline]
-fn persistent_of(h: MPI_Request) -> Option<Persistent> {
-    if h == MPI_REQUEST_NULL || is_builtin(h) {
-        return None;
-    }
-    state::persistent().get(&h).map(|e| *e)
-}
-
-/// A persistent request started: one start of its kind on its communicator, and, on a checked
-/// communicator, tracked as any nonblocking operation, so that the waits on it are checked too (its
-/// entry outlives each completion, as the handle does, until `MPI_Request_free`).
-unsafe fn started(request: *mut MPI_Request, p: Persistent) {
-    if report_on() {
-        p.rec.count_start(p.kind);
-    }
-    track(request, p.rec, false);
-}
-
-pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
-    if !on() || request.is_null() {
-        return call();
-    }
-    let Some(p) = persistent_of(*request) else {
-        return call();
-    };
-    let _g = check::enter(name, Some(p.rec));
-    let rc = call();
-    if rc == MPI_SUCCESS {
-        started(request, p);
-    }
-    rc
-}
-
-pub unsafe fn startall(
-    name: &'static str,
-    count: c_int,
-    requests: *mut MPI_Request,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
-    if !on() || count <= 0 || requests.is_null() {
-        return call();
-    }
-    let handles = std::slice::from_raw_parts(requests, count as usize);
-    let found: smallvec::SmallVec<[(usize, Persistent); 16]> =
-        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect();
-    if found.is_empty() {
-        return call();
-    }
-    let _g = check::enter_many(name, found.iter().map(|x| x.1.rec));
-    let rc = call();
-    if rc == MPI_SUCCESS {
-        for &(i, p) in &found {
-            started(requests.add(i), p);
-        }
     }
     rc
 }

@@ -9,7 +9,8 @@
 //! - this file: the interposers (generated from the rows of `wrappers/mpi.prototypes` with a `tools:`
 //!   role) and the two calls of the lean library, which start the state and the check at `MPI_Init` and
 //!   write the report at `MPI_Finalize`;
-//! - [`counting`]: what each interposer does (count, track requests, enter the check);
+//! - [`persistent`]: what the persistent requests' interposers do (their constructors, `MPI_Start*`);
+//! - [`counting`]: what each other interposer does (count, track requests, enter the check);
 //! - [`check`]: the one-thread check; [`report`]: the report, from what it is given;
 //! - [`state`]: the records of communicators, requests and messages, and what is switched on;
 //! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
@@ -19,12 +20,18 @@
 pub mod check;
 pub mod counting;
 pub mod json;
+pub mod persistent;
 pub mod report;
 pub mod shim;
 pub mod state;
 pub mod thread;
 
-mpixstream_wrappers::comm_call_interposers!(crate::counting);
+/// What the generated interposers call: the hooks of `counting` and of `persistent`.
+mod hooks {
+    pub use crate::counting::*;
+    pub use crate::persistent::{persistent, persistent_send, start, startall};
+}
+mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 
 /// Called by the lean library at the end of `MPI_Init*`.
 #[no_mangle]

@@ -380,6 +380,9 @@ pub type HandleMap<V> = DashMap<c_int, V, std::hash::BuildHasherDefault<HandleHa
 pub struct Persistent {
     pub rec: &'static CommRec,
     pub kind: StartKind,
+    /// A persistent send's message (count, datatype), counted as sent at each start; `None` for the
+    /// other kinds and for a send to `MPI_PROC_NULL`.
+    pub send: Option<(MPI_Count, MPI_Datatype)>,
 }
 
 static REQUESTS: OnceLock<HandleMap<ReqInfo>> = OnceLock::new();

@@ -8,7 +8,7 @@
  *   requests, completed in MPI_Waitall) and 25 named blocking ones.
  * Then persistent requests on MPI_COMM_WORLD: rank 0 starts an MPI_Send_init request P = 12 times (6 with
  * MPI_Start, 6 with MPI_Startall), rank 1 an MPI_Recv_init request as often; both start an
- * MPI_Barrier_init request C = 5 times.
+ * MPI_Barrier_init request C = 5 times. Those P messages are MPI_COMM_WORLD's only point-to-point traffic.
  * Rank 0 prints "EXPECT ..." lines for the script and " No Errors" when every payload was right.
  * MPIXTEST_BAD=1 instead breaks the one-thread rule of an index on purpose (the check must catch it):
  * on rank 0 one thread blocks in a named receive on index 0 while another sends from index 0. */
@@ -137,6 +137,8 @@ int main(int argc, char **argv) {
         printf("EXPECT multiplex rank 1 index 0 received %d %d\n", B, B * 16);
         printf("EXPECT starts rank 0 send %d recv 0 collective %d\n", P, C);
         printf("EXPECT starts rank 1 send 0 recv %d collective %d\n", P, C);
+        printf("EXPECT world rank 0 sent %d %d\n", P, P * 8);
+        printf("EXPECT world rank 1 received %d %d\n", P, P * 8);
         if (all == 0) printf(" No Errors\n");
     }
     MPI_Finalize();
