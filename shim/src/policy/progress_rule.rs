@@ -53,13 +53,14 @@ thread_local! {
 }
 
 /// Gives a new native policy stream its async thing (nothing where MPICH has no `MPIX_Async_start`);
-/// returns whether it has one. Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every
+/// returns whether it has one whose poll tests the driving thread's buffered messages
+/// (`StreamSlot::progress_rule_thing`). Never for `MPIX_STREAM_NULL`: MPICH would poll that one from every
 /// progress call of every thread, the implicit pool's included, and our turn of the implicit pool would
 /// re-enter it (with MPICH's async-thing mutex of the implicit pool held: it is not recursive).
 /// `slot`: the stream's index in the stream table, the thing's state (its poll needs to know which
 /// stream it runs in).
 pub fn watch(native: MPIX_Stream, slot: usize) -> bool {
-    if native == MPIX_STREAM_NULL || thing_state().is_none() {
+    if native == MPIX_STREAM_NULL {
         return false;
     }
     let Some(start) = pmpi::pmpi().PMPIX_Async_start else { return false };
@@ -67,7 +68,8 @@ pub fn watch(native: MPIX_Stream, slot: usize) -> bool {
         return false;
     }
     WATCHED.lock().unwrap_or_else(|e| e.into_inner()).push(native);
-    true
+    // The poll tests the driving thread's buffered messages only where it can tell its stream.
+    thing_state().is_some()
 }
 
 /// Whether something turns the implicit pool while a thread blocks on its policy stream (the stream's
@@ -97,15 +99,17 @@ pub fn banner_note(rt: &crate::runtime::Runtime) -> Option<&'static str> {
 }
 
 /// MPICH's `void *MPIX_Async_get_state(MPIX_Async_thing)` (MPICH >= 4.3, with `MPIX_Async_start`):
-/// resolved by hand, as the prototype list holds only functions returning `int`.
+/// resolved by hand (`pmpi::lookup`), as the prototype list holds only functions returning `int`.
 type GetState = unsafe extern "C" fn(MPIX_Async_thing) -> *mut std::ffi::c_void;
 
 fn thing_state() -> Option<GetState> {
     static GET_STATE: std::sync::OnceLock<Option<GetState>> = std::sync::OnceLock::new();
     *GET_STATE.get_or_init(|| {
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"MPIX_Async_get_state".as_ptr()) };
+        // Where the PMPI table's entries come from: a program that loads MPICH with RTLD_LOCAL (a Python
+        // extension module: mpi4py) hides it from RTLD_DEFAULT.
+        let f = pmpi::lookup(c"PMPIX_Async_get_state");
         // SAFETY: MPICH's symbol of that name has this type (mpi.h of 4.3 and 5.0).
-        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, GetState>(f) })
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetState>(f) })
     })
 }
 
