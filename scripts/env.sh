@@ -4,6 +4,8 @@
 #   mpich_select 5-ofi    -> the same MPICH 5.0.2 over its ch4:ofi netmod (libfabric tcp on lo, no shared memory)
 #   mpich_select X.Y.Z    -> PyPI's MPICH X.Y.Z in .deps/mpich-X.Y.Z (scripts/install.sh --mpich X.Y.Z);
 #                            5.0.2 is the same as 5
+#   mpich_select impi     -> Intel MPI 2021.19 (PyPI impi-rt, impi-devel) in .deps/impi
+#                            (scripts/install.sh --mpich impi), on its shm transport (MPICH_IMPI_ENV)
 #   mpich_select PREFIX   -> any MPICH installed under the directory PREFIX (PREFIX/bin/mpicc, mpiexec)
 # Exports MPICH_NAME (used in test names and build directories), MPICH_PREFIX, MPICC, MPIEXEC,
 # MPICH_BACKEND (native when the library has MPIX_Stream_create, else serial: what mpixstream will pick)
@@ -16,10 +18,14 @@ export MPIXSTREAM_ROOT MPIXSTREAM_LIB
 # The PyPI versions scripts/install.sh --mpich knows to be wheels of a full MPICH (mpicc, mpiexec).
 MPICH_PYPI_VERSIONS="4.0.3 4.1.3 4.2.3 4.3.2 5.0.2"
 # Every build the test scripts know by name (scripts/test_all_mpich.sh runs them all).
-MPICH_ALL_NAMES="deb 5 4.0.3 4.1.3 4.2.3 4.3.2 5-ofi"
+MPICH_ALL_NAMES="deb 5 4.0.3 4.1.3 4.2.3 4.3.2 5-ofi impi"
 # ch4:ofi on one machine: libfabric's tcp provider on the loopback, and no shared-memory shortcut, so
 # every message crosses the netmod.
 MPICH_OFI_ENV="MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo MPIR_CVAR_NOLOCAL=1"
+
+# Intel MPI on one host without a network: its shared-memory transport alone (no libfabric needed;
+# PyPI's impi-rt wants a `libfabric` wheel that the install leaves out).
+MPICH_IMPI_ENV="I_MPI_FABRICS=shm"
 
 # The directory a PyPI version is installed into.
 mpich_pypi_prefix() {
@@ -43,6 +49,10 @@ mpich_select() {
       prefix=$(mpich_pypi_prefix 5.0.2)
       MPICH_NAME=${name/5.0.2/5} MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec
       [ "$name" = 5-ofi ] && env=$MPICH_OFI_ENV ;;
+    impi)
+      prefix=$MPIXSTREAM_ROOT/.deps/impi
+      MPICH_NAME=impi MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec
+      env=$MPICH_IMPI_ENV ;;
     [0-9].[0-9]*.[0-9]*)
       prefix=$(mpich_pypi_prefix "$name")
       MPICH_NAME=$name MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec ;;
@@ -52,12 +62,12 @@ mpich_select() {
       MPICH_NAME=$(echo "${prefix#/}" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_$//')
       MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec ;;
     *)
-      echo "mpich_select: unknown MPICH '$name' (deb, 5, 5-ofi, a PyPI version X.Y.Z, or a prefix directory)" >&2
+      echo "mpich_select: unknown MPICH '$name' (deb, 5, 5-ofi, impi, a PyPI version X.Y.Z, or a prefix directory)" >&2
       return 1 ;;
   esac
   if [ ! -x "$MPICC" ] || [ ! -x "$MPIEXEC" ]; then
     case "$name" in
-      [0-9].[0-9]*.[0-9]*) echo "mpich_select: MPICH $name is not installed; run: scripts/install.sh --mpich $name" >&2 ;;
+      [0-9].[0-9]*.[0-9]* | impi) echo "mpich_select: MPICH $name is not installed; run: scripts/install.sh --mpich $name" >&2 ;;
       *) echo "mpich_select: MPICH '$name' has no $MPICC or $MPIEXEC" >&2 ;;
     esac
     return 1
@@ -71,9 +81,13 @@ mpich_select() {
 # native if the libmpi that mpicc links has MPIX_Stream_create (what mpixstream's backend detection
 # looks for at run time), else serial.
 mpich_backend_of() {
-  local libdir lib
-  libdir=$("$1" -link_info 2>/dev/null | tr ' ' '\n' | awk 'sub(/^-L/, "") && !found { print; found = 1 }')
-  for lib in "$libdir/libmpi.so.12" "$libdir/libmpi.so" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
+  local libdir lib libs=()
+  # Every -L directory in order (Intel MPI's wrappers quote them, and list lib/release first, which
+  # its wheel does not have).
+  for libdir in $("$1" -link_info 2>/dev/null | tr -d '"' | tr ' ' '\n' | sed -n 's/^-L//p'); do
+    libs+=("$libdir/libmpi.so.12" "$libdir/libmpi.so")
+  done
+  for lib in "${libs[@]}" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
     if [ -e "$lib" ]; then
       # grep reads all of nm's output (no -q): a pipe closed early would fail under pipefail.
       if nm -D --defined-only "$lib" 2>/dev/null | grep -w MPIX_Stream_create >/dev/null; then echo native; else echo serial; fi

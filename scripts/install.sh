@@ -15,6 +15,9 @@
 #   scripts/install.sh --mpich X.Y.Z[,X.Y.Z...]
 #                                        PyPI's `mpich` X.Y.Z into .deps/mpich-X.Y.Z (5.0.2: .deps/mpich5),
 #                                        for scripts/env.sh's `mpich_select X.Y.Z` (tests/run.sh --mpich)
+#   scripts/install.sh --mpich impi      Intel MPI from PyPI (impi-rt, impi-devel 2021.19.0) into
+#                                        .deps/impi, for `mpich_select impi` (runs over its shm
+#                                        transport on one host; scripts/env.sh says how)
 # --prefix and --mpich may be combined; either one skips the development setup.
 # Everything project-local lives under .deps/ (git-ignored).
 set -euo pipefail
@@ -43,9 +46,30 @@ apt_install() { # packages...: installs those missing, quietly
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 }
 
+IMPI_VERSION=2021.19.0
+pip_impi() { # Intel MPI's runtime and compiler wrappers from PyPI into .deps/impi
+  local dir=$deps/impi f
+  [ -x "$dir/bin/mpicc" ] && [ -f "$dir/.done" ] && return 0
+  echo "install: PyPI impi-rt, impi-devel==$IMPI_VERSION into ${dir#"$root"/}"
+  # --no-deps: impi-rt asks for PyPI's `libfabric`, which Intel MPI only loads for its ofi transport;
+  # on one host it runs on its shared-memory transport without it (scripts/env.sh, mpich_select impi).
+  python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
+    --no-deps --prefix "$dir" "impi-rt==$IMPI_VERSION" "impi-devel==$IMPI_VERSION"
+  [ -x "$dir/bin/mpicc" ] || { echo "install.sh: PyPI's impi-devel==$IMPI_VERSION has no bin/mpicc" >&2; exit 1; }
+  # The wheels' compiler wrappers carry a placeholder for their prefix (conda substitutes it; pip does
+  # not): the real, symbolic-link-free prefix, so that the programs' rpath stays valid.
+  dir=$(cd "$dir" && pwd -P)
+  for f in "$dir"/bin/*; do
+    if [ -f "$f" ] && grep -q I_MPI_SUBSTITUTE_INSTALLDIR "$f" 2>/dev/null; then
+      sed -i "s|I_MPI_SUBSTITUTE_INSTALLDIR|$dir|g" "$f"
+    fi
+  done
+  touch "$dir/.done"
+}
+
 pip_mpich() { # version: PyPI's mpich wheel into its .deps directory (scripts/env.sh mpich_pypi_prefix)
   local dir
-  case "$1" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "install.sh: --mpich wants a version X.Y.Z, not '$1'" >&2; exit 2 ;; esac
+  case "$1" in [0-9]*.[0-9]*.[0-9]*) ;; *) echo "install.sh: --mpich wants a version X.Y.Z or impi, not '$1'" >&2; exit 2 ;; esac
   if [ "$1" = 5.0.2 ]; then dir=$deps/mpich5; else dir=$deps/mpich-$1; fi
   [ -x "$dir/bin/mpicc" ] && return 0
   echo "install: PyPI mpich==$1 into ${dir#"$root"/}"
@@ -86,7 +110,9 @@ install_prefix() { # dir
 }
 
 if [ -n "$prefix" ] || [ -n "$mpichs" ]; then
-  for v in $mpichs; do pip_mpich "$v"; done
+  for v in $mpichs; do
+    if [ "$v" = impi ]; then pip_impi; else pip_mpich "$v"; fi
+  done
   [ -z "$prefix" ] || install_prefix "$prefix"
   exit 0
 fi

@@ -9,6 +9,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install.sh"
 extra=$(bash "$root/scripts/mpich_rotation.sh")
 case "$extra" in
-  [0-9]*.[0-9]*.[0-9]*) bash "$root/scripts/install.sh" --mpich "$extra" ;;
+  [0-9]*.[0-9]*.[0-9]* | impi) bash "$root/scripts/install.sh" --mpich "$extra" ;;
 esac
 exec bash "$root/tests/run.sh" --mpich "deb,5${extra:+,$extra}" "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C test table (tests/c/TESTS) on every MPICH build the scripts know, one build per job under the
 # shared lock of this machine (/tmp/mpix-heavy.lock, taken per build), installing the PyPI builds that
-# are missing (scripts/install.sh --mpich, a few seconds each). Prints each build's PASS/FAIL lines and
+# are missing and Intel MPI (scripts/install.sh --mpich, a few seconds each). Prints each build's PASS/FAIL lines and
 # its "N passed, M failed", then one summary line per build; exits 1 if any build failed.
 #   scripts/test_all_mpich.sh [BUILD ...]     default: every build of scripts/env.sh's MPICH_ALL_NAMES
 set -uo pipefail
@@ -11,7 +11,7 @@ builds=("$@")
 [ ${#builds[@]} -gt 0 ] || read -r -a builds <<<"$MPICH_ALL_NAMES"
 summary=() status=0
 for b in "${builds[@]}"; do
-  case "$b" in [0-9]*.[0-9]*.[0-9]*) bash "$root/scripts/install.sh" --mpich "$b" || { summary+=("$b: install failed"); status=1; continue; } ;; esac
+  case "$b" in [0-9]*.[0-9]*.[0-9]* | impi) bash "$root/scripts/install.sh" --mpich "$b" || { summary+=("$b: install failed"); status=1; continue; } ;; esac
   echo "== MPICH $b"
   log=$root/build/test-all-mpich-$b.log
   mkdir -p "$root/build"

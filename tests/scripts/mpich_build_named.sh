@@ -2,7 +2,8 @@
 # The banner (MPIXSTREAM_VERBOSE=1) and the report name the MPICH build exactly: its version (as in the
 # mpi.h the program was compiled with), the netmod in use, and the MPI library file loaded in the
 # process (as /proc/self/maps shows it). On Debian 4.0.2, MPICH 5.0.2 (ch4:ucx by default) and MPICH
-# 5.0.2 over ch4:ofi (5-ofi), plus every other PyPI build that is installed (scripts/install.sh --mpich).
+# 5.0.2 over ch4:ofi (5-ofi), plus every other PyPI build that is installed (scripts/install.sh --mpich),
+# Intel MPI included (impi: its own version line and its fabrics, I_MPI_FABRICS).
 # The report's JSON `library` and its table name the same build as the banner.
 # Prints PASS/FAIL per check; exits 1 if any failed.
 set -uo pipefail
@@ -20,6 +21,7 @@ expected_netmod() {
     5 | 4.3.2) echo "netmod ch4:ucx (default of ch4:ucx ofi)," ;;
     4.0.3 | 4.1.3 | 4.2.3) echo "netmod ch4:ofi (default of ch4:ofi ucx)," ;;
     5-ofi) echo "netmod ch4:ofi (MPIR_CVAR_CH4_NETMOD, provider tcp)," ;;
+    impi) echo "fabrics shm (I_MPI_FABRICS)," ;;
   esac
 }
 
@@ -41,10 +43,12 @@ for name in $MPICH_ALL_NAMES; do
   rc=$?
   [ $rc -eq 0 ] || bash "$root/scripts/shm_cleanup.sh"
   version=$(sed -n 's/^compiled: MPICH //p' "$log")
+  intel=$(sed -n 's/^compiled: Intel MPI //p' "$log")
   path=$(sed -n 's/^loaded: //p' "$log")
   banner=$(grep '^mpixstream [0-9.]*: ' "$err" | head -1)
   library=$(echo "$banner" | sed -n 's/^mpixstream [0-9.]*: \(.*\) | backend .*/\1/p')
   want="MPICH $version, $(expected_netmod "$name") $path"
+  [ -n "$intel" ] && version=$intel want="Intel(R) MPI Library $intel for Linux* OS, $(expected_netmod "$name") $path"
   echo "  $name: banner names '$library'"
   [ $rc -eq 0 ] && [ -n "$version" ] && [ -n "$path" ] && [ "$library" = "$want" ]
   verdict "[$name] banner: '$want'" $?

@@ -1,6 +1,7 @@
 //! Names the MPI build a process runs on, exactly enough to tell two installs apart: MPICH's version,
 //! the netmod in use and the path of the loaded MPI library, e.g.
-//! `MPICH 4.1.3, netmod ch4:ofi (default of ch4:ofi ucx), /opt/mpich/lib/libmpi.so.12.3.3`.
+//! `MPICH 4.1.3, netmod ch4:ofi (default of ch4:ofi ucx), /opt/mpich/lib/libmpi.so.12.3.3`; for Intel
+//! MPI, its own first line and its fabrics (`I_MPI_FABRICS`).
 //! Used by the banner (`MPIXSTREAM_VERBOSE=1`) and the report (its `library` field).
 //!
 //! The netmod: an MPICH built with several netmods (PyPI's wheels: `MPICH Device: ch4:ofi ucx`) uses
@@ -16,6 +17,11 @@ use std::os::unix::ffi::OsStrExt;
 pub fn describe(version_text: &str, env: impl Fn(&str) -> Option<String>, library_path: Option<&str>) -> String {
     let path = library_path.unwrap_or("library path unknown");
     let Some(version) = field(version_text, "MPICH Version:") else {
+        let first = version_text.lines().next().map(str::trim).unwrap_or_default();
+        if first.starts_with("Intel(R) MPI Library") {
+            // Intel MPI (an MPICH derivative) says no MPICH version; its transports are I_MPI_FABRICS.
+            return format!("{first}, {}, {path}", intel_fabrics(&env));
+        }
         // Not MPICH: its first line is the best name we have.
         let first = version_text.lines().next().map(str::trim).filter(|l| !l.is_empty());
         return format!("{}, {path}", first.unwrap_or("unknown MPI library"));
@@ -49,6 +55,18 @@ fn netmod(device: &str, env: &impl Fn(&str) -> Option<String>) -> String {
         (true, true) => format!("netmod {dev}:{netmod}"),
         (true, false) => format!("netmod {dev}:{netmod} ({})", &provider[2..]),
         (false, _) => format!("netmod {dev}:{netmod} ({why}{provider})"),
+    }
+}
+
+/// Intel MPI's transports: "fabrics shm (I_MPI_FABRICS)", with libfabric's provider where `ofi` is
+/// among them and `FI_PROVIDER` chooses it.
+fn intel_fabrics(env: &impl Fn(&str) -> Option<String>) -> String {
+    let Some(fabrics) = env("I_MPI_FABRICS").map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty()) else {
+        return "fabrics Intel MPI's default (I_MPI_FABRICS unset)".into();
+    };
+    match env("FI_PROVIDER").filter(|p| !p.is_empty()) {
+        Some(p) if fabrics.split(':').any(|f| f == "ofi") => format!("fabrics {fabrics} (I_MPI_FABRICS, provider {p})"),
+        _ => format!("fabrics {fabrics} (I_MPI_FABRICS)"),
     }
 }
 
@@ -121,6 +139,23 @@ mod tests {
     fn not_mpich() {
         assert_eq!(describe("Open MPI v5.0\nmore", env(&[]), Some("/x")), "Open MPI v5.0, /x");
         assert_eq!(describe("", env(&[]), None), "unknown MPI library, library path unknown");
+    }
+
+    #[test]
+    fn intel_mpi_names_its_fabrics() {
+        const IMPI: &str = "Intel(R) MPI Library 2021.19.0 for Linux* OS\n\n";
+        assert_eq!(
+            describe(IMPI, env(&[("I_MPI_FABRICS", "shm")]), Some("/i/libmpi.so.12")),
+            "Intel(R) MPI Library 2021.19.0 for Linux* OS, fabrics shm (I_MPI_FABRICS), /i/libmpi.so.12"
+        );
+        assert_eq!(
+            describe(IMPI, env(&[("I_MPI_FABRICS", "shm:ofi"), ("FI_PROVIDER", "tcp")]), None),
+            "Intel(R) MPI Library 2021.19.0 for Linux* OS, fabrics shm:ofi (I_MPI_FABRICS, provider tcp), library path unknown"
+        );
+        assert_eq!(
+            describe(IMPI, env(&[("FI_PROVIDER", "tcp")]), Some("/i")),
+            "Intel(R) MPI Library 2021.19.0 for Linux* OS, fabrics Intel MPI's default (I_MPI_FABRICS unset), /i"
+        );
     }
 
     #[test]

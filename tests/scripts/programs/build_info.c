@@ -1,5 +1,5 @@
 /* For tests/scripts/mpich_build_named.sh: rank 0 prints the MPICH version it was compiled against
- * (mpi.h's MPICH_VERSION) and the file of the MPI library loaded in the process (/proc/self/maps,
+ * (mpi.h's MPICH_VERSION; Intel MPI's I_MPI_VERSION) and the file of the MPI library loaded in the process (/proc/self/maps,
  * symbolic links resolved): what the banner and the report must name. */
 #include <mpi.h>
 #include <limits.h>
@@ -13,7 +13,11 @@ int main(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
+#ifdef I_MPI_VERSION
+        printf("compiled: Intel MPI %s\n", I_MPI_VERSION); /* its MPICH_VERSION is MPICH's it forked */
+#else
         printf("compiled: MPICH %s\n", MPICH_VERSION);
+#endif
         FILE *maps = fopen("/proc/self/maps", "r");
         char line[4096], real[PATH_MAX];
         while (maps && fgets(line, sizeof line, maps)) {
