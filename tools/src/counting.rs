@@ -26,12 +26,12 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
+pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool) {
     if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
         return;
     }
     if wants_tracking(r, recv) {
-        state::requests().insert(*request, ReqInfo { rec: r, recv, seq: next_seq() });
+        state::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
         state::requests().remove(&*request);
     }
@@ -96,7 +96,7 @@ pub unsafe fn isend(
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        track(request, r, false);
+        track(request, r, false, false);
     }
     rc
 }
@@ -154,7 +154,7 @@ unsafe fn tracked_irecv(
     let _g = check::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        track(request, r, true);
+        track(request, r, true, false);
     }
     rc
 }
@@ -286,7 +286,7 @@ pub unsafe fn wait(
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
-    if rc == MPI_SUCCESS && *request == MPI_REQUEST_NULL {
+    if rc == MPI_SUCCESS && (*request == MPI_REQUEST_NULL || info.persistent) {
         finish(h, info, st, rc);
     }
     rc
@@ -310,7 +310,7 @@ pub unsafe fn test(
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
-    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && *request == MPI_REQUEST_NULL {
+    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && (*request == MPI_REQUEST_NULL || info.persistent) {
         finish(h, info, st, rc);
     }
     rc
@@ -345,8 +345,8 @@ fn statuses_for(
     local.as_mut_ptr()
 }
 
-/// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done; their
-/// status is at `status_of(position)`.
+/// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
+/// every started persistent one (the call completed them all); their status is at `status_of(position)`.
 unsafe fn finish_completed(
     requests: *mut MPI_Request,
     infos: &[(usize, MPI_Request, ReqInfo)],
@@ -354,7 +354,7 @@ unsafe fn finish_completed(
     status_of: impl Fn(usize) -> *const MPI_Status,
 ) {
     for &(i, h, info) in infos {
-        if *requests.add(i) == MPI_REQUEST_NULL {
+        if *requests.add(i) == MPI_REQUEST_NULL || info.persistent {
             finish(h, info, status_of(i), rc);
         }
     }
@@ -578,7 +578,7 @@ pub unsafe fn icollective(
         if report_on() {
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        track(request, r, false);
+        track(request, r, false, false);
     }
     rc
 }
@@ -593,12 +593,12 @@ mod tests {
         // even when one is in the table, it is never looked up.
         let rec: &'static CommRec = Box::leak(Box::new(CommRec::for_test(MPI_COMM_WORLD)));
         for h in [0x6c00_0001, 0x6c00_0002] {
-            state::requests().insert(h, ReqInfo { rec, recv: true, seq: 1 });
+            state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 1 });
             assert!(tracked(h).is_none());
         }
         // A direct request handle is a real one.
         let h = 0xac00_0003u32 as i32;
-        state::requests().insert(h, ReqInfo { rec, recv: true, seq: 2 });
+        state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }

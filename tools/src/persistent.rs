@@ -78,7 +78,7 @@ unsafe fn started(request: *mut MPI_Request, p: Persistent) {
     }
     // A persistent receive's message is counted when it completes, from its status, as a nonblocking
     // receive's is.
-    track(request, p.rec, p.kind == StartKind::Recv);
+    track(request, p.rec, p.kind == StartKind::Recv, true);
 }
 
 pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {

@@ -349,6 +349,9 @@ unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_
 pub struct ReqInfo {
     pub rec: &'static CommRec,
     pub recv: bool,
+    /// A started persistent request: complete when its call says so, its handle stays (it does not
+    /// become `MPI_REQUEST_NULL`).
+    pub persistent: bool,
     /// Unique per tracked operation: a completion removes only its own entry, even if MPICH has already
     /// handed the same request handle to another thread's new operation.
     pub seq: u64,
