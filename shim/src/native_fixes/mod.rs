@@ -33,7 +33,8 @@ pub use wrapped_collectives::nonblocking_collective;
 pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
 // Buffered sends (their own file).
 pub use buffered::{
-    before_blocking, bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
+    before_blocking, bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c,
+    start, startall,
 };
 
 /// `MPI_Request_free`: forgets the request in the records (persistent requests, persistent buffered
