@@ -136,6 +136,10 @@ pub fn banner(rt: &Runtime) -> String {
         Backend::Serial => {
             format!("{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised")
         }
+        Backend::Split => format!(
+            "{pool} streams, each on its own Intel MPI thread-split endpoint 1..{pool} (MPIR_CVAR_THREAD_MAX={})",
+            pool + 1
+        ),
     };
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
     let progress = match crate::policy::progress_rule::banner_note(rt) {

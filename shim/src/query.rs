@@ -28,6 +28,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
     d.backend = match rt.backend {
         Backend::Serial => 0,
         Backend::Native => 1,
+        Backend::Split => 2,
     };
     d.policy = match rt.config.policy {
         Policy::Implicit => 0,

@@ -27,6 +27,7 @@ fn backend_name(d: Option<&Description>) -> &'static str {
     match d.map(|d| d.backend) {
         Some(0) => "serial",
         Some(1) => "native",
+        Some(2) => "split",
         _ => "unknown",
     }
 }
@@ -340,6 +341,7 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     let vci_basis = match backend {
         "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
         "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
+        "split" => "Intel MPI's thread-split endpoint (the communicator's info key thread_id): a stream's own endpoint 1..pool; no stream: endpoint 0",
         _ => "unknown: libmpixstream.so was not active",
     };
     let path = setup.report_path.clone().unwrap_or_default();

@@ -30,7 +30,7 @@ const fn lib(name: &'static str, default: &'static str, accepted: &'static str) 
 }
 
 pub const SETTINGS: &[Setting] = &[
-    lib("MPIXSTREAM_BACKEND", "`auto`", "auto, native or serial"),
+    lib("MPIXSTREAM_BACKEND", "`auto`", "auto, native, serial or split (Intel MPI's thread-split endpoints)"),
     lib(
         "MPIXSTREAM_STREAMS",
         "`8`, fewer with many ranks per node; none under `implicit` when nothing loaded names `MPIX_Stream_create`",
@@ -65,6 +65,8 @@ pub enum BackendChoice {
     Auto,
     Native,
     Serial,
+    /// Intel MPI's thread-split endpoints: only on request (it changes what Intel MPI allows).
+    Split,
 }
 
 /// How communicators that the application creates are mapped onto endpoints.
@@ -203,6 +205,7 @@ impl Config {
             ("auto", BackendChoice::Auto),
             ("native", BackendChoice::Native),
             ("serial", BackendChoice::Serial),
+            ("split", BackendChoice::Split),
         ])?;
         let policy =
             var("MPIXSTREAM_POLICY").choice(&[("implicit", Policy::Implicit), ("explicit", Policy::Explicit)])?;

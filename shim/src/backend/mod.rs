@@ -4,12 +4,16 @@
 //!   own endpoint, without MPICH's locks.
 //! - `serial`: any other MPICH (Debian's 4.0.2 has one VCI and a global critical section): functionally
 //!   complete, every stream on MPICH's one endpoint.
+//! - `split`: Intel MPI's thread-split endpoints, on request only (`MPIXSTREAM_BACKEND=split`: the mode
+//!   changes what Intel MPI allows the program's own communicators, `split.rs`); a stream is an endpoint
+//!   number, a stream communicator a dup whose info names it.
 //!
 //! One code path for the API; the few operations that differ are here.
 mod native;
 mod pool_size;
 mod program_scan;
 mod serial;
+mod split;
 
 use crate::config::{BackendChoice, Config};
 use mpixstream_wrappers::ffi::*;
@@ -21,6 +25,7 @@ use std::os::raw::{c_char, c_int};
 pub enum Backend {
     Native,
     Serial,
+    Split,
 }
 
 /// What we learnt about the loaded MPICH before `MPI_Init`.
@@ -82,8 +87,27 @@ pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
         && p.PMPIX_Stream_free.is_some()
         && version.is_some_and(|v| (v.0, v.1) >= (4, 1));
 
+    let intel = text.contains("Intel(R) MPI");
     let (backend, reason) = match (config.backend, has_native) {
         (BackendChoice::Serial, _) => (Backend::Serial, "forced by MPIXSTREAM_BACKEND=serial".to_string()),
+        (BackendChoice::Split, _) if intel => (
+            Backend::Split,
+            "MPIXSTREAM_BACKEND=split: Intel MPI's thread-split endpoints (communicators used by two threads \
+             at once must be stream communicators)"
+                .to_string(),
+        ),
+        (BackendChoice::Split, _) => {
+            eprintln!(
+                "mpixstream: MPIXSTREAM_BACKEND=split needs Intel MPI's thread-split endpoints, and this MPI \
+                 library is not Intel MPI; using the {} backend",
+                if has_native { "native" } else { "serial" }
+            );
+            if has_native {
+                (Backend::Native, "split requested but this is not Intel MPI".to_string())
+            } else {
+                (Backend::Serial, "split requested but this is not Intel MPI".to_string())
+            }
+        }
         (_, true) => (Backend::Native, "the MPICH has native streams".to_string()),
         (BackendChoice::Native, false) => {
             eprintln!(
@@ -116,6 +140,10 @@ pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
             native::configure_pools(config, &node, version.map_or(0, |v| v.0))?
         }
         Backend::Serial => (config.streams, Vec::new()),
+        Backend::Split => {
+            split::set_pool(config.streams);
+            (config.streams, vec![(split::SPLIT_VARIABLE, 1), (split::THREAD_MAX_VARIABLE, config.streams + 1)])
+        }
     };
     Ok(Detected { backend, library, version, reason, pool, control_variables })
 }
@@ -125,6 +153,7 @@ impl Backend {
         match self {
             Backend::Native => "native",
             Backend::Serial => "serial",
+            Backend::Split => "split",
         }
     }
 
@@ -133,6 +162,7 @@ impl Backend {
         match self {
             Backend::Native => native::create_stream(),
             Backend::Serial => Ok(MPIX_STREAM_NULL),
+            Backend::Split => split::create_stream(),
         }
     }
 
@@ -140,6 +170,7 @@ impl Backend {
         match self {
             Backend::Native => native::free_stream(native),
             Backend::Serial => Ok(()),
+            Backend::Split => split::free_stream(native),
         }
     }
 
@@ -148,14 +179,17 @@ impl Backend {
         match self {
             Backend::Native => native::stream_comm_create(parent, native, newcomm),
             Backend::Serial => serial::stream_comm_create(parent, newcomm),
+            Backend::Split => unsafe { split::stream_comm_create(parent, native, newcomm) },
         }
     }
 
     /// The VCI a stream's traffic runs on, where we know it (for the report): native, `NUM_VCIS` + the
-    /// reserved index MPICH gave it; serial, VCI 0 when MPICH has one implicit VCI.
+    /// reserved index MPICH gave it; serial, VCI 0 when MPICH has one implicit VCI; split, the Intel MPI
+    /// endpoint (`thread_id`).
     pub fn stream_vci(self, native: MPIX_Stream) -> Option<u32> {
         match self {
             Backend::Native => native::vci_of(native),
+            Backend::Split => split::endpoint_of(native),
             Backend::Serial => (self.implicit_vcis() == 1).then_some(0),
         }
     }
@@ -170,7 +204,23 @@ impl Backend {
     pub fn progress(self, native: MPIX_Stream, quiet_comm: MPI_Comm) -> c_int {
         match self {
             Backend::Native if native != MPIX_STREAM_NULL => native::progress(native),
+            Backend::Split => split::progress(native).unwrap_or_else(|| serial::global_progress(quiet_comm)),
             _ => serial::global_progress(quiet_comm),
         }
+    }
+
+    /// The explicit policy's stream for a new communicator on the split backend: collective over `comm`,
+    /// an endpoint free on every member, taken and set on `comm` (`None` on every member where there is
+    /// none; `can_take` false: this member has no slot for it).
+    pub unsafe fn agree_endpoint(self, comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
+        if self != Backend::Split {
+            return None;
+        }
+        let native = split::agree_endpoint(comm, can_take)?;
+        let k = split::endpoint_of(native).unwrap_or(0);
+        if split::set_endpoint(comm, k) != MPI_SUCCESS {
+            eprintln!("mpixstream: split backend: Intel MPI refused thread_id={k} on a communicator");
+        }
+        Some(native)
     }
 }

@@ -61,8 +61,33 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
+    if rt.backend == Backend::Split {
+        return attach_endpoint(rt, *newcomm);
+    }
     let (index, reused, native) = take_stream(rt);
     attach_native(rt, index, reused, native, *newcomm, Made::Replaced, newcomm)
+}
+
+/// The split backend's stream for the new communicator `comm`: an endpoint every member agrees on
+/// (Intel MPI's rule: both ends of a message on one endpoint number), set on `comm` itself; where
+/// there is none on some member (pool exhausted there), it stays on endpoint 0 on every member.
+unsafe fn attach_endpoint(rt: &Runtime, comm: MPI_Comm) -> c_int {
+    let index = rt.streams.allocate();
+    match (index, rt.backend.agree_endpoint(comm, index.is_some())) {
+        (Some(i), Some(native)) => {
+            let slot = rt.streams.slot(i);
+            slot.native.store(native, Ordering::Release);
+            slot.policy_owned.store(true, Ordering::Release);
+            finish(rt, Some(i), None, comm)
+        }
+        (index, _) => {
+            if let Some(i) = index {
+                rt.streams.release(i);
+            }
+            STATS.exhausted.fetch_add(1, Ordering::Relaxed);
+            finish(rt, None, None, comm)
+        }
+    }
 }
 
 /// How the communicator a stream communicator is made from came about.
@@ -327,6 +352,9 @@ pub fn release_stream(rt: &Runtime, index: usize) {
         STATS.retired.fetch_add(1, Ordering::Relaxed);
         RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(index);
         return;
+    }
+    if rt.backend == Backend::Split {
+        let _ = rt.backend.free_stream(rt.streams.slot(index).native());
     }
     rt.streams.release(index);
 }

@@ -1,0 +1,230 @@
+//! Split backend: Intel MPI's thread-split endpoints (docs/architecture.md, "Intel MPI's thread-split
+//! endpoints"). Intel MPI opens `MPIR_CVAR_THREAD_MAX` endpoints at `MPI_Init*` when
+//! `MPIR_CVAR_THREAD_SPLIT` is on, and a communicator whose info sets `thread_id=k` runs on endpoint `k`
+//! on every process: both ends of a message use the same number. Endpoint 0 stays the conventional
+//! one (communicators without the key); our streams are endpoints 1 ..= pool.
+//!
+//! Intel's rule is that one endpoint is never driven by two threads at once: with the mode on, four
+//! threads on `MPI_COMM_WORLD` hang, and four on their own plain dups (all endpoint 0) receive wrong
+//! values (measured with Intel MPI 2021.19, shm). So this backend is chosen only on request
+//! (`MPIXSTREAM_BACKEND=split`), and a stream communicator exists only where every member attached the
+//! same endpoint: anything else is refused on every member.
+use crate::errors::{raise, Class};
+use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::pmpi::pmpi;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+
+/// Intel MPI's control variables (writable through the tool interface before `MPI_Init*`, as MPICH's).
+pub const SPLIT_VARIABLE: &str = "MPIR_CVAR_THREAD_SPLIT";
+pub const THREAD_MAX_VARIABLE: &str = "MPIR_CVAR_THREAD_MAX";
+
+/// The info key Intel MPI reads a communicator's endpoint from (`MPIR_CVAR_EP_ID_KEY`'s default).
+const KEY: &std::ffi::CStr = c"thread_id";
+
+/// Our handle for endpoint `k`: a value of our own (never passed to Intel MPI), distinct from
+/// `MPIX_STREAM_NULL` and from MPICH's stream handles.
+const HANDLE_BASE: MPIX_Stream = 0x7d00_0000;
+
+/// Endpoints taken, one bit each (bit 0, the conventional endpoint, is never taken), and the pool size.
+/// Held only to take or give back a bit, never across an MPI call.
+static TAKEN: Mutex<(u64, u32)> = Mutex::new((0, 0));
+
+/// For each taken endpoint, a private communicator on it that never carries a message: its
+/// `MPI_Iprobe` turns that endpoint's progress only ([`progress`]); read without a lock.
+static QUIET: [AtomicI32; 64] = [const { AtomicI32::new(MPI_COMM_NULL) }; 64];
+
+fn taken() -> std::sync::MutexGuard<'static, (u64, u32)> {
+    TAKEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// At `MPI_Init*`: `pool` endpoints for streams, numbered 1 ..= pool (at most 63: settings.rs).
+pub fn set_pool(pool: u32) {
+    taken().1 = pool.min(63);
+}
+
+/// The endpoints free here, one bit each.
+fn free_mask() -> u64 {
+    let (bits, pool) = *taken();
+    (1..=pool).map(|k| 1u64 << k).filter(|b| bits & b == 0).fold(0, |m, b| m | b)
+}
+
+/// The endpoint number behind one of our handles (0: `MPIX_STREAM_NULL`, the conventional endpoint).
+pub fn endpoint_of(native: MPIX_Stream) -> Option<u32> {
+    match native {
+        MPIX_STREAM_NULL => Some(0),
+        h if h & !0xff == HANDLE_BASE => Some((h & 0xff) as u32),
+        _ => None,
+    }
+}
+
+/// An info object holding `thread_id=k` (the caller frees it).
+unsafe fn info_for(k: u32) -> Result<MPI_Info, c_int> {
+    let p = pmpi();
+    let mut info = MPI_INFO_NULL;
+    let rc = (p.PMPI_Info_create)(&mut info);
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    let value = std::ffi::CString::new(k.to_string()).unwrap_or_default();
+    let rc = (p.PMPI_Info_set)(info, KEY.as_ptr(), value.as_ptr());
+    if rc != MPI_SUCCESS {
+        (p.PMPI_Info_free)(&mut info);
+        return Err(rc);
+    }
+    Ok(info)
+}
+
+/// Puts `comm` on endpoint `k` (`MPI_Comm_set_info`, which Intel MPI honours on an existing
+/// communicator: tests/impi/thread_split_probe.sh).
+pub unsafe fn set_endpoint(comm: MPI_Comm, k: u32) -> c_int {
+    let mut info = match info_for(k) {
+        Ok(i) => i,
+        Err(rc) => return rc,
+    };
+    let rc = (pmpi().PMPI_Comm_set_info)(comm, info);
+    (pmpi().PMPI_Info_free)(&mut info);
+    rc
+}
+
+/// Takes endpoint `k` if it is free here, with its quiet communicator (a dup of `MPI_COMM_SELF`: a
+/// local call).
+fn claim(k: u32) -> Result<MPIX_Stream, String> {
+    {
+        let mut t = taken();
+        if k == 0 || k > t.1 || t.0 & 1u64 << k != 0 {
+            return Err(format!("endpoint {k} is not free here"));
+        }
+        t.0 |= 1u64 << k;
+    }
+    let mut quiet = MPI_COMM_NULL;
+    let rc = unsafe { (pmpi().PMPI_Comm_dup)(MPI_COMM_SELF, &mut quiet) };
+    let rc = if rc == MPI_SUCCESS { unsafe { set_endpoint(quiet, k) } } else { rc };
+    if rc != MPI_SUCCESS {
+        if quiet != MPI_COMM_NULL {
+            unsafe { (pmpi().PMPI_Comm_free)(&mut quiet) };
+        }
+        taken().0 &= !(1u64 << k);
+        return Err(format!("cannot make endpoint {k}'s progress communicator (error {rc})"));
+    }
+    QUIET[k as usize].store(quiet, Ordering::Release);
+    Ok(HANDLE_BASE | k as c_int)
+}
+
+/// A new stream: the lowest free endpoint of this process.
+pub fn create_stream() -> Result<MPIX_Stream, String> {
+    loop {
+        let free = free_mask();
+        if free == 0 {
+            return Err(format!(
+                "all {} thread-split endpoints are taken (MPIXSTREAM_STREAMS sets MPIR_CVAR_THREAD_MAX = pool + 1)",
+                taken().1
+            ));
+        }
+        // Another thread may take it between the two steps: then try the next.
+        if let Ok(h) = claim(free.trailing_zeros()) {
+            return Ok(h);
+        }
+    }
+}
+
+/// Collective over `comm`: an endpoint free on every member, taken on each (`None` on every member
+/// where there is none, or where a member cannot take one: `can_take` false). Intel MPI's rule (both
+/// ends of a message on one endpoint number) makes a per-process choice useless for a communicator;
+/// this is the explicit policy's. No lock is held across the collectives (a lock held there would let
+/// two threads making communicators over different parents deadlock across processes): a member whose
+/// other thread took the agreed endpoint meanwhile makes the round fail on every member, and the next
+/// round offers what is free then.
+pub unsafe fn agree_endpoint(comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
+    let allreduce = |mine: u64, op: MPI_Op| -> Option<u64> {
+        let mut all: u64 = 0;
+        let rc = (pmpi().PMPI_Allreduce)(
+            &mine as *const u64 as *const c_void,
+            &mut all as *mut u64 as *mut c_void,
+            1,
+            MPI_UINT64_T,
+            op,
+            comm,
+        );
+        (rc == MPI_SUCCESS).then_some(all)
+    };
+    for _ in 0..64 {
+        let common = allreduce(if can_take { free_mask() } else { 0 }, MPI_BAND)?;
+        if common == 0 {
+            return None;
+        }
+        let k = common.trailing_zeros();
+        let mine = claim(k).ok();
+        if allreduce(mine.is_some() as u64, MPI_MIN)? == 1 {
+            return mine;
+        }
+        if let Some(h) = mine {
+            let _ = free_stream(h);
+        }
+    }
+    None
+}
+
+pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
+    let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
+        return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));
+    };
+    let mut quiet = QUIET[k as usize].swap(MPI_COMM_NULL, Ordering::AcqRel);
+    if quiet != MPI_COMM_NULL {
+        unsafe { (pmpi().PMPI_Comm_free)(&mut quiet) };
+    }
+    taken().0 &= !(1u64 << k);
+    Ok(())
+}
+
+/// Collective over `parent`: a dup on `native`'s endpoint, where every member attached the same one
+/// (Intel MPI's rule); refused on every member otherwise, with an error naming the endpoints.
+pub unsafe fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+    const F: &str = "MPIX_Stream_comm_create";
+    let k = endpoint_of(native).unwrap_or(0) as c_int;
+    // max(k) and max(-k) = -min(k), in one reduction.
+    let mine: [c_int; 2] = [k, -k];
+    let mut all: [c_int; 2] = [0; 2];
+    let rc = (pmpi().PMPI_Allreduce)(
+        mine.as_ptr() as *const c_void,
+        all.as_mut_ptr() as *mut c_void,
+        2,
+        MPI_INT,
+        MPI_MAX,
+        parent,
+    );
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let (high, low) = (all[0], -all[1]);
+    if high != low {
+        return raise(
+            parent,
+            Class::Stream,
+            F,
+            &format!(
+                "on Intel MPI's thread-split endpoints both ends of a message use the same endpoint, so every \
+                 process must attach a stream on the same one; this process attached endpoint {k}, the \
+                 members' range from {low} to {high} (create the streams in the same order on every process)"
+            ),
+        );
+    }
+    let rc = (pmpi().PMPI_Comm_dup)(parent, newcomm);
+    if rc != MPI_SUCCESS || k == 0 {
+        return rc;
+    }
+    set_endpoint(*newcomm, k as u32)
+}
+
+/// One turn of endpoint `native`'s progress: `MPI_Iprobe` on its quiet communicator (`None`: not one
+/// of ours).
+pub fn progress(native: MPIX_Stream) -> Option<c_int> {
+    let k = endpoint_of(native).filter(|&k| (1..64).contains(&k))?;
+    let quiet = QUIET[k as usize].load(Ordering::Acquire);
+    if quiet == MPI_COMM_NULL {
+        return None;
+    }
+    let mut flag = 0;
+    Some(unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet, &mut flag, MPI_STATUS_IGNORE) })
+}
