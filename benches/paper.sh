@@ -9,18 +9,25 @@
 #   mpich5-mpix-lib     the MPIX-API binary under our library (MPIXSTREAM_STREAMS=T)
 #   mpich5-explicit-check   mpich5-explicit with MPIXSTREAM_CHECK=1 (cost of the checking mode)
 #   mpich5-explicit-report  mpich5-explicit with MPIXSTREAM_REPORT (cost of the counters)
+# and with --impi (Intel MPI 2021.19, scripts/install.sh --mpich impi; its shm transport):
+#   impi-implicit       the unmodified binary built with Intel MPI under libmpixstream.so, policy implicit
+#                       (serial backend: Intel MPI's implicit mode, one endpoint)
+#   impi-split-explicit the same under the explicit policy on the split backend (each thread's
+#                       communicator on its own thread-split endpoint, MPIXSTREAM_STREAMS=T)
+#   impi-split-mpix     the MPIX-API binary on the split backend
 # Variants are interleaved within each repetition, so that ratios compare runs made under the same load.
 # Writes results/paper.csv (every run), results/paper.json (medians, spreads, ratios), results/paper.txt
 # (the table, also printed), results/paper-report.json (the explicit policy's traffic report at the
 # largest T) and results/paper.png (scripts/plot.py); then benches/check_cost.sh (per-call cost of the
 # counters and of the checking mode: results/check_cost.txt).
 # Each run measures for SECONDS per thread pair (time-bounded, so it lasts the same on a busy machine).
-#   benches/paper.sh [--reps N] [--threads "1 2 4"] [--seconds S] [--window W] [--quick]
+#   benches/paper.sh [--reps N] [--threads "1 2 4"] [--seconds S] [--window W] [--quick] [--impi | --impi-only]
+# --impi-only: the three Intel MPI variants alone, into results/impi/, without benches/check_cost.sh.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-reps=5; threads="1 2 4"; seconds=0.4; window=64; warmup=0.05; cc_reps=5
+reps=5; threads="1 2 4"; seconds=0.4; window=64; warmup=0.05; cc_reps=5; impi=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
@@ -28,10 +35,13 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
     --quick) reps=1; threads="1 2"; seconds=0.2; cc_reps=2; shift ;;
-    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--seconds S] [--window W] [--quick]" >&2; exit 2 ;;
+    --impi) impi=1; shift ;;
+    --impi-only) impi=2; shift ;;
+    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--seconds S] [--window W] [--quick] [--impi | --impi-only]" >&2; exit 2 ;;
   esac
 done
 out=$root/results; bin=$root/build/bench
+[ $impi -eq 2 ] && out=$root/results/impi
 mkdir -p "$out" "$bin"
 lib=$MPIXSTREAM_LIB
 [ -f "$lib" ] && [ -f "$(dirname "$lib")/libmpixstream_tools.so" ] || { echo "paper.sh: build first: cargo build --release" >&2; exit 2; }
@@ -42,6 +52,14 @@ mpich_select 5
 "$MPICC" -O2 -Wno-stringop-overflow -DUSE_MPIX benches/paper_msgrate.c -o "$bin/paper-5-mpix" -lpthread || exit 1
 
 variants="deb-4.0.2 mpich5-implicit-1 mpich5-implicit-T mpich5-native mpich5-explicit mpich5-mpix-lib mpich5-explicit-check mpich5-explicit-report"
+if [ $impi -ge 1 ]; then
+  mpich_select impi || { echo "paper.sh: --impi needs scripts/install.sh --mpich impi" >&2; exit 2; }
+  "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-impi" -lpthread || exit 1
+  "$MPICC" -O2 -Wno-stringop-overflow -DUSE_MPIX -Iinclude -include mpix_stream.h benches/paper_msgrate.c \
+    -o "$bin/paper-impi-mpix" -L"$(dirname "$lib")" -lmpixstream -Wl,-rpath,"$(dirname "$lib")" -lpthread || exit 1
+  variants="$variants impi-implicit impi-split-explicit impi-split-mpix"
+  [ $impi -eq 2 ] && variants="impi-implicit impi-split-explicit impi-split-mpix"
+fi
 maxt=$(echo $threads | tr ' ' '\n' | sort -n | tail -1)
 
 run_variant() { # variant T -> prints the RESULT line (or nothing)
@@ -60,6 +78,12 @@ run_variant() { # variant T -> prints the RESULT line (or nothing)
       MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
     mpich5-explicit-check) mpich_select 5
       MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_CHECK=1 timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
+    impi-implicit) mpich_select impi
+      MPIXSTREAM_POLICY=implicit timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi" "${args[@]}" ;;
+    impi-split-explicit) mpich_select impi
+      MPIXSTREAM_BACKEND=split MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi" "${args[@]}" ;;
+    impi-split-mpix) mpich_select impi
+      MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi-mpix" "${args[@]}" ;;
     mpich5-explicit-report) mpich_select 5
       local rep=$out/.report-tmp.json
       [ "$T" = "$maxt" ] && rep=$out/paper-report.json
@@ -123,6 +147,8 @@ RATIOS = [
     ("implicit-1 / deb-4.0.2", "mpich5-implicit-1", "deb-4.0.2"),
     ("checked / explicit (check cost)", "mpich5-explicit-check", "mpich5-explicit"),
     ("counted / explicit (report cost)", "mpich5-explicit-report", "mpich5-explicit"),
+    ("impi split-explicit / impi implicit", "impi-split-explicit", "impi-implicit"),
+    ("impi split-mpix / impi implicit", "impi-split-mpix", "impi-implicit"),
 ]
 ratios = {}
 for name, a, b in RATIOS:
@@ -166,6 +192,6 @@ json.dump({"benchmark": "benches/paper_msgrate.c", "window": int(window), "secon
            "summary": summary, "ratios": ratios}, open(f"{out}/paper.json", "w"), indent=1)
 PY
 echo
-bash benches/check_cost.sh "$cc_reps" 200000
+[ $impi -eq 2 ] || bash benches/check_cost.sh "$cc_reps" 200000
 PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH} python3 scripts/plot.py "$out/paper.csv" --report "$out/paper-report.json" -o "$out/paper.png" \
   && echo "wrote $out/paper.csv, paper.json, paper.txt, paper-report.json, paper.png, check_cost.txt ($(( $(date +%s) - start )) s)"

@@ -18,6 +18,8 @@
 #     the same as Intel's own thread split (4 endpoints, 100/200/300 messages, three distinct addresses),
 #     and the communicators report thread_id 1, 2, 3;
 #   - with libmpixstream.so on its default (serial) backend, MODE=mpix: 1 endpoint, one address.
+# Then tests/c/split_backend.c (the split backend's rules, each checked) at 2 ranks under both policies
+# on Intel MPI's shm transport, as its rows of tests/c/TESTS do on the days CI's rotation picks impi.
 # Needs scripts/install.sh --mpich impi and the MPICH 5.0.2 wheel (its libfabric); SKIP without them.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -91,5 +93,17 @@ for c in "${cases[@]}"; do
       [ "$(grep '^comm [0-9]: thread_id' "$out/$name.out" | awk '{ printf "%s ", $4 }')" = "1 2 3 " ]
     verdict "[$name] the communicators carry thread_id 1, 2, 3: $(grep '^comm' "$out/$name.out" | awk '{ printf "%s ", $4 }')" $?
   fi
+done
+
+"$MPICC" -Wl,--no-as-needed -O2 -Wall -I"$root/include" -I"$root/tests/c" "$root/tests/c/split_backend.c" \
+  -o "$out/split_backend" -L"$lib" -lmpixstream -Wl,-rpath,"$lib" -lpthread || { echo "FAIL compile split_backend"; exit 1; }
+for policy in implicit explicit; do
+  MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=3 MPIXSTREAM_POLICY=$policy timeout 120 \
+    "$root/scripts/mpixrun" --mpich impi -n 2 "$out/split_backend" >"$out/split_backend-$policy.out" 2>&1 </dev/null
+  rc=$?
+  [ $rc -eq 0 ] || bash "$root/scripts/shm_cleanup.sh"
+  [ $rc -eq 0 ] && grep -q " No Errors" "$out/split_backend-$policy.out"
+  verdict "[split_backend, policy $policy] exit $rc, No Errors" $?
+  [ $rc -eq 0 ] || sed 's/^/    /' "$out/split_backend-$policy.out" | grep -v "MPI startup" | head -20
 done
 exit $failed

@@ -313,7 +313,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_values_with_the_accepted_ones() {
-        assert!(cfg(&[("MPIXSTREAM_BACKEND", "fast")]).unwrap_err().contains("auto, native or serial"));
+        assert!(cfg(&[("MPIXSTREAM_BACKEND", "fast")]).unwrap_err().contains("auto, native, serial or split"));
+        assert_eq!(cfg(&[("MPIXSTREAM_BACKEND", "split")]).unwrap().backend, BackendChoice::Split);
         assert!(cfg(&[("MPIXSTREAM_STREAMS", "0")]).unwrap_err().contains("1 to 63"));
         assert!(cfg(&[("MPIXSTREAM_STREAMS", "x")]).is_err());
         assert!(cfg(&[("MPIXSTREAM_STREAMS", "40"), ("MPIXSTREAM_IMPLICIT_VCIS", "30")])
