@@ -127,24 +127,27 @@ def main():
     print(f"mpixrun --compare: {a.command}")
     any_entry = next((result["policies"][p] for p in policies if result["policies"][p].get("library")), None)
     if any_entry:
-        print(f"MPI library: {any_entry['library']}; backend {any_entry['backend']}")
-        if any_entry["backend"] == "serial":
+        backends = list(dict.fromkeys(result["policies"][p].get("backend") for p in policies
+                                      if result["policies"][p].get("backend")))
+        print(f"MPI library: {any_entry['library']}; backend {', '.join(backends)}")
+        if backends == ["serial"]:
             print("note: serial backend (this MPICH has one endpoint): explicit endpoints cannot speed anything up here")
     reps = max((len(result["policies"][p]["runs"]) for p in policies), default=0)
     print(f"wall time of {reps} run(s) per policy, alternating; timed WITHOUT the traffic report "
           f"(its counters sit on the message path); traffic from one extra run per policy")
-    print(f"{'policy':<10} {'median s':>10}  {'[min .. max]':<22} {'vs ' + base:>10}")
+    w = max(10, *(len(p) for p in policies))
+    print(f"{'policy':<{w}} {'median s':>10}  {'[min .. max]':<22} {'vs ' + base:>10}")
     for p in policies:
         e = result["policies"][p]
         if "failed" in e:
             f = e["failed"]
-            print(f"{p:<10} FAILED: exit status {f['status']} ({f['kind']} run {f['rep']}; {f['failed_runs']} failed run(s)): "
+            print(f"{p:<{w}} FAILED: exit status {f['status']} ({f['kind']} run {f['rep']}; {f['failed_runs']} failed run(s)): "
                   f"{f['first_error_line']}")
-            print(f"{'':<10} log: {f['log']}")
+            print(f"{'':<{w}} log: {f['log']}")
             continue
         ratio = e.get("ratio_to_" + base)
         rtext = "1" if p == base else (f"{ratio:.3f}" if ratio is not None else "-")
-        print(f"{p:<10} {e['median']:>10.3f}  [{e['min']:.3f} .. {e['max']:.3f}]{'':<3} {rtext:>10}")
+        print(f"{p:<{w}} {e['median']:>10.3f}  [{e['min']:.3f} .. {e['max']:.3f}]{'':<3} {rtext:>10}")
     for p in policies:
         r = result["policies"][p].get("ratio_to_" + base)
         if r is not None:

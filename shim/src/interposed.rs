@@ -236,13 +236,20 @@ pub unsafe fn comm_constructed(
             }
             return rc;
         }
+        // The split backend's endpoint for the new communicator, agreed over `parent` first.
+        let agreed = policy::endpoint_before(rt, kind, parent);
         let rc = create(pmpi());
         if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
+            policy::give_back(rt, agreed);
             return rc;
         }
         // A dup of a multiplex communicator is multiplex too.
         if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request) {
+            policy::give_back(rt, agreed);
             return rc;
+        }
+        if let Some(agreed) = agreed {
+            return policy::attach_stream(rt, kind, newcomm, Some(agreed));
         }
         match rt.comms.get(parent) {
             // The application's stream communicator: dup-like children share its stream (native MPICH
@@ -254,7 +261,7 @@ pub unsafe fn comm_constructed(
             Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
                 inherit(rt, &e, *newcomm, rc)
             }
-            _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm),
+            _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm, None),
             _ => rc,
         }
     })

@@ -8,7 +8,11 @@
 #   3. the timed runs carry neither the tools library nor the report, even with MPIXSTREAM_REPORT set
 #      by the user; the report runs do;
 #   4. a program that fails under one policy is reported as FAILED with its exit status and first
-#      error line, no ratio is given, and mpixrun exits 1.
+#      error line, no ratio is given, and mpixrun exits 1;
+#   5. on Intel MPI (where installed), `--policies implicit,explicit:split`: Intel's implicit mode
+#      against the explicit policy on its thread-split endpoints, the ratio, and exact traffic: 8N on
+#      endpoint 0 (vci 0) under implicit, 4N on each of two streams on endpoints 1 and 2 under
+#      explicit:split, the report saying backend split.
 # Prints PASS/FAIL per check; exits 1 if any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -59,6 +63,45 @@ PY
     [ "$(grep -l 'preload: .*libmpixstream_tools' "$d"/logs/*-report-*.log | wc -l)" -eq 2 ]
   verdict "[$mpich] timed runs without the tools library and report (user's MPIXSTREAM_REPORT=1 ignored there); report runs with it" $?
 done
+
+# Intel MPI: its implicit mode against the explicit policy on its thread-split endpoints.
+if [ -x "$root/.deps/impi/bin/mpicc" ]; then
+  mpich_select impi
+  bin=$out/two_comms-impi
+  d=$out/impi
+  if "$MPICC" -O2 "$root/tests/scripts/programs/two_comms.c" -o "$bin"; then
+    timeout 300 "$root/scripts/mpixrun" --compare --reps $R --policies implicit,explicit:split --out "$d" \
+      --timeout 60 --mpich impi -n 2 "$bin" $N >"$out/impi.txt" 2>"$out/impi.err"
+    rc=$?
+    [ $rc -eq 0 ] || bash "$root/scripts/shm_cleanup.sh"
+    sed 's/^/    | /' "$out/impi.txt"
+    [ $rc -eq 0 ] && grep -q '^explicit:split takes [0-9.]*x the wall time of implicit' "$out/impi.txt"
+    verdict "[impi] mpixrun --compare --policies implicit,explicit:split exits 0 with the ratio (exit $rc)" $?
+    python3 - "$d/compare.json" "$N" "$R" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); n = int(sys.argv[2]); r = int(sys.argv[3])
+imp, exp = c["policies"]["implicit"], c["policies"]["explicit:split"]
+errors = []
+for name, p in (("implicit", imp), ("explicit:split", exp)):
+    if len(p["runs"]) != r or p["statuses"] != [0] * r: errors.append(f"{name}: runs {p['runs']} statuses {p['statuses']}")
+if imp.get("backend") != "serial" or exp.get("backend") != "split": errors.append(f"backends {imp.get('backend')}, {exp.get('backend')}")
+ie, ee = imp["endpoints"], exp["endpoints"]
+if set(ie) != {"implicit"} or ie["implicit"]["messages"] != 8 * n or ie["implicit"]["vci"] != [0]:
+    errors.append(f"implicit policy endpoints: {ie}")
+if ee.get("implicit", {}).get("messages", 0) != 0 or sorted(k for k in ee if k != "implicit") != ["stream 0", "stream 1"] \
+        or any(ee[k]["messages"] != 4 * n for k in ("stream 0", "stream 1")) \
+        or sorted(ee["stream 0"]["vci"] + ee["stream 1"]["vci"]) != [1, 2]:
+    errors.append(f"explicit:split endpoints: {ee}")
+print("\n".join(errors) or "json ok")
+sys.exit(1 if errors else 0)
+PY
+    verdict "[impi] compare.json: backends serial and split, 8N on endpoint 0 under implicit, 4N on each of endpoints 1 and 2 under explicit:split" $?
+  else
+    verdict "[impi] compile two_comms" 1
+  fi
+else
+  echo "SKIP [impi]: no Intel MPI (scripts/install.sh --mpich impi)"
+fi
 
 # A program that fails under the explicit policy only.
 mpich_select 5

@@ -209,18 +209,25 @@ impl Backend {
         }
     }
 
-    /// The explicit policy's stream for a new communicator on the split backend: collective over `comm`,
-    /// an endpoint free on every member, taken and set on `comm` (`None` on every member where there is
-    /// none; `can_take` false: this member has no slot for it).
-    pub unsafe fn agree_endpoint(self, comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
+    /// The explicit policy's endpoint for a communicator about to be made from `parent` on the split
+    /// backend: collective over `parent`, an endpoint free on every member, taken (`None` on every member
+    /// where there is none; `can_take` false: this member has no slot for it). Agreed before the
+    /// communicator exists because Intel MPI must see its `thread_id` before its first collective
+    /// ([`Backend::put_on_endpoint`]).
+    pub unsafe fn agree_endpoint(self, parent: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
         if self != Backend::Split {
             return None;
         }
-        let native = split::agree_endpoint(comm, can_take)?;
-        let k = split::endpoint_of(native).unwrap_or(0);
-        if split::set_endpoint(comm, k) != MPI_SUCCESS {
-            eprintln!("mpixstream: split backend: Intel MPI refused thread_id={k} on a communicator");
+        split::agree_endpoint(parent, can_take)
+    }
+
+    /// Puts the new communicator `comm` on the split backend's endpoint `native`, before anything else
+    /// uses it: a `thread_id` set after the communicator's first collective makes Intel MPI 2021.19 hang
+    /// in the next collective over it (4 ranks, shm; measured without this library).
+    pub unsafe fn put_on_endpoint(self, comm: MPI_Comm, native: MPIX_Stream) -> c_int {
+        match (self, split::endpoint_of(native)) {
+            (Backend::Split, Some(k)) if k > 0 => split::set_endpoint(comm, k),
+            _ => MPI_SUCCESS,
         }
-        Some(native)
     }
 }

@@ -48,45 +48,97 @@ pub static STATS: PolicyStats = PolicyStats {
 /// Gives the new communicator `*newcomm` a stream of its own. On the native backend this replaces it
 /// with a native stream communicator (a collective every member makes, whether or not its own pool is
 /// exhausted, so that all members take the same path). The blocking dups on the native backend do not
-/// come here: [`dup_directly`].
-pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm) -> c_int {
+/// come here: [`dup_directly`]. On the split backend the endpoint was agreed before the constructor ran
+/// (`agreed`, [`endpoint_before`]).
+pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm, agreed: Option<Agreed>) -> c_int {
     let p = pmpi();
     if !kind.is_blocking() {
+        give_back(rt, agreed);
         STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
     let mut inter = 0;
     (p.PMPI_Comm_test_inter)(*newcomm, &mut inter);
     if inter != 0 {
+        give_back(rt, agreed);
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
     }
     if rt.backend == Backend::Split {
-        return attach_endpoint(rt, *newcomm);
+        return attach_endpoint(rt, *newcomm, agreed);
     }
     let (index, reused, native) = take_stream(rt);
     attach_native(rt, index, reused, native, *newcomm, Made::Replaced, newcomm)
 }
 
-/// The split backend's stream for the new communicator `comm`: an endpoint every member agrees on
-/// (Intel MPI's rule: both ends of a message on one endpoint number), set on `comm` itself; where
-/// there is none on some member (pool exhausted there), it stays on endpoint 0 on every member.
-unsafe fn attach_endpoint(rt: &Runtime, comm: MPI_Comm) -> c_int {
-    let index = rt.streams.allocate();
-    match (index, rt.backend.agree_endpoint(comm, index.is_some())) {
-        (Some(i), Some(native)) => {
+/// The split backend's endpoint for a communicator a constructor is about to make, agreed over its
+/// parent: `Some(None)` where no endpoint is free on every member (or this member has no slot).
+pub struct Agreed(Option<(usize, MPIX_Stream)>);
+
+/// On the split backend under the explicit policy, before the constructor `kind` runs over `parent`:
+/// the endpoint of the communicator it will make, agreed by every member of `parent` (Intel MPI's rule:
+/// both ends of a message on one endpoint number; and the `thread_id` must be on the communicator
+/// before its first collective, so the agreement cannot run over the new communicator itself). `None`
+/// where the constructor is not one that every member of `parent` calls (`MPI_Comm_create_group`, whose
+/// communicators stay on endpoint 0), or another rule than the policy's applies (the application's
+/// stream communicator as parent of a dup, intercommunicators, nonblocking constructors).
+pub unsafe fn endpoint_before(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> Option<Agreed> {
+    if rt.backend != Backend::Split
+        || rt.config.policy != Policy::Explicit
+        || !kind.is_blocking()
+        || kind == CommCtor::CreateGroup
+        || parent == MPI_COMM_NULL
+        || crate::multiplex::registry::lookup(parent).is_some()
+        || matches!(rt.comms.get(parent), Some(e) if e.origin == Origin::User && kind.inherits_stream())
+    {
+        return None;
+    }
+    let mut inter = 0;
+    if (pmpi().PMPI_Comm_test_inter)(parent, &mut inter) != MPI_SUCCESS || inter != 0 {
+        return None;
+    }
+    let slot = rt.streams.allocate();
+    match (slot, rt.backend.agree_endpoint(parent, slot.is_some())) {
+        (Some(i), Some(native)) => Some(Agreed(Some((i, native)))),
+        (slot, _) => {
+            if let Some(i) = slot {
+                rt.streams.release(i);
+            }
+            Some(Agreed(None))
+        }
+    }
+}
+
+/// An agreed endpoint that no communicator got (this member's result is `MPI_COMM_NULL`, or the
+/// constructor failed): given back at once.
+pub fn give_back(rt: &Runtime, agreed: Option<Agreed>) {
+    if let Some(Agreed(Some((i, native)))) = agreed {
+        let _ = rt.backend.free_stream(native);
+        rt.streams.release(i);
+    }
+}
+
+/// The split backend's stream for the new communicator `comm`: the endpoint its members agreed on
+/// before it existed, set on it before anything else uses it; where there was none (pool exhausted on
+/// some member, or a constructor not every member calls), it stays on endpoint 0 on every member.
+unsafe fn attach_endpoint(rt: &Runtime, comm: MPI_Comm, agreed: Option<Agreed>) -> c_int {
+    match agreed {
+        Some(Agreed(Some((i, native)))) => {
+            let rc = rt.backend.put_on_endpoint(comm, native);
+            if rc != MPI_SUCCESS {
+                give_back(rt, Some(Agreed(Some((i, native)))));
+                return rc;
+            }
             let slot = rt.streams.slot(i);
             slot.native.store(native, Ordering::Release);
             slot.policy_owned.store(true, Ordering::Release);
             finish(rt, Some(i), None, comm)
         }
-        (index, _) => {
-            if let Some(i) = index {
-                rt.streams.release(i);
-            }
+        Some(Agreed(None)) => {
             STATS.exhausted.fetch_add(1, Ordering::Relaxed);
             finish(rt, None, None, comm)
         }
+        None => finish(rt, None, None, comm),
     }
 }
 
