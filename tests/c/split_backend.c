@@ -14,7 +14,12 @@
  *   4. MPIX_Stream_comm_create_multiplex fails on every rank with MPI_ERR_UNSUPPORTED_OPERATION.
  *   5. Under MPIXSTREAM_POLICY=explicit: T plain dups of MPI_COMM_WORLD get distinct endpoints, the
  *      same on every rank (thread_id from MPI_Comm_get_info, allgathered), and T threads use them at
- *      once as in part 1; freed, their endpoints are free again for the next dups. */
+ *      once as in part 1; freed, their endpoints are free again for the next dups.
+ *   6. Under MPIXSTREAM_POLICY=explicit, the agreement's edges: a fourth communicator while three hold
+ *      the whole pool stays on endpoint 0 on every rank; an MPI_Comm_split in which rank 0 is not a
+ *      member (MPI_UNDEFINED) gives rank 0's taken endpoint back, so the next dup gets the same
+ *      endpoint everywhere; an MPI_Comm_create_group communicator stays on endpoint 0; traffic on each
+ *      is checked. */
 #include "mpixtest.h"
 #include <pthread.h>
 
@@ -164,6 +169,47 @@ int main(int argc, char **argv) {
             run_threads();
             for (int t = 0; t < T; t++) OK(MPI_Comm_free(&comms[t]));
         }
+    }
+    /* 6. the agreement's edges */
+    if (explicit_policy && size > 1) {
+        MPI_Comm full[T + 1];
+        for (int t = 0; t <= T; t++) OK(MPI_Comm_dup(MPI_COMM_WORLD, &full[t]));
+        same_endpoint_everywhere(full[T], -1, "a dup beyond the pool");
+        for (int t = 0; t <= T; t++) OK(MPI_Comm_free(&full[t]));
+        MPI_Comm part = MPI_COMM_NULL, next = MPI_COMM_NULL;
+        OK(MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? MPI_UNDEFINED : 0, rank, &part));
+        CHECK((rank == 0) == (part == MPI_COMM_NULL), "split: rank %d got %s", rank, part == MPI_COMM_NULL ? "NULL" : "a communicator");
+        if (part != MPI_COMM_NULL) {
+            CHECK(thread_id_of(part) == 1, "split: thread_id %d, expected 1", thread_id_of(part));
+            int sum = -1;
+            OK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, part));
+            CHECK(sum == size * (size - 1) / 2, "split: allreduce %d", sum);
+        }
+        /* Rank 0 took endpoint 1 in the agreement and gave it back at once; the others give it back
+         * with `part`: then endpoint 1 is free everywhere again (were rank 0's still taken, the next
+         * dup would get 2). */
+        if (part != MPI_COMM_NULL) OK(MPI_Comm_free(&part));
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &next));
+        same_endpoint_everywhere(next, 1, "the dup after a split without rank 0");
+        int sum = -1;
+        OK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, next));
+        CHECK(sum == size * (size - 1) / 2, "dup after split: allreduce %d", sum);
+        OK(MPI_Comm_free(&next));
+        MPI_Group world, pair;
+        MPI_Comm grouped = MPI_COMM_NULL;
+        int two[2] = {0, 1};
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, 2, two, &pair);
+        if (rank < 2) {
+            OK(MPI_Comm_create_group(MPI_COMM_WORLD, pair, 5, &grouped));
+            CHECK(thread_id_of(grouped) == -1, "create_group: thread_id %d, expected none", thread_id_of(grouped));
+            int out = rank, in = -1;
+            OK(MPI_Sendrecv(&out, 1, MPI_INT, 1 - rank, 0, &in, 1, MPI_INT, 1 - rank, 0, grouped, MPI_STATUS_IGNORE));
+            CHECK(in == 1 - rank, "create_group: got %d", in);
+            OK(MPI_Comm_free(&grouped));
+        }
+        MPI_Group_free(&pair);
+        MPI_Group_free(&world);
     }
     return mpixtest_finish();
 }
