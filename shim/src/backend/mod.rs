@@ -175,11 +175,13 @@ impl Backend {
     }
 
     /// Collective over `parent`: a communicator whose traffic runs on `native` (may be NULL).
-    pub fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+    /// # Safety
+    /// `newcomm` is valid for a write.
+    pub unsafe fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
         match self {
             Backend::Native => native::stream_comm_create(parent, native, newcomm),
             Backend::Serial => serial::stream_comm_create(parent, newcomm),
-            Backend::Split => unsafe { split::stream_comm_create(parent, native, newcomm) },
+            Backend::Split => split::stream_comm_create(parent, native, newcomm),
         }
     }
 
