@@ -175,3 +175,26 @@ pub fn record(st: &State, comm: H) -> Option<&'static Record> {
     let rc = unsafe { (m.Comm_get_attr)(comm, st.keyval, &mut value as *mut *mut Record as *mut c_void, &mut flag) };
     (rc == mpi::SUCCESS && flag != 0 && !value.is_null()).then(|| unsafe { &*value })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_handle_is_told_from_a_freed_one_and_from_garbage() {
+        set_capacity(2);
+        let a = allocate().expect("a stream");
+        let b = allocate().expect("a second stream");
+        assert!(allocate().is_none(), "a pool of 2 is exhausted");
+        assert_eq!(lookup(handle(a)).ok(), Some(a));
+        assert!(handle(a) > u32::MAX as usize || cfg!(target_pointer_width = "32"), "pointer-wide");
+        release(b);
+        let (class, e) = lookup(handle(b)).unwrap_err();
+        assert!(class == Class::Stream && e.contains("has been freed"), "{e}");
+        for garbage in [handle(a) + 1, handle(0) + capacity() * std::mem::size_of::<Slot>(), 0x101, 1] {
+            let (_, e) = lookup(garbage).unwrap_err();
+            assert!(e.contains("is not a stream handle"), "{garbage:x}: {e}");
+        }
+        release(a);
+    }
+}
