@@ -2,8 +2,9 @@
  * mpix_stream_abi.h: the MPIX stream API as mpixstream provides it to a program built for the MPI-5
  * standard ABI (MPICH 5's `mpicc -mpi-abi`: mpi_abi.h, libmpi_abi.so.1; handles are pointers).
  *
- * Include it after <mpi.h> (of an ABI build) or <mpi_abi.h>, and run the program with libmpixstream.so
- * preloaded (scripts/mpixrun); no library of this ABI defines these functions itself. Same function
+ * Include it after <mpi.h> (of an ABI build) or <mpi_abi.h>. No library of this ABI defines these
+ * functions: link libmpixstream.so (`mpicc -mpi-abi app.c $(pkg-config --cflags --libs mpixstream)`, whose
+ * --no-as-needed keeps it before libmpi_abi.so.1), or declare them weak and preload it (scripts/mpixrun). Same function
  * names and argument orders as mpix_stream.h; what differs is the ABI's:
  *   - MPIX_Stream is a pointer-sized handle, MPIX_STREAM_NULL the null pointer;
  *   - MPIX_ERR_STREAM is MPI_ERR_ARG (the standard ABI reserves no class for streams; the error's
