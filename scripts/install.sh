@@ -8,7 +8,7 @@
 #       - python tools for the report/plot scripts (into .deps/py), mpi4py (into .deps/mpi4py)
 #       - cmake and pkg-config (the install test builds a program both ways)
 #   scripts/install.sh --prefix DIR      builds (cargo build --release) and installs into DIR:
-#       lib/libmpixstream.so, lib/libmpixstream_tools.so, include/mpix_stream.h, bin/mpixrun (finds
+#       lib/libmpixstream.so, lib/libmpixstream_tools.so, include/mpix_stream.h (and mpix_stream_abi.h), bin/mpixrun (finds
 #       the libraries relative to itself), share/mpixstream/ (mpixrun's helpers),
 #       lib/pkgconfig/mpixstream.pc, lib/cmake/mpixstream/mpixstream-config{,-version}.cmake
 #       (imported target mpixstream::mpixstream)
@@ -94,7 +94,7 @@ install_prefix() { # dir
   rel=$root/target/release
   install -d "$dir/lib/pkgconfig" "$dir/lib/cmake/mpixstream" "$dir/include" "$dir/bin" "$dir/share/mpixstream"
   install -m 755 "$rel/libmpixstream.so" "$rel/libmpixstream_tools.so" "$dir/lib/"
-  install -m 644 "$root/include/mpix_stream.h" "$dir/include/"
+  install -m 644 "$root/include/mpix_stream.h" "$root/include/mpix_stream_abi.h" "$dir/include/"
   install -m 755 "$root/scripts/mpixrun" "$dir/bin/mpixrun"
   install -m 644 "$root/scripts/compare.py" "$dir/share/mpixstream/"
   echo "$version" >"$dir/share/mpixstream/version"

@@ -6,6 +6,7 @@ use crate::info::info_get_string;
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::{Driver, LookupError, StreamTable};
+use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles;
 use mpixstream_wrappers::pmpi::pmpi;
@@ -33,6 +34,14 @@ pub(crate) fn driven_elsewhere(stream: MPIX_Stream, who: Driver) -> String {
     )
 }
 
+/// An entry point on the standard ABI: `crate::standard_abi::mpix` with the program's pointer-wide
+/// handles, under the same panic guard as `mpix_entry`.
+#[cold]
+#[inline(never)]
+pub(crate) fn standard_entry(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
+    mpixstream_wrappers::guard::ffi_guard(name, body)
+}
+
 /// The stream's `type` info value, if any.
 unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
     if info == MPI_INFO_NULL {
@@ -42,7 +51,15 @@ unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_Stream) -> c_int {
+pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_Stream) -> c_int {
+    // Handles by value are register-wide (`ffi::WideHandle`): pointers on the standard ABI, MPICH's
+    // `int`s otherwise; output handles are written at the program's ABI's width.
+    if abi::standard() {
+        return standard_entry("MPIX_Stream_create", || unsafe {
+            crate::standard_abi::mpix::stream_create(info, stream.cast())
+        });
+    }
+    let info = info as MPI_Info;
     mpix_entry("MPIX_Stream_create", |rt| unsafe {
         const F: &str = "MPIX_Stream_create";
         if stream.is_null() {
@@ -97,6 +114,9 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: MPI_Info, stream: *mut MPIX_St
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
+    if abi::standard() {
+        return standard_entry("MPIX_Stream_free", || unsafe { crate::standard_abi::mpix::stream_free(stream.cast()) });
+    }
     mpix_entry("MPIX_Stream_free", |rt| unsafe {
         const F: &str = "MPIX_Stream_free";
         if stream.is_null() {
@@ -156,7 +176,17 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+pub unsafe extern "C" fn MPIX_Stream_comm_create(
+    comm: WideHandle,
+    stream: WideHandle,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    if abi::standard() {
+        return standard_entry("MPIX_Stream_comm_create", || unsafe {
+            crate::standard_abi::mpix::stream_comm_create(comm, stream, newcomm.cast())
+        });
+    }
+    let (comm, stream) = (comm as MPI_Comm, stream as MPIX_Stream);
     mpix_entry("MPIX_Stream_comm_create", |rt| unsafe {
         const F: &str = "MPIX_Stream_comm_create";
         if comm == MPI_COMM_NULL {
@@ -201,7 +231,13 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(comm: MPI_Comm, stream: MPIX_St
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+    if abi::standard() {
+        return standard_entry("MPIX_Comm_get_stream", || unsafe {
+            crate::standard_abi::mpix::comm_get_stream(comm, idx, stream.cast())
+        });
+    }
+    let comm = comm as MPI_Comm;
     mpix_entry("MPIX_Comm_get_stream", |rt| unsafe {
         const F: &str = "MPIX_Comm_get_stream";
         if stream.is_null() {
@@ -246,7 +282,13 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: MPI_Comm, idx: c_int, stream
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Stream_progress(stream: MPIX_Stream) -> c_int {
+pub unsafe extern "C" fn MPIX_Stream_progress(stream: WideHandle) -> c_int {
+    if abi::standard() {
+        return standard_entry("MPIX_Stream_progress", || unsafe {
+            crate::standard_abi::mpix::stream_progress(stream)
+        });
+    }
+    let stream = stream as MPIX_Stream;
     mpix_entry("MPIX_Stream_progress", |rt| {
         if stream == MPIX_STREAM_NULL {
             return rt.progress(MPIX_STREAM_NULL);

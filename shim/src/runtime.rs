@@ -50,8 +50,9 @@ pub fn active() -> Option<&'static Runtime> {
 
 /// The runtime for an MPIX entry point, or the error code it must return: calls before `MPI_Init`
 /// and after `MPI_Finalize` are erroneous in MPI; we say so on stderr and return `MPI_ERR_OTHER`. On
-/// the MPI standard ABI, where the runtime never starts, `MPI_ERR_UNSUPPORTED_OPERATION`
-/// (`standard_abi::refuse`).
+/// the MPI standard ABI, where the runtime never starts, the entry points that serve it dispatch to
+/// `standard_abi` before getting here; the others (enqueue, progress threads, ...) get
+/// `MPI_ERR_UNSUPPORTED_OPERATION` (`standard_abi::refuse`).
 #[inline]
 pub fn require(func: &str) -> Result<&'static Runtime, c_int> {
     match active() {
@@ -62,7 +63,8 @@ pub fn require(func: &str) -> Result<&'static Runtime, c_int> {
 
 #[cold]
 fn outside_mpi(func: &str) -> c_int {
-    // The runtime never starts on the standard ABI: every MPIX entry point gets here.
+    // The runtime never starts on the standard ABI: an MPIX entry point without an implementation
+    // there gets here.
     if mpixstream_wrappers::abi::standard() {
         return crate::standard_abi::refuse(func);
     }

@@ -3,7 +3,8 @@
 //! are pointers and the constants differ. With the standard ABI both libraries run the program
 //! untouched: every generated interposer forwards its call, arguments unchanged, to the next
 //! definition (`next_wide!`), the lean library's `MPI_Init*` does nothing of its own but its banner,
-//! and the MPIX entry points return `MPI_ERR_UNSUPPORTED_OPERATION`.
+//! and the MPIX entry points take the standard ABI's handles to the lean library's own implementation
+//! of the MPIX stream API on that ABI (serial model; `standard_abi` in the lean library).
 //!
 //! Decided once, at the first interposed call (`MPI_Init*` in practice; the constructors do nothing),
 //! and kept in a static whose fast path is one relaxed load: the library the calls reach answers

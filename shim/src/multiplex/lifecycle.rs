@@ -55,11 +55,18 @@ unsafe fn local_streams(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
-    comm: MPI_Comm,
+    comm: WideHandle,
     count: c_int,
     array_of_streams: *mut MPIX_Stream,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
+    // The standard ABI: pointer-wide handles, in the array and out (`crate::standard_abi`).
+    if mpixstream_wrappers::abi::standard() {
+        return crate::mpix::standard_entry("MPIX_Stream_comm_create_multiplex", || unsafe {
+            crate::standard_abi::mpix::comm_create_multiplex(comm, count, array_of_streams.cast(), newcomm.cast())
+        });
+    }
+    let comm = comm as MPI_Comm;
     mpix_entry("MPIX_Stream_comm_create_multiplex", |rt| unsafe {
         const F: &str = "MPIX_Stream_comm_create_multiplex";
         let p = pmpi();
@@ -255,8 +262,12 @@ pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -
 
 /// Ours: the largest tag an indexed call on multiplex communicator `comm` accepts.
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: MPI_Comm, tag_ub: *mut c_int) -> c_int {
+pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: WideHandle, tag_ub: *mut c_int) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
+    if mpixstream_wrappers::abi::standard() {
+        return crate::mpix::standard_entry(F, || unsafe { crate::standard_abi::multiplex::tag_ub(comm, tag_ub) });
+    }
+    let comm = comm as MPI_Comm;
     mpix_entry(F, |rt| unsafe {
         let Some(mx) = registry::lookup(comm) else {
             return super::errors::not_multiplex(rt, comm, F);

@@ -305,18 +305,36 @@ unsafe fn recv(
 /// `$recv`/`$irecv` to `$mpi_recv`/`$mpi_irecv` where the direct path applies (`fast_recv_route`),
 /// each through the next definition (see the module comment).
 macro_rules! indexed_p2p {
-    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
+    ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $n:path, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
             count: $cnt,
-            datatype: MPI_Datatype,
+            datatype: WideHandle,
             dest: c_int,
             tag: c_int,
-            comm: MPI_Comm,
+            comm: WideHandle,
             source_stream_index: c_int,
             dest_stream_index: c_int,
         ) -> c_int {
+            // Handles by value are register-wide: the standard ABI's pointers go to its own
+            // implementation, MPICH's `int`s are narrowed and take the paths below.
+            if mpixstream_wrappers::abi::standard() {
+                return crate::mpix::standard_entry(stringify!($send), || unsafe {
+                    crate::standard_abi::multiplex::send(
+                        stringify!($send),
+                        buf,
+                        $n(count),
+                        datatype,
+                        dest,
+                        tag,
+                        comm,
+                        source_stream_index,
+                        dest_stream_index,
+                    )
+                });
+            }
+            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
             if let Some((h, t)) =
                 fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
             {
@@ -353,14 +371,33 @@ macro_rules! indexed_p2p {
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
             count: $cnt,
-            datatype: MPI_Datatype,
+            datatype: WideHandle,
             dest: c_int,
             tag: c_int,
-            comm: MPI_Comm,
+            comm: WideHandle,
             source_stream_index: c_int,
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
+            // Handles by value are register-wide: the standard ABI's pointers go to its own
+            // implementation, MPICH's `int`s are narrowed and take the paths below.
+            if mpixstream_wrappers::abi::standard() {
+                return crate::mpix::standard_entry(stringify!($isend), || unsafe {
+                    crate::standard_abi::multiplex::isend(
+                        stringify!($isend),
+                        buf,
+                        $n(count),
+                        datatype,
+                        dest,
+                        tag,
+                        comm,
+                        source_stream_index,
+                        dest_stream_index,
+                        request.cast(),
+                    )
+                });
+            }
+            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
             // One compiled entry on every target. MPICH's call keeps a frame of ours around it (nine
             // arguments here against its seven: no tail call), so an error it returns reaches the
             // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
@@ -404,14 +441,33 @@ macro_rules! indexed_p2p {
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
             count: $cnt,
-            datatype: MPI_Datatype,
+            datatype: WideHandle,
             source: c_int,
             tag: c_int,
-            comm: MPI_Comm,
+            comm: WideHandle,
             source_stream_index: c_int,
             dest_stream_index: c_int,
             status: *mut MPI_Status,
         ) -> c_int {
+            // Handles by value are register-wide: the standard ABI's pointers go to its own
+            // implementation, MPICH's `int`s are narrowed and take the paths below.
+            if mpixstream_wrappers::abi::standard() {
+                return crate::mpix::standard_entry(stringify!($recv), || unsafe {
+                    crate::standard_abi::multiplex::recv(
+                        stringify!($recv),
+                        buf,
+                        $n(count),
+                        datatype,
+                        source,
+                        tag,
+                        comm,
+                        source_stream_index,
+                        dest_stream_index,
+                        status.cast(),
+                    )
+                });
+            }
+            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
             if let Some(h) =
                 fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
             {
@@ -428,14 +484,33 @@ macro_rules! indexed_p2p {
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
             count: $cnt,
-            datatype: MPI_Datatype,
+            datatype: WideHandle,
             source: c_int,
             tag: c_int,
-            comm: MPI_Comm,
+            comm: WideHandle,
             source_stream_index: c_int,
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
+            // Handles by value are register-wide: the standard ABI's pointers go to its own
+            // implementation, MPICH's `int`s are narrowed and take the paths below.
+            if mpixstream_wrappers::abi::standard() {
+                return crate::mpix::standard_entry(stringify!($irecv), || unsafe {
+                    crate::standard_abi::multiplex::irecv(
+                        stringify!($irecv),
+                        buf,
+                        $n(count),
+                        datatype,
+                        source,
+                        tag,
+                        comm,
+                        source_stream_index,
+                        dest_stream_index,
+                        request.cast(),
+                    )
+                });
+            }
+            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
             if !request.is_null() {
                 if let Some(h) =
                     fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
@@ -459,6 +534,7 @@ indexed_p2p!(
     MPIX_Stream_recv,
     MPIX_Stream_irecv,
     c_int,
+    crate::standard_abi::multiplex::N::Int,
     MPI_Send,
     MPI_Isend,
     MPI_Recv,
@@ -470,6 +546,7 @@ indexed_p2p!(
     MPIX_Stream_recv_c,
     MPIX_Stream_irecv_c,
     MPI_Count,
+    crate::standard_abi::multiplex::N::Large,
     MPI_Send_c,
     MPI_Isend_c,
     MPI_Recv_c,

@@ -5,7 +5,7 @@
  * classes, blocking and nonblocking point-to-point with statuses, MPI_Sendrecv, the probes, persistent
  * requests, blocking and nonblocking collectives, completion calls; every result is checked. Then, where
  * a preloaded library defines it (declared weak here: mpi_abi.h has no MPIX API), MPIX_Stream_create
- * must fail with an error of class MPI_ERR_UNSUPPORTED_OPERATION, not crash.
+ * must make a stream (mpixstream's serial model on this ABI) and MPIX_Stream_free free it.
  * Rank 0 prints "MPIX_Stream_create: ..." and "No Errors" or "errors"; exit 1 on errors. */
 #include <mpi.h>
 #include <stdint.h>
@@ -138,21 +138,14 @@ int main(int argc, char **argv) {
     CHECK("MPI_Comm_free (split)", MPI_Comm_free(&split) == MPI_SUCCESS && split == MPI_COMM_NULL);
     CHECK("MPI_Comm_free (dup)", MPI_Comm_free(&dup) == MPI_SUCCESS && dup == MPI_COMM_NULL);
 
-    /* The MPIX stream API, where a preloaded library defines it: a clear MPI error, no crash. */
+    /* The MPIX stream API, where a preloaded library defines it: a stream of the serial model
+     * (tests/scripts/abi_standard_mpix.sh tests the API itself). */
     if (MPIX_Stream_create) {
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPIX_Stream s = NULL;
         rc = MPIX_Stream_create(MPI_INFO_NULL, &s);
-        char msg[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        cls = -1;
-        MPI_Error_class(rc, &cls);
-        MPI_Error_string(rc, msg, &len);
-        if (rank == 0) printf("MPIX_Stream_create: class %d, \"%s\"\n", cls, msg);
-        CHECK("MPIX_Stream_create fails", rc != MPI_SUCCESS);
-        CHECK("MPIX_Stream_create's class is MPI_ERR_UNSUPPORTED_OPERATION", cls == MPI_ERR_UNSUPPORTED_OPERATION);
-        CHECK("MPIX_Stream_create leaves no stream", s == NULL);
-        CHECK("MPIX_Stream_free fails", !MPIX_Stream_free || MPIX_Stream_free(&s) != MPI_SUCCESS);
+        if (rank == 0) printf("MPIX_Stream_create: %s\n", rc == MPI_SUCCESS && s != NULL ? "a stream" : "failed");
+        CHECK("MPIX_Stream_create succeeds", rc == MPI_SUCCESS && s != NULL);
+        CHECK("MPIX_Stream_free succeeds", MPIX_Stream_free && MPIX_Stream_free(&s) == MPI_SUCCESS && s == NULL);
     } else if (rank == 0) {
         printf("MPIX_Stream_create: not defined\n");
     }

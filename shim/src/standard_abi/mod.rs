@@ -2,16 +2,23 @@
 //! `libmpi_abi.so.1`; handles are pointers and the constants are not MPICH's) runs untouched: the
 //! generated interposers forward every call, arguments unchanged, to the next definition
 //! (`mpixstream_wrappers::abi`), nothing of the runtime starts (no backend, no policy, no records, no
-//! keyval, no tools library state), and here is all that the lean library does on that ABI:
-//! `MPI_Init*` passed through, then the banner (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings
-//! have no effect; and the MPIX entry points refused with `MPI_ERR_UNSUPPORTED_OPERATION`.
-//! Every MPI call made here is a listed one without handles, or takes the standard ABI's own
-//! `MPI_COMM_WORLD` (`abi::MPI_COMM_WORLD`) through `next_wide!`.
+//! keyval, no tools library state). What the lean library does on that ABI: `MPI_Init*` passed through,
+//! then the banner (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings have no effect; and the MPIX
+//! stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
+//! point-to-point, every stream on the library's shared endpoints, since no library of this ABI exports
+//! streams), with the calls it cannot serve refused with `MPI_ERR_UNSUPPORTED_OPERATION` ([`refuse`]).
+//! Every MPI call made here takes no handle, or takes the standard ABI's own handles through its own
+//! table (`mpi`) or `next_wide!`.
+pub mod errors;
+pub mod mpi;
+pub mod mpix;
+pub mod multiplex;
+pub mod streams;
+
 use crate::config::{Check, Config, Policy, Report};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::{next, next_wide};
 use std::os::raw::{c_char, c_int};
-use std::sync::OnceLock;
 
 /// What the program's MPI library is, for the banner and the refusal: its first version line and file.
 fn library() -> String {
@@ -66,13 +73,14 @@ pub fn banner(config: &Config, size: c_int) -> String {
     let ignored = without_effect(config);
     format!(
         "mpixstream {}: {} | MPI {}: handles are pointers, the program runs untouched (pass-through) | \
-         no backend, no streams, policy implicit{}, no report, no check{} | MPIX stream calls fail with \
-         MPI_ERR_UNSUPPORTED_OPERATION | {} ranks | {}",
+         no backend, policy implicit{}, no report, no check{} | MPIX stream API on the serial model: {} \
+         streams sharing the library's endpoints, no enqueue, no progress threads | {} ranks | {}",
         env!("CARGO_PKG_VERSION"),
         library(),
         abi_version(),
         if ignored.is_empty() { String::new() } else { format!(" ({} without effect)", ignored.join(", ")) },
         if tools { " (the tools library passes through, counting nothing)" } else { "" },
+        config.streams,
         size,
         config.describe()
     )
@@ -95,6 +103,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
     if rc != 0 {
         return rc;
     }
+    streams::set_capacity(config.streams);
     let (mut rank, mut size) = (0, 0);
     next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
     next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
@@ -106,7 +115,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             if !ignored.is_empty() {
                 eprintln!(
                     "mpixstream: {} without effect: this program's MPI library speaks the MPI {} ({}), \
-                     on which mpixstream runs it untouched",
+                     on which mpixstream passes MPI calls through untouched (its MPIX API runs on the serial model)",
                     ignored.join(", "),
                     abi_version(),
                     abi::library_path().unwrap_or_else(|| "library path unknown".into())
@@ -117,36 +126,20 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
     rc
 }
 
-/// An MPIX entry point called by a program on the standard ABI: an error code of class
+/// An MPIX entry point that the standard ABI's serial model does not serve (the enqueue calls, the
+/// host queues, the progress threads, the info and asynchronous extensions): an error of class
 /// `MPI_ERR_UNSUPPORTED_OPERATION` (the standard ABI's class) whose string says why, raised through
 /// `MPI_COMM_WORLD`'s error handler, as every error of ours (the default handler aborts the job). Before
-/// `MPI_Init` and after `MPI_Finalize` no code can be made: the bare class, and the reason on stderr.
+/// `MPI_Init` and after `MPI_Finalize`: the bare class, and the reason on stderr.
 #[cold]
 #[inline(never)]
 pub fn refuse(func: &str) -> c_int {
-    static CODE: OnceLock<c_int> = OnceLock::new();
-    let class = abi::MPI_ERR_UNSUPPORTED_OPERATION;
-    let why = "the MPIX stream API is not available to a program built for the MPI standard ABI \
-               (mpixstream runs it untouched)";
-    unsafe {
-        let (mut initialized, mut finalized) = (0, 0);
-        next!(MPI_Initialized)(&mut initialized);
-        next!(MPI_Finalized)(&mut finalized);
-        if initialized == 0 || finalized != 0 {
-            eprintln!("mpixstream: {func}: {why}: MPI_ERR_UNSUPPORTED_OPERATION");
-            return class;
-        }
-        // Error codes, classes and strings take no handle: the same calls on either ABI.
-        let code = *CODE.get_or_init(|| {
-            let mut code = class;
-            if next!(MPI_Add_error_code)(class, &mut code) != 0 {
-                return class;
-            }
-            let text = std::ffi::CString::new(format!("mpixstream: {why}")).unwrap_or_default();
-            next!(MPI_Add_error_string)(code, text.as_ptr());
-            code
-        });
-        next_wide!(MPI_Comm_call_errhandler)(abi::MPI_COMM_WORLD, code);
-        code
-    }
+    let why = if func.contains("enqueue") || func.contains("Host_queue") {
+        "the enqueue API is not available to a program built for the MPI standard ABI: its MPIX streams are \
+         on the serial model (no GPU or host queues)"
+    } else {
+        "not available to a program built for the MPI standard ABI: its MPIX streams are on the serial model \
+         (streams, stream and multiplex communicators, indexed point-to-point, MPIX_Stream_progress)"
+    };
+    errors::raise(abi::MPI_COMM_WORLD, errors::Class::Unsupported, func, why)
 }

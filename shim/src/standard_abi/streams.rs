@@ -1,0 +1,200 @@
+//! Streams and the records of stream and multiplex communicators on the standard ABI (the serial model:
+//! the library this ABI reaches has no streams, so a stream is a local object and every stream's traffic
+//! shares the library's endpoints).
+//!
+//! - A stream is a slot of a bounded pool (`MPIXSTREAM_STREAMS`, as on MPICH's ABI, so a program that
+//!   runs out there runs out here); its handle is the slot's address: pointer-wide like every handle of
+//!   this ABI, never a valid handle of the library, and told from garbage by its range.
+//! - A communicator's record (its stream, or its multiplex layout) is an MPI attribute under one keyval
+//!   of ours: the library runs its delete callback on every destruction path of the communicator, so the
+//!   record goes with it, and its copy callback on `MPI_Comm_dup`, so a dup of a stream communicator
+//!   keeps the stream (as native MPICH's does).
+use super::errors::Class;
+use super::mpi::{self, H};
+use super::multiplex::Multiplex;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The most streams a pool can have (MPICH's limit on VCIs: `MPIXSTREAM_STREAMS` is below it).
+const MAX_STREAMS: usize = mpixstream_wrappers::settings::MAX_VCIS as usize;
+
+pub struct Slot {
+    live: AtomicBool,
+    /// The communicators that carry this stream (records of stream and multiplex communicators).
+    comms: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: Slot = Slot { live: AtomicBool::new(false), comms: AtomicUsize::new(0) };
+static SLOTS: [Slot; MAX_STREAMS] = [FREE; MAX_STREAMS];
+/// The pool's size: `MPIXSTREAM_STREAMS` (set at `MPI_Init*`).
+static CAPACITY: AtomicUsize = AtomicUsize::new(mpixstream_wrappers::settings::DEFAULT_STREAMS as usize);
+
+pub fn set_capacity(n: u32) {
+    CAPACITY.store((n as usize).clamp(1, MAX_STREAMS), Ordering::Relaxed);
+}
+
+pub fn capacity() -> usize {
+    CAPACITY.load(Ordering::Relaxed)
+}
+
+/// The handle of stream `i`.
+pub fn handle(i: usize) -> H {
+    &SLOTS[i] as *const Slot as H
+}
+
+pub fn slot(i: usize) -> &'static Slot {
+    &SLOTS[i]
+}
+
+/// A free stream, taken; `None` when the pool is exhausted.
+pub fn allocate() -> Option<usize> {
+    (0..capacity()).find(|&i| SLOTS[i].live.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+}
+
+pub fn release(i: usize) {
+    SLOTS[i].live.store(false, Ordering::Release);
+}
+
+/// The stream of a non-null handle, or why it names none (class and text).
+pub fn lookup(h: H) -> Result<usize, (Class, String)> {
+    let base = SLOTS.as_ptr() as H;
+    let size = std::mem::size_of::<Slot>();
+    let i = h.wrapping_sub(base) / size;
+    if h < base || i >= capacity() || !(h - base).is_multiple_of(size) {
+        return Err((Class::Stream, format!("0x{h:x} is not a stream handle")));
+    }
+    if !SLOTS[i].live.load(Ordering::Acquire) {
+        return Err((Class::Stream, format!("stream 0x{h:x} has been freed (or was never created)")));
+    }
+    Ok(i)
+}
+
+impl Slot {
+    pub fn attached(&self) -> usize {
+        self.comms.load(Ordering::Acquire)
+    }
+    pub fn attach(&self) {
+        self.comms.fetch_add(1, Ordering::AcqRel);
+    }
+    pub fn detach(&self) {
+        self.comms.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a communicator of ours carries.
+pub enum Record {
+    /// `MPIX_Stream_comm_create` (or a dup of one): its stream.
+    Stream(usize),
+    /// `MPIX_Stream_comm_create_multiplex`.
+    Multiplex(Multiplex),
+}
+
+/// The state made at the first MPIX call: the records' keyval, and the private communicator on which
+/// `MPIX_Stream_progress` drives the library's progress.
+pub struct State {
+    pub keyval: c_int,
+    pub progress_comm: H,
+}
+
+static STATE: OnceLock<Result<State, String>> = OnceLock::new();
+
+unsafe extern "C" fn copy_record(
+    _comm: H,
+    _keyval: c_int,
+    _extra: *mut c_void,
+    value_in: *mut c_void,
+    value_out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    let record = &*(value_in as *const Record);
+    match record {
+        Record::Stream(i) => {
+            SLOTS[*i].attach();
+            *(value_out as *mut *mut Record) = Box::into_raw(Box::new(Record::Stream(*i)));
+            *flag = 1;
+        }
+        // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
+        // as on any other): new hidden communicators would be collectives inside the library's dup.
+        Record::Multiplex(_) => *flag = 0,
+    }
+    mpi::SUCCESS
+}
+
+unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
+    let record = Box::from_raw(value as *mut Record);
+    match *record {
+        Record::Stream(i) => SLOTS[i].detach(),
+        Record::Multiplex(mx) => mx.release(),
+    }
+    mpi::SUCCESS
+}
+
+/// The state, made on first use (local calls only: a keyval and a dup of `MPI_COMM_SELF`).
+pub fn state() -> Result<&'static State, String> {
+    STATE
+        .get_or_init(|| {
+            let m = mpi::mpi()?;
+            let mut keyval = 0;
+            let rc = unsafe {
+                (m.Comm_create_keyval)(Some(copy_record), Some(delete_record), &mut keyval, std::ptr::null_mut())
+            };
+            if rc != mpi::SUCCESS {
+                return Err(format!("MPI_Comm_create_keyval failed ({rc})"));
+            }
+            let mut progress_comm = mpi::COMM_NULL;
+            let rc = unsafe { (m.Comm_dup)(mpi::COMM_SELF, &mut progress_comm) };
+            if rc != mpi::SUCCESS {
+                return Err(format!("MPI_Comm_dup(MPI_COMM_SELF) failed ({rc})"));
+            }
+            Ok(State { keyval, progress_comm })
+        })
+        .as_ref()
+        .map_err(|e| e.clone())
+}
+
+/// Attaches `record` to `comm` (where `comm` already has one, from the parent copied by the dup, the
+/// library deletes that one first).
+pub fn attach(st: &State, comm: H, record: Record) -> c_int {
+    let Ok(m) = mpi::mpi() else { return mpi::ERR_OTHER };
+    let value = Box::into_raw(Box::new(record));
+    let rc = unsafe { (m.Comm_set_attr)(comm, st.keyval, value as *mut c_void) };
+    if rc != mpi::SUCCESS {
+        drop(unsafe { Box::from_raw(value) });
+    }
+    rc
+}
+
+/// The record of `comm`, if it has one. Valid while `comm` is: freeing a communicator while another
+/// thread uses it is erroneous in MPI.
+pub fn record(st: &State, comm: H) -> Option<&'static Record> {
+    let m = mpi::mpi().ok()?;
+    let mut value: *mut Record = std::ptr::null_mut();
+    let mut flag = 0;
+    let rc = unsafe { (m.Comm_get_attr)(comm, st.keyval, &mut value as *mut *mut Record as *mut c_void, &mut flag) };
+    (rc == mpi::SUCCESS && flag != 0 && !value.is_null()).then(|| unsafe { &*value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_handle_is_told_from_a_freed_one_and_from_garbage() {
+        set_capacity(2);
+        let a = allocate().expect("a stream");
+        let b = allocate().expect("a second stream");
+        assert!(allocate().is_none(), "a pool of 2 is exhausted");
+        assert_eq!(lookup(handle(a)).ok(), Some(a));
+        assert!(handle(a) > u32::MAX as usize || cfg!(target_pointer_width = "32"), "pointer-wide");
+        release(b);
+        let (class, e) = lookup(handle(b)).unwrap_err();
+        assert!(class == Class::Stream && e.contains("has been freed"), "{e}");
+        for garbage in [handle(a) + 1, handle(0) + capacity() * std::mem::size_of::<Slot>(), 0x101, 1] {
+            let (_, e) = lookup(garbage).unwrap_err();
+            assert!(e.contains("is not a stream handle"), "{garbage:x}: {e}");
+        }
+        release(a);
+    }
+}
