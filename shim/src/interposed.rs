@@ -201,6 +201,26 @@ pub unsafe fn finalize() -> c_int {
     })
 }
 
+/// A communicator constructor on the MPI standard ABI (`newcomm` pointer-wide): the explicit policy's
+/// bookkeeping there (`standard_abi::policy`).
+pub unsafe fn std_comm_constructed(
+    kind: CommCtor,
+    parent: mpixstream_wrappers::ffi::WideHandle,
+    newcomm: *mut mpixstream_wrappers::ffi::WideHandle,
+    create: impl FnOnce() -> c_int,
+) -> c_int {
+    ffi_guard(kind.name(), move || unsafe {
+        crate::standard_abi::policy::comm_constructed(kind, parent, newcomm, create)
+    })
+}
+
+/// `MPI_Finalize` on the MPI standard ABI: the tools library's report first (while MPI is up), then the
+/// library's.
+pub unsafe fn std_finalize(finalize: impl FnOnce() -> c_int) -> c_int {
+    crate::tools_link::tools_finalize();
+    finalize()
+}
+
 /// A communicator constructor: `create` makes the communicator; we then record stream inheritance
 /// (dup-like constructors of a stream communicator) or apply the explicit policy. `info`: the info
 /// argument of `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`.

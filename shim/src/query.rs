@@ -18,12 +18,15 @@ use std::sync::atomic::Ordering;
 /// is not initialised through us or `out` is too small.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
-    let Some(rt) = runtime::active() else {
-        return -1;
-    };
     if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
         return -1;
     }
+    if mpixstream_wrappers::abi::standard() {
+        return crate::standard_abi::policy::describe(&mut *out);
+    }
+    let Some(rt) = runtime::active() else {
+        return -1;
+    };
     let d = &mut *out;
     d.backend = match rt.backend {
         Backend::Serial => 0,
@@ -127,4 +130,37 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
         return -1;
     }
     rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
+}
+
+/// The standard ABI (handles are pointers, passed here pointer-wide): the stream index `comm` carries, or
+/// -1, with who attached it in `*origin` (a `StreamOrigin` code: 1 the application, 2 the explicit
+/// policy; 0 with -1).
+#[no_mangle]
+pub unsafe extern "C" fn mpixstream_std_comm_stream(comm: usize, origin: *mut c_int) -> c_int {
+    let found =
+        if mpixstream_wrappers::abi::standard() { crate::standard_abi::policy::comm_stream(comm) } else { None };
+    if !origin.is_null() {
+        *origin = found.map_or(Origin::None as c_int, |(_, o)| o);
+    }
+    found.map_or(-1, |(i, _)| i as c_int)
+}
+
+/// The standard ABI: where `comm` is a hidden communicator of a multiplex communicator, 1, with that
+/// communicator in `*user`, the local indices whose sends and receives it carries (-1: none on this
+/// process) and their streams (-1: none); else 0.
+#[no_mangle]
+pub unsafe extern "C" fn mpixstream_std_multiplex_of(comm: usize, user: *mut usize, indices: *mut [c_int; 4]) -> c_int {
+    if !mpixstream_wrappers::abi::standard() {
+        return 0;
+    }
+    let Some(h) = crate::standard_abi::multiplex::hidden_of(comm) else {
+        return 0;
+    };
+    if !user.is_null() {
+        *user = h.user;
+    }
+    if !indices.is_null() {
+        *indices = [h.send_index, h.recv_index, h.send_stream, h.recv_stream];
+    }
+    1
 }

@@ -291,6 +291,26 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 no_handle_by_value(r, "lean:test/lean:wait")?;
                 String::new()
             }
+            // A communicator constructor on the standard ABI: the call forwarded unchanged, then the
+            // standard ABI's own hook (the explicit policy's bookkeeping, `std_comm_constructed`).
+            Lean::Ctor { kind, parent, out, .. } => {
+                let mut p = format!(
+                    "if $crate::abi::standard() {{\n\
+                     use $hooks as hooks;\n\
+                     return hooks::std_comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, \
+                     {out} as *mut $crate::ffi::WideHandle, || unsafe {{ {} }});\n}}\n",
+                    wide_call(r)
+                );
+                p.push_str(&abi_prologue(r, false));
+                p
+            }
+            // MPI_Finalize on the standard ABI: the tools library's report first (`std_finalize`).
+            Lean::Hook(_) if r.name == "MPI_Finalize" => format!(
+                "if $crate::abi::standard() {{\n\
+                 use $hooks as hooks;\n\
+                 return hooks::std_finalize(|| unsafe {{ {} }});\n}}\n",
+                wide_call(r)
+            ),
             _ => abi_prologue(r, true),
         };
         writeln!(s, "{FN_ATTRS}{} {{\n{prologue}{body}\n}}\n", signature(r, "$crate::ffi::")?).unwrap();
@@ -365,6 +385,24 @@ fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row])
     ))
 }
 
+/// The tools hooks that count on the standard ABI too (`counting::std_abi::HOOK`, same parameters as
+/// `counting::HOOK`, handles pointer-wide); the other rows pass through there.
+pub const STD_TOOLS_HOOKS: &[&str] = &[
+    "send",
+    "isend",
+    "recv",
+    "irecv",
+    "sendrecv",
+    "improbe",
+    "mrecv",
+    "wait",
+    "test",
+    "waitall",
+    "testall",
+    "collective",
+    "icollective",
+];
+
 /// `tools_interposers.rs`: the `comm_call_interposers!($counting)` macro of the tools library.
 pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
     let mut s = String::from(GENERATED);
@@ -384,6 +422,25 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
                 closure_params.push(format!("{a}: *mut $crate::ffi::MPI_Status"));
             }
         }
+        // On the standard ABI: the hooks the standard ABI's counting serves (`counting::std_abi`, keyed by
+        // the pointer handles), else the call forwarded unchanged.
+        let prologue = if STD_TOOLS_HOOKS.contains(&hook.as_str()) {
+            let mut p = format!(
+                "if $crate::abi::standard() {{\n\
+                 use $counting as counting;\n\
+                 let next = $crate::next_wide!({name});\n\
+                 return $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
+                 counting::std_abi::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}});\n}}\n",
+                name = r.name,
+                passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
+                cp = closure_params.join(", "),
+                all = all_args(r),
+            );
+            p.push_str(&abi_prologue(r, false));
+            p
+        } else {
+            abi_prologue(r, true)
+        };
         writeln!(
             s,
             "{FN_ATTRS}{} {{\n\
@@ -393,7 +450,6 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
              $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
              counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}})\n}}\n",
             signature(r, "$crate::ffi::")?,
-            prologue = abi_prologue(r, true),
             name = r.name,
             passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
             cp = closure_params.join(", "),
@@ -472,14 +528,34 @@ mod tests {
              let errhandler = errhandler as $crate::ffi::MPI_Errhandler;\n\
              use $hooks as hooks;\n"
         )));
+        // A tools row whose hook the standard ABI's counting serves calls it with the wide handles; another
+        // passes through.
         assert!(tools.contains(&format!(
             "datatype: {wide}, dest: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, comm: {wide}) -> \
              ::std::os::raw::c_int {{\n\
              if $crate::abi::standard() {{\n\
-             return $crate::next_wide!(MPI_Send)(buf, count, datatype, dest, tag, comm);\n}}\n\
+             use $counting as counting;\n\
+             let next = $crate::next_wide!(MPI_Send);\n\
+             return $crate::guard::ffi_guard(\"MPI_Send\", move || unsafe {{\n\
+             counting::std_abi::send(\"MPI_Send\", ::core::convert::Into::into(comm), \
+             ::core::convert::Into::into(count), ::core::convert::Into::into(datatype), \
+             ::core::convert::Into::into(dest), move || next(buf, count, datatype, dest, tag, comm))\n}});\n}}\n\
              let datatype = datatype as $crate::ffi::MPI_Datatype;\n\
              let comm = comm as $crate::ffi::MPI_Comm;\n"
         )));
+        assert!(tools.contains(&format!(
+            "fn MPI_Probe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, comm: {wide}, status: \
+             *mut $crate::ffi::MPI_Status) -> ::std::os::raw::c_int {{\n\
+             if $crate::abi::standard() {{\n\
+             return $crate::next_wide!(MPI_Probe)(source, tag, comm, status);\n}}\n\
+             let comm = comm as $crate::ffi::MPI_Comm;\n"
+        )));
+        // A communicator constructor on the standard ABI: the call, then the explicit policy's hook.
+        assert!(lean.contains(
+            "if $crate::abi::standard() {\nuse $hooks as hooks;\nreturn hooks::std_comm_constructed(\
+             $crate::interpose::CommCtor::Dup, comm, newcomm as *mut $crate::ffi::WideHandle, || unsafe { \
+             $crate::next_wide!(MPI_Comm_dup)(comm, newcomm) });\n}\n"
+        ));
         // Every exported interposer of both libraries checks, but MPI_Init* and the completion rows.
         let mut checked = 0;
         for (text, library) in [(&lean, "lean"), (&tools, "tools")] {

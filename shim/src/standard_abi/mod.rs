@@ -2,9 +2,11 @@
 //! `libmpi_abi.so.1`; handles are pointers and the constants are not MPICH's) runs untouched: the
 //! generated interposers forward every call, arguments unchanged, to the next definition
 //! (`mpixstream_wrappers::abi`), nothing of the runtime starts (no backend, no policy, no records, no
-//! keyval, no tools library state). What the lean library does on that ABI: `MPI_Init*` passed through,
-//! then the banner (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings have no effect; and the MPIX
-//! stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
+//! keyval). What the lean library does on that ABI: `MPI_Init*` passed through, then the banner
+//! (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings have no effect, and the tools library started
+//! where it is preloaded (its report at `MPI_Finalize`, `std_finalize`); the explicit policy as
+//! bookkeeping (`policy`: a stream per communicator of a blocking constructor, on the shared endpoints);
+//! and the MPIX stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
 //! point-to-point, every stream on the library's shared endpoints, since no library of this ABI exports
 //! streams), with the calls it cannot serve refused with `MPI_ERR_UNSUPPORTED_OPERATION` ([`refuse`]).
 //! Every MPI call made here takes no handle, or takes the standard ABI's own handles through its own
@@ -13,6 +15,7 @@ pub mod errors;
 pub mod mpi;
 pub mod mpix;
 pub mod multiplex;
+pub mod policy;
 pub mod streams;
 
 use crate::config::{Check, Config, Policy, Report};
@@ -50,13 +53,10 @@ fn abi_version() -> String {
 }
 
 /// The settings that ask for what cannot happen here.
-fn without_effect(config: &Config) -> Vec<String> {
+fn without_effect(config: &Config, tools: bool) -> Vec<String> {
     let mut v = Vec::new();
-    if config.policy != Policy::Implicit {
-        v.push(format!("MPIXSTREAM_POLICY={}", config.policy));
-    }
-    if !matches!(config.report, Report::Off) {
-        v.push("MPIXSTREAM_REPORT (no report)".into());
+    if !matches!(config.report, Report::Off) && !tools {
+        v.push("MPIXSTREAM_REPORT (no report: libmpixstream_tools.so is not preloaded)".into());
     }
     if !matches!(config.check, Check::Off) {
         v.push("MPIXSTREAM_CHECK (no check)".into());
@@ -69,17 +69,24 @@ fn without_effect(config: &Config) -> Vec<String> {
 
 /// The banner on this ABI (`MPIXSTREAM_VERBOSE=1`, rank 0).
 pub fn banner(config: &Config, size: c_int) -> String {
-    let tools = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, mpixstream_wrappers::tools::INIT_SYMBOL.as_ptr()).is_null() };
-    let ignored = without_effect(config);
+    let tools = tools_preloaded();
+    let ignored = without_effect(config, tools);
+    let report = match (&config.report, tools) {
+        (Report::Off, _) => "no report",
+        (_, true) => "report (libmpixstream_tools.so: point-to-point, indexed and collective calls counted)",
+        (_, false) => "no report",
+    };
     format!(
-        "mpixstream {}: {} | MPI {}: handles are pointers, the program runs untouched (pass-through) | \
-         no backend, policy implicit{}, no report, no check{} | MPIX stream API on the serial model: {} \
-         streams sharing the library's endpoints, no enqueue, no progress threads | {} ranks | {}",
+        "mpixstream {}: {} | MPI {}: handles are pointers, MPI calls pass through untouched | serial model \
+         (every stream on the library's shared endpoints; the policy is bookkeeping): policy {}{}, {report}, \
+         no check{} | MPIX stream API on the serial model: {} streams sharing the library's endpoints, no enqueue, no progress \
+         threads | {} ranks | {}",
         env!("CARGO_PKG_VERSION"),
         library(),
         abi_version(),
+        config.policy,
+        if config.policy == Policy::Explicit { " (a stream per communicator of a blocking constructor)" } else { "" },
         if ignored.is_empty() { String::new() } else { format!(" ({} without effect)", ignored.join(", ")) },
-        if tools { " (the tools library passes through, counting nothing)" } else { "" },
         config.streams,
         size,
         config.describe()
@@ -107,15 +114,32 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
     let (mut rank, mut size) = (0, 0);
     next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
     next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
+    let mut level = 0;
+    if let Ok(m) = mpi::mpi() {
+        (m.Query_thread)(&mut level);
+    }
+    let tools = tools_preloaded();
+    policy::init(policy::Setup {
+        explicit: config.policy == Policy::Explicit,
+        rank,
+        size,
+        thread_level: policy::thread_level_as_mpich(level),
+        library: if tools && !matches!(config.report, Report::Off) { library() } else { String::new() },
+        reason: format!(
+            "the program's MPI library speaks the MPI {}: the serial model (every stream on the library's shared endpoints)",
+            abi_version()
+        ),
+    });
     if rank == 0 {
         if config.verbose {
             eprintln!("{}", banner(&config, size));
         } else {
-            let ignored = without_effect(&config);
+            let ignored = without_effect(&config, tools);
             if !ignored.is_empty() {
                 eprintln!(
                     "mpixstream: {} without effect: this program's MPI library speaks the MPI {} ({}), \
-                     on which mpixstream passes MPI calls through untouched (its MPIX API runs on the serial model)",
+                     on which mpixstream passes MPI calls through untouched (its MPIX API and the explicit \
+                     policy run on the serial model)",
                     ignored.join(", "),
                     abi_version(),
                     abi::library_path().unwrap_or_else(|| "library path unknown".into())
@@ -123,7 +147,14 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             }
         }
     }
+    // The tools library (the report on this ABI: `std_abi` there), where it is preloaded.
+    crate::tools_link::tools_init();
     rc
+}
+
+/// Whether libmpixstream_tools.so is in the process.
+fn tools_preloaded() -> bool {
+    unsafe { !libc::dlsym(libc::RTLD_DEFAULT, mpixstream_wrappers::tools::INIT_SYMBOL.as_ptr()).is_null() }
 }
 
 /// An MPIX entry point that the standard ABI's serial model does not serve (the enqueue calls, the

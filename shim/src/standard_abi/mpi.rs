@@ -4,8 +4,10 @@
 //! `pmpi` tables are of no use here: their handles are `int`s and their constants MPICH's.
 //!
 //! `PMPI_*`, not the next `MPI_*`: the hidden communicators and the agreement collectives are ours, and a
-//! profiling layer of the program's should not count them (the tools library passes everything through on
-//! this ABI anyway).
+//! profiling layer of the program's should not count them. The exception: the point-to-point calls that
+//! carry the application's indexed messages on a multiplex communicator's hidden communicators (marked
+//! `as "MPI_"`) go through the next `MPI_*` definition, so that the tools library counts them (and
+//! attributes them to the multiplex communicator and its index: `multiplex::hidden_of`).
 use mpixstream_wrappers::abi;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -60,9 +62,12 @@ pub const STATUS_IGNORE: *mut Status = std::ptr::null_mut();
 pub type CopyFn = unsafe extern "C" fn(H, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 pub type DeleteFn = unsafe extern "C" fn(H, c_int, *mut c_void, *mut c_void) -> c_int;
 
-/// The table: one field per function, named as the function, looked up as `PMPI_<name>`.
+/// The table: one field per function, named as the function, looked up as `PMPI_<name>`, or as
+/// `<prefix><name>` where the row says `as "<prefix>"`.
 macro_rules! table {
-    ($($name:ident: fn($($arg:ty),*);)*) => {
+    (@prefix) => { "PMPI_" };
+    (@prefix $p:literal) => { $p };
+    ($($name:ident: fn($($arg:ty),*) $(as $prefix:literal)?;)*) => {
         #[allow(non_snake_case)]
         pub struct Mpi {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> c_int,)*
@@ -71,7 +76,7 @@ macro_rules! table {
         fn load() -> Result<Mpi, String> {
             Ok(Mpi {
                 $($name: {
-                    let name = concat!("PMPI_", stringify!($name), "\0");
+                    let name = concat!(table!(@prefix $($prefix)?), stringify!($name), "\0");
                     let name = std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).map_err(|e| e.to_string())?;
                     let f = abi::lookup(name);
                     if f.is_null() {
@@ -108,17 +113,17 @@ table! {
     Allreduce: fn(*const c_void, *mut c_void, c_int, H, H, H);
     Allgather: fn(*const c_void, c_int, H, *mut c_void, c_int, H, H);
     Iprobe: fn(c_int, c_int, H, *mut c_int, *mut Status);
-    Improbe: fn(c_int, c_int, H, *mut c_int, *mut H, *mut Status);
-    Mrecv: fn(*mut c_void, c_int, H, *mut H, *mut Status);
-    Mrecv_c: fn(*mut c_void, Count, H, *mut H, *mut Status);
-    Send: fn(*const c_void, c_int, H, c_int, c_int, H);
-    Send_c: fn(*const c_void, Count, H, c_int, c_int, H);
-    Isend: fn(*const c_void, c_int, H, c_int, c_int, H, *mut H);
-    Isend_c: fn(*const c_void, Count, H, c_int, c_int, H, *mut H);
-    Recv: fn(*mut c_void, c_int, H, c_int, c_int, H, *mut Status);
-    Recv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut Status);
-    Irecv: fn(*mut c_void, c_int, H, c_int, c_int, H, *mut H);
-    Irecv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut H);
+    Improbe: fn(c_int, c_int, H, *mut c_int, *mut H, *mut Status) as "MPI_";
+    Mrecv: fn(*mut c_void, c_int, H, *mut H, *mut Status) as "MPI_";
+    Mrecv_c: fn(*mut c_void, Count, H, *mut H, *mut Status) as "MPI_";
+    Send: fn(*const c_void, c_int, H, c_int, c_int, H) as "MPI_";
+    Send_c: fn(*const c_void, Count, H, c_int, c_int, H) as "MPI_";
+    Isend: fn(*const c_void, c_int, H, c_int, c_int, H, *mut H) as "MPI_";
+    Isend_c: fn(*const c_void, Count, H, c_int, c_int, H, *mut H) as "MPI_";
+    Recv: fn(*mut c_void, c_int, H, c_int, c_int, H, *mut Status) as "MPI_";
+    Recv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut Status) as "MPI_";
+    Irecv: fn(*mut c_void, c_int, H, c_int, c_int, H, *mut H) as "MPI_";
+    Irecv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut H) as "MPI_";
 }
 
 static MPI: OnceLock<Result<Mpi, String>> = OnceLock::new();

@@ -193,7 +193,7 @@ pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
         );
     }
     *stream = match record {
-        Some(Record::Stream(i)) => streams::handle(*i),
+        Some(Record::Stream(i)) | Some(Record::Policy(i)) => streams::handle(*i),
         _ => 0,
     };
     mpi::SUCCESS

@@ -19,7 +19,9 @@
 use super::errors::{forward, raise, Class};
 use super::mpi::{self, Count, Status, H};
 use super::streams::{self, Record};
+use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
+use std::sync::Mutex;
 
 /// `MPIX_ANY_INDEX` (`mpix_stream_abi.h`).
 pub const ANY_INDEX: c_int = -1;
@@ -40,10 +42,55 @@ pub struct Multiplex {
     pub tag_ub: c_int,
 }
 
+/// A hidden communicator, as the tools library sees it (`mpixstream_std_multiplex_of`): the multiplex
+/// communicator, the local index whose sends it carries and the one whose receives it carries (-1 where
+/// this process has no such index), and those indices' streams (-1: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hidden {
+    pub user: H,
+    pub send_index: c_int,
+    pub recv_index: c_int,
+    pub send_stream: c_int,
+    pub recv_stream: c_int,
+}
+
+static HIDDEN: Mutex<Option<HashMap<H, Hidden>>> = Mutex::new(None);
+
+/// What `comm` is, where it is a hidden communicator of a live multiplex communicator.
+pub fn hidden_of(comm: H) -> Option<Hidden> {
+    HIDDEN.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&comm).copied()
+}
+
 impl Multiplex {
+    fn register(&self, user: H) {
+        let mut g = HIDDEN.lock().unwrap_or_else(|e| e.into_inner());
+        let map = g.get_or_insert_with(HashMap::new);
+        let n = self.streams.len() as c_int;
+        let local = |i: c_int| if i < n { i } else { -1 };
+        let stream = |i: c_int| if i < 0 { -1 } else { self.streams[i as usize].map_or(-1, |s| s as c_int) };
+        for si in 0..self.width {
+            for di in 0..self.width {
+                let (send_index, recv_index) = (local(si), local(di));
+                let h = Hidden {
+                    user,
+                    send_index,
+                    recv_index,
+                    send_stream: stream(send_index),
+                    recv_stream: stream(recv_index),
+                };
+                map.insert(self.pair(si, di), h);
+            }
+        }
+    }
+
     /// At the destruction of the user's communicator (its record's delete callback): the streams are
     /// detached, the hidden communicators freed.
     pub fn release(self) {
+        if let Some(map) = HIDDEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            for h in self.hidden.iter() {
+                map.remove(h);
+            }
+        }
         for s in self.streams.iter().flatten() {
             streams::slot(*s).detach();
         }
@@ -273,6 +320,8 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
         streams::slot(*s).attach();
     }
     let mx = Multiplex { rank, size, streams, counts, width, hidden: hidden.into_boxed_slice(), tag_ub };
+    mx.register(user);
+    super::policy::STATS.multiplex.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let rc = streams::attach(st, user, Record::Multiplex(mx));
     if rc != mpi::SUCCESS {
         // The record was dropped without its delete callback: nothing else holds the hidden ones.

@@ -53,6 +53,11 @@ pub fn allocate() -> Option<usize> {
     (0..capacity()).find(|&i| SLOTS[i].live.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())
 }
 
+/// The streams taken (the application's and the policy's).
+pub fn in_use() -> usize {
+    (0..capacity()).filter(|&i| SLOTS[i].live.load(Ordering::Relaxed)).count()
+}
+
 pub fn release(i: usize) {
     SLOTS[i].live.store(false, Ordering::Release);
 }
@@ -89,6 +94,8 @@ pub enum Record {
     Stream(usize),
     /// `MPIX_Stream_comm_create_multiplex`.
     Multiplex(Multiplex),
+    /// A communicator of the application given a stream of its own by the explicit policy (`policy`).
+    Policy(usize),
 }
 
 /// The state made at the first MPIX call: the records' keyval, and the private communicator on which
@@ -117,7 +124,8 @@ unsafe extern "C" fn copy_record(
         }
         // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
         // as on any other): new hidden communicators would be collectives inside the library's dup.
-        Record::Multiplex(_) => *flag = 0,
+        // A dup of a policy communicator gets its own stream from the policy, or none.
+        Record::Multiplex(_) | Record::Policy(_) => *flag = 0,
     }
     mpi::SUCCESS
 }
@@ -127,6 +135,7 @@ unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void,
     match *record {
         Record::Stream(i) => SLOTS[i].detach(),
         Record::Multiplex(mx) => mx.release(),
+        Record::Policy(i) => super::policy::retire(i),
     }
     mpi::SUCCESS
 }
