@@ -24,12 +24,14 @@ pub mod persistent;
 pub mod report;
 pub mod shim;
 pub mod state;
+pub mod std_abi;
 pub mod thread;
 
 /// What the generated interposers call: the hooks of `counting` and of `persistent`.
 mod hooks {
     pub use crate::counting::*;
     pub use crate::persistent::{persistent, persistent_send, start, startall};
+    pub use crate::std_abi;
 }
 mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 
@@ -37,6 +39,10 @@ mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_init() {
     let r = std::panic::catch_unwind(|| unsafe {
+        if mpixstream_wrappers::abi::standard() {
+            std_abi_init();
+            return;
+        }
         if let Some(setup) = state::init() {
             let d = setup.description;
             check::init(d.map_or(0, |d| d.pool.max(0) as usize), d.map_or(-1, |d| d.rank));
@@ -48,10 +54,49 @@ pub extern "C" fn mpixstream_tools_init() {
     }
 }
 
+static STD_SETUP: std::sync::OnceLock<state::Setup> = std::sync::OnceLock::new();
+
+/// `MPI_Init` on the MPI standard ABI: the report only (`std_abi`); the check is not served there.
+fn std_abi_init() {
+    let settings = match mpixstream_wrappers::settings::Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mpixstream-tools: {e}; counters are off");
+            return;
+        }
+    };
+    let report_path = match settings.report {
+        mpixstream_wrappers::settings::Report::Off => return,
+        mpixstream_wrappers::settings::Report::On => format!("mpixstream-report.{}.json", std::process::id()),
+        mpixstream_wrappers::settings::Report::To(path) => path,
+    };
+    let description = shim::get().describe();
+    if std_abi::init() {
+        let _ = STD_SETUP.set(state::Setup { description, report_path: Some(report_path) });
+    }
+}
+
 /// Called by the lean library at the start of `MPI_Finalize`, while MPI is still fully up.
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_finalize() {
     let r = std::panic::catch_unwind(|| unsafe {
+        if mpixstream_wrappers::abi::standard() {
+            if let Some(setup) = STD_SETUP.get() {
+                std_abi::stop();
+                let (rank, size) = std_abi::world();
+                let d = shim::get().describe().or(setup.description);
+                report::write_with(
+                    d,
+                    setup.report_path.clone().unwrap_or_default(),
+                    &std_abi::all_records(),
+                    0,
+                    (rank, size),
+                    report::Abi::Standard,
+                    |part, rank, size| std_abi::gather(part, rank, size),
+                );
+            }
+            return;
+        }
         if !state::on() {
             return;
         }

@@ -78,7 +78,8 @@ fn starts_json(s: &Starts) -> String {
 
 struct Snapshot {
     id: u32,
-    handle: MPI_Comm,
+    /// The handle as printed (MPICH's `int`, or the standard ABI's pointer).
+    handle: u64,
     name: String,
     size: c_int,
     stream: Option<u32>,
@@ -96,7 +97,7 @@ fn snapshot(r: &CommRec) -> Snapshot {
     let c = &r.counters;
     Snapshot {
         id: r.id,
-        handle: r.handle,
+        handle: if r.wide != 0 { r.wide as u64 } else { r.handle as u32 as u64 },
         name: r.name.clone(),
         size: r.size,
         stream: r.stream,
@@ -145,7 +146,7 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             j,
             "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"multiplex\":{multiplex},\"sent\":{},\"received\":{},\"collectives\":{},\"starts\":{}}}",
             c.id,
-            c.handle as u32,
+            c.handle,
             json::string(&c.name),
             c.size,
             opt(c.stream),
@@ -157,7 +158,7 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             c.collectives,
             starts_json(&c.starts)
         );
-        let mut label = if c.name.is_empty() { format!("0x{:08x}", c.handle as u32) } else { c.name.clone() };
+        let mut label = if c.name.is_empty() { format!("0x{:08x}", c.handle) } else { c.name.clone() };
         // A multiplex communicator's indexed traffic, one row per index (its handle's own row, if
         // any, is its ordinary traffic).
         if let Some(m) = c.multiplex {
@@ -299,6 +300,13 @@ unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>>
     Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
 }
 
+/// Which ABI the program's MPI library speaks (the report's `abi`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Abi {
+    Mpich,
+    Standard,
+}
+
 /// Writes the report of `records` (every communicator seen, in creation order); collective over
 /// `MPI_COMM_WORLD`.
 pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
@@ -308,6 +316,21 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     let (mut rank, mut size) = (0, 1);
     (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
     (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
+    let path = setup.report_path.clone().unwrap_or_default();
+    write_with(d, path, records, check_mode, (rank, size), Abi::Mpich, |part, rank, size| gather(part, rank, size));
+}
+
+/// The report, given the lean library's description, where to write it, this rank and the job's size in
+/// `MPI_COMM_WORLD`, and how to gather every rank's part to rank 0 (the ABI's own `MPI_Gather`).
+pub unsafe fn write_with(
+    d: Option<Description>,
+    path: String,
+    records: &[&CommRec],
+    check_mode: u8,
+    (rank, size): (c_int, c_int),
+    abi: Abi,
+    gather: impl FnOnce(&[u8], c_int, c_int) -> Option<Vec<Vec<u8>>>,
+) {
     let comms: Vec<Snapshot> = records.iter().map(|r| snapshot(r)).collect();
     let (j, t) = rank_part(rank, d.as_ref(), &comms);
     // One buffer per rank: JSON, NUL, table text.
@@ -336,19 +359,20 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     let library = d.map(|d| cstr(&d.library)).unwrap_or_default();
     let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
     let backend = backend_name(d.as_ref());
-    let implicit_vcis = d.map(|d| d.implicit_vcis);
+    let implicit_vcis = d.map(|d| d.implicit_vcis).filter(|&v| v >= 0);
     let reserved_base = if backend == "native" { implicit_vcis } else { None };
     let vci_basis = match backend {
+        _ if abi == Abi::Standard => "none: the MPI standard ABI's serial model (every stream on the library's shared endpoints; no VCI is known)",
         "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
         "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
         "split" => "Intel MPI's thread-split endpoint (the communicator's info key thread_id): a stream's own endpoint 1..pool; no stream: endpoint 0",
         _ => "unknown: libmpixstream.so was not active",
     };
-    let path = setup.report_path.clone().unwrap_or_default();
+    let abi_name = if abi == Abi::Standard { "standard" } else { "mpich" };
     let mut doc = String::new();
     let _ = writeln!(
         doc,
-        "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
+        "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"abi\":\"{abi_name}\",\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
          \"policy\":\"{}\",\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
          \"thread_level\":\"{}\",\"check\":\"{}\",\"ranks\":[{}]}}",
         json::string(&library),
@@ -366,7 +390,8 @@ pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "mpixstream report: backend {backend} ({library}); policy {}; pool {} streams{}; implicit VCIs {}; {size} ranks; {}; check {}",
+        "mpixstream report: backend {backend}{} ({library}); policy {}; pool {} streams{}; implicit VCIs {}; {size} ranks; {}; check {}",
+        if abi == Abi::Standard { " on the MPI standard ABI" } else { "" },
         policy_name(d.as_ref()),
         d.map_or(0, |d| d.pool),
         reserved_base.map_or(String::new(), |b| format!(" on reserved VCIs {b}..{}", b + d.map_or(0, |d| d.pool) - 1)),

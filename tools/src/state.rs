@@ -115,6 +115,8 @@ pub struct CommRec {
     /// Creation order on this rank (the report's `id`).
     pub id: u32,
     pub handle: MPI_Comm,
+    /// On the MPI standard ABI, the handle (a pointer; `handle` is then its low bits); 0 on MPICH's.
+    pub wide: usize,
     pub name: String,
     pub size: c_int,
     pub stream: Option<u32>,
@@ -167,6 +169,7 @@ impl CommRec {
         CommRec {
             id: 0,
             handle,
+            wide: 0,
             name: String::new(),
             size: 1,
             stream: None,
@@ -279,6 +282,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
             let r: &'static CommRec = Box::leak(Box::new(CommRec {
                 id: reg.all.len() as u32,
                 handle,
+                wide: 0,
                 name,
                 size,
                 stream,
