@@ -9,6 +9,13 @@
         the report's per-endpoint counters equal the UCX probe's per-worker counts on every reserved VCI
         (sends, send_bytes, recvs, recv_bytes), and no reserved worker has traffic the report does not
         attribute to one of its streams.
+  report_check.py stdabi REPORT explicit|implicit N B
+        tests/scripts/programs/std_abi_report.c on the MPI standard ABI (abi_standard_report.sh): abi
+        standard, backend serial; on every rank dup_a, dup_b and stream_comm sent and received N
+        messages of B bytes each way, dup_a and dup_b one collective; explicit: dup_a and dup_b each on
+        a policy stream of its own, implicit: neither on a stream; stream_comm on the application's
+        stream; the multiplex communicator mx counted per index (0 and 1: N sent and N received each, on
+        that index's stream); every endpoint's sums equal its communicators'.
 Prints what it compared; exit status 1 on a mismatch.
 """
 import json
@@ -104,9 +111,75 @@ def probe(path, probedir):
     return ok
 
 
+def stdabi(path, which, n, b):
+    r = load(path)
+    bad = []
+    want = {"messages": n, "bytes": n * b}
+    for key, value in (("abi", "standard"), ("backend", "serial"), ("policy", which)):
+        if r.get(key) != value:
+            bad.append(f"{key} {r.get(key)!r}, expected {value!r}")
+    if len(r["ranks"]) != r["nranks"]:
+        bad.append(f"{len(r['ranks'])} ranks reported, nranks {r['nranks']}")
+    for rank in r["ranks"]:
+        k = rank["rank"]
+        by = {}
+        for c in rank["comms"]:
+            by.setdefault(c["name"], []).append(c)
+        streams = {}
+        for name in ("dup_a", "dup_b", "stream_comm"):
+            cs = by.get(name, [])
+            if len(cs) != 1:
+                bad.append(f"rank {k}: {len(cs)} records named {name}")
+                continue
+            c = cs[0]
+            for field in ("sent", "received"):
+                if c[field] != want:
+                    bad.append(f"rank {k} {name}: {field} {c[field]}, expected {want}")
+            if name != "stream_comm" and c["collectives"] != 1:
+                bad.append(f"rank {k} {name}: {c['collectives']} collectives, expected 1")
+            if name == "stream_comm":
+                if c["stream"] is None or c["origin"] != "user":
+                    bad.append(f"rank {k} stream_comm: stream {c['stream']} origin {c['origin']}, expected the application's")
+            elif which == "explicit":
+                if c["stream"] is None or c["origin"] != "policy":
+                    bad.append(f"rank {k} {name}: stream {c['stream']} origin {c['origin']}, expected a policy stream")
+            elif c["stream"] is not None or c["origin"] != "none":
+                bad.append(f"rank {k} {name}: stream {c['stream']} origin {c['origin']}, expected none")
+            streams[name] = c["stream"]
+        if which == "explicit" and len({streams.get(x) for x in ("dup_a", "dup_b", "stream_comm")}) != 3:
+            bad.append(f"rank {k}: dup_a, dup_b and stream_comm do not have three distinct streams: {streams}")
+        mx = {c["multiplex"]["index"]: c for c in by.get("mx", []) if c["multiplex"] is not None}
+        if sorted(mx) != [0, 1]:
+            bad.append(f"rank {k}: mx records by index {sorted(mx)}, expected [0, 1]")
+        for i, c in mx.items():
+            for field in ("sent", "received"):
+                if c[field] != want:
+                    bad.append(f"rank {k} mx[index {i}]: {field} {c[field]}, expected {want}")
+            if c["stream"] is None or c["origin"] != "multiplex":
+                bad.append(f"rank {k} mx[index {i}]: stream {c['stream']} origin {c['origin']}")
+        if len(mx) == 2 and mx[0]["stream"] == mx[1]["stream"]:
+            bad.append(f"rank {k}: mx's two indices on one stream")
+        ids = {c["id"]: c for c in rank["comms"]}
+        for e in rank["endpoints"]:
+            for field in ("sent", "received"):
+                total = {"messages": sum(ids[i][field]["messages"] for i in e["comms"]),
+                         "bytes": sum(ids[i][field]["bytes"] for i in e["comms"])}
+                if e[field] != total:
+                    bad.append(f"rank {k} endpoint {e['endpoint']}: {field} {e[field]} != its communicators' {total}")
+            if any(ids[i]["stream"] != e["stream"] for i in e["comms"]):
+                bad.append(f"rank {k} endpoint {e['endpoint']}: a communicator of another stream")
+    for line in bad:
+        print(f"{path}: {line}")
+    if not bad:
+        print(f"{path}: {which}: every rank's counters exact (N={n}, B={b}), streams as expected")
+    return not bad
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "validate":
         return validate(argv[1:])
+    if len(argv) == 5 and argv[0] == "stdabi":
+        return stdabi(argv[1], argv[2], int(argv[3]), int(argv[4]))
     if len(argv) == 4 and argv[0] == "policy":
         return policy(argv[1], argv[2], int(argv[3]))
     if len(argv) == 3 and argv[0] == "probe":
