@@ -445,7 +445,13 @@ pub unsafe fn write_with(
                 d.policy_twins
             );
         }
-        if d.multiplex_on_streams + d.multiplex_pooled > 0 {
+        if abi == Abi::Standard && d.multiplex_pooled > 0 {
+            let _ = writeln!(
+                out,
+                "multiplex communicators (rank 0): {} on the library's shared endpoints (serial model)",
+                d.multiplex_pooled
+            );
+        } else if d.multiplex_on_streams + d.multiplex_pooled > 0 {
             let _ = writeln!(
                 out,
                 "multiplex communicators (rank 0): {} on the streams' endpoints, {} on MPICH's implicit pool",

@@ -285,9 +285,25 @@ fn rec_slow(comm: H) -> Option<Pair> {
             reg.multiplex.insert(key, r);
             r
         };
-        let send = part(ix[0], ix[2]);
-        let recv = part(ix[1], ix[3]);
-        Pair { send, recv }
+        // An index this process does not have carries nothing here: the other one's record serves.
+        match (ix[0] >= 0, ix[1] >= 0) {
+            (true, true) => {
+                let send = part(ix[0], ix[2]);
+                Pair { send, recv: part(ix[1], ix[3]) }
+            }
+            (true, false) => {
+                let r = part(ix[0], ix[2]);
+                Pair { send: r, recv: r }
+            }
+            (false, true) => {
+                let r = part(ix[1], ix[3]);
+                Pair { send: r, recv: r }
+            }
+            (false, false) => {
+                let r = part(-1, -1);
+                Pair { send: r, recv: r }
+            }
+        }
     } else {
         let r = new_rec(reg, comm, name, size, opt(stream), Origin::from_code(origin_code), None);
         Pair { send: r, recv: r }
