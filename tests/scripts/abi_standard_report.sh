@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The report (MPIXSTREAM_REPORT, libmpixstream_tools.so) and the explicit policy on the MPI-5 standard ABI
+# The report (MPIXSTREAM_REPORT, libmpixstream_tools.so), the check and the explicit policy on the MPI-5 standard ABI
 # (serial model: docs/architecture.md, section 7). tests/scripts/programs/std_abi_report.c, built with
 # `mpicc -mpi-abi -Iinclude`: two dups of MPI_COMM_WORLD with N ping-pongs of B bytes each (blocking and
 # nonblocking), a stream communicator with N more, and a multiplex communicator with N indexed messages
@@ -14,6 +14,9 @@
 #   - rank 0's table is printed (backend serial on the MPI standard ABI), and the banner no longer says
 #     the report or the policy is without effect;
 #   - the checker rejects the same report against a wrong N (it can fail);
+#   - the check (MPIXSTREAM_CHECK=1): tests/c/check_bad.c built for the standard ABI (two threads on one
+#     dup at once) is stopped with the message under the explicit policy, passes under the implicit one;
+#     std_abi_report.c passes it;
 #   - `scripts/mpixrun --compare` (implicit vs explicit, 1 timed run each) completes on the program.
 # On MPICH 5.0.2's libmpi_abi.so.1 and on Intel MPI's (each SKIPped where absent).
 # Prints PASS/FAIL per check; exits 1 if any failed.
@@ -71,6 +74,34 @@ one() {
   ! $check stdabi "$out/report-explicit.json" explicit $((N + 1)) "$B" >"$out/check-wrong.txt" 2>&1 &&
     grep -q "expected {'messages': $((N + 1))" "$out/check-wrong.txt"
   verdict "[$name] the checker rejects the report against N+1" $?
+  # The check (MPIXSTREAM_CHECK=1): tests/c/check_bad.c (two threads of rank 0 on one dup at once),
+  # built for the standard ABI, must be stopped with the message under the explicit policy, and passes
+  # under the implicit one (no policy communicator); std_abi_report.c passes the check, and its report
+  # says so.
+  "$MPICC" -mpi-abi -O2 -Wall tests/c/check_bad.c -o "$out/check_bad" -lpthread >>"$out/compile.log" 2>&1
+  verdict "[$name] check_bad.c builds with mpicc -mpi-abi" $?
+  env MPIXSTREAM_POLICY=explicit MPIXSTREAM_CHECK=1 timeout 60 scripts/mpixrun -n 2 "$out/check_bad" \
+    >"$out/check-bad-explicit.log" 2>&1 </dev/null
+  rc=$?
+  [ $rc -eq 0 ] || bash scripts/shm_cleanup.sh
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "No Errors" "$out/check-bad-explicit.log" &&
+    grep -q "mpixstream check: \[rank 0\] communicator 0x[0-9a-f]* (id 0, stream 0, policy stream, VCI unknown) used by two threads at once" \
+      "$out/check-bad-explicit.log"
+  verdict "[$name] the check stops two threads on one policy communicator, with the message (exit $rc)" $?
+  env MPIXSTREAM_POLICY=implicit MPIXSTREAM_CHECK=1 timeout 60 scripts/mpixrun -n 2 "$out/check_bad" \
+    >"$out/check-bad-implicit.log" 2>&1 </dev/null
+  rc=$?
+  [ $rc -eq 0 ] || bash scripts/shm_cleanup.sh
+  [ $rc -eq 0 ] && grep -q "No Errors" "$out/check-bad-implicit.log"
+  verdict "[$name] implicit policy: nothing to check, check_bad passes (exit $rc)" $?
+  rep=$out/report-check.json
+  env MPIXSTREAM_POLICY=explicit MPIXSTREAM_CHECK=1 MPIXSTREAM_REPORT="$rep" timeout 120 scripts/mpixrun -n 2 "$bin" \
+    >"$out/check-ok.log" 2>&1 </dev/null
+  rc=$?
+  [ $rc -eq 0 ] || bash scripts/shm_cleanup.sh
+  [ $rc -eq 0 ] && grep -q "No Errors" "$out/check-ok.log" && grep -q '"check":"policy"' "$rep" &&
+    $check stdabi "$rep" explicit "$N" "$B" >"$out/check-check-ok.txt" 2>&1
+  verdict "[$name] std_abi_report.c passes the check, its report exact and saying check policy (exit $rc)" $?
   # The policies compared on the program (1 timed run each, then the reports).
   timeout 300 scripts/mpixrun --compare --reps 1 --out "$out/compare" -n 2 "$bin" >"$out/compare.log" 2>&1 </dev/null
   rc=$?

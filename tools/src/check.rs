@@ -137,19 +137,21 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     } else {
         format!("communicator 0x{:08x}, which shares the stream", other_comm as u32)
     };
+    // On the MPI standard ABI the handle is a pointer (`wide`).
+    let handle = if rec.wide != 0 { rec.wide as u64 } else { rec.handle as u32 as u64 };
     // A multiplex communicator's index on its stream's endpoint has the same rule (docs/multiplex.md).
     let (what, rule) = match rec.multiplex.and_then(|m| m.index) {
         Some(index) => (
             format!(
                 "index {index} of multiplex communicator 0x{:08x} (id {}, stream {stream}, VCI {vci})",
-                rec.handle as u32, rec.id
+                handle, rec.id
             ),
             "An index of a multiplex communicator is used by one thread at a time, as its stream is",
         ),
         None => (
             format!(
                 "communicator 0x{:08x} (id {}, stream {stream}, {} stream, VCI {vci})",
-                rec.handle as u32,
+                handle,
                 rec.id,
                 rec.origin.name()
             ),
@@ -170,6 +172,10 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     // abort: without a pause the message was lost in 4 of 20 runs of tests/c/check_bad.c (nothing in
     // the output at all). The violating call never reaches MPICH: the job ends 0.3 s later.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
+    if mpixstream_wrappers::abi::standard() {
+        crate::std_abi::abort(3);
+    } else {
+        unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
+    }
     std::process::abort()
 }

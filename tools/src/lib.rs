@@ -55,8 +55,9 @@ pub extern "C" fn mpixstream_tools_init() {
 }
 
 static STD_SETUP: std::sync::OnceLock<state::Setup> = std::sync::OnceLock::new();
+static STD_CHECK: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// `MPI_Init` on the MPI standard ABI: the report only (`std_abi`); the check is not served there.
+/// `MPI_Init` on the MPI standard ABI: the report and the check on `std_abi`'s state.
 fn std_abi_init() {
     let settings = match mpixstream_wrappers::settings::Config::from_env() {
         Ok(c) => c,
@@ -65,14 +66,27 @@ fn std_abi_init() {
             return;
         }
     };
+    use mpixstream_wrappers::settings::{Check, Report};
     let report_path = match settings.report {
-        mpixstream_wrappers::settings::Report::Off => return,
-        mpixstream_wrappers::settings::Report::On => format!("mpixstream-report.{}.json", std::process::id()),
-        mpixstream_wrappers::settings::Report::To(path) => path,
+        Report::Off => None,
+        Report::On => Some(format!("mpixstream-report.{}.json", std::process::id())),
+        Report::To(path) => Some(path),
     };
+    let check = match settings.check {
+        Check::Off => 0,
+        Check::Policy => 1,
+        Check::All => 2,
+    };
+    if report_path.is_none() && check == 0 {
+        return;
+    }
     let description = shim::get().describe();
-    if std_abi::init() {
-        let _ = STD_SETUP.set(state::Setup { description, report_path: Some(report_path) });
+    if check != 0 {
+        check::init(description.map_or(0, |d| d.pool.max(0) as usize), description.map_or(-1, |d| d.rank));
+    }
+    if std_abi::init(check) {
+        let _ = STD_SETUP.set(state::Setup { description, report_path });
+        STD_CHECK.store(check, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -81,7 +95,7 @@ fn std_abi_init() {
 pub extern "C" fn mpixstream_tools_finalize() {
     let r = std::panic::catch_unwind(|| unsafe {
         if mpixstream_wrappers::abi::standard() {
-            if let Some(setup) = STD_SETUP.get() {
+            if let Some(setup) = STD_SETUP.get().filter(|s| s.report_path.is_some()) {
                 std_abi::stop();
                 let (rank, size) = std_abi::world();
                 let d = shim::get().describe().or(setup.description);
@@ -89,12 +103,13 @@ pub extern "C" fn mpixstream_tools_finalize() {
                     d,
                     setup.report_path.clone().unwrap_or_default(),
                     &std_abi::all_records(),
-                    0,
+                    STD_CHECK.load(std::sync::atomic::Ordering::Relaxed),
                     (rank, size),
                     report::Abi::Standard,
                     |part, rank, size| std_abi::gather(part, rank, size),
                 );
             }
+            std_abi::stop();
             return;
         }
         if !state::on() {

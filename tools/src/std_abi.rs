@@ -9,7 +9,10 @@
 //! seen, with its stream from the lean library (`mpixstream_std_comm_stream`); a hidden communicator of
 //! a multiplex communicator (`mpixstream_std_multiplex_of`) counts its sends under the multiplex
 //! communicator's record of the local source index and its receives under the destination index's.
-//! No VCI is known on this ABI. The check (`MPIXSTREAM_CHECK`) is not served here.
+//! No VCI is known on this ABI. The check (`MPIXSTREAM_CHECK`): the hooks enter `check` on the records
+//! whose stream it covers (mode 1: the explicit policy's; 2: every stream), with every nonblocking
+//! operation on such a communicator tracked to its completion, as on MPICH's ABI.
+use crate::check;
 use crate::shim::Origin;
 use crate::state::{CommRec, Counters, MultiplexPart};
 use mpixstream_wrappers::abi;
@@ -17,7 +20,7 @@ use mpixstream_wrappers::ffi::{MPI_Message, MPI_Request, MPI_Status};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 type H = usize;
@@ -103,11 +106,14 @@ struct Registry {
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
+/// `MPIXSTREAM_CHECK`: 0 off, 1 policy communicators, 2 every communicator with a stream (`check`).
+static CHECK: AtomicU8 = AtomicU8::new(0);
 static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 static KEYVAL: AtomicI32 = AtomicI32::new(0);
-/// Receives in flight (request handle: the record to count into at completion).
-static REQUESTS: Mutex<Option<HashMap<H, &'static CommRec>>> = Mutex::new(None);
+/// Operations in flight that we count (receives) or check (any, on a checked communicator): request
+/// handle to (record, whether a receive).
+static REQUESTS: Mutex<Option<HashMap<H, (&'static CommRec, bool)>>> = Mutex::new(None);
 /// Matched messages (`MPI_Improbe`) not yet received.
 static MESSAGES: Mutex<Option<HashMap<H, &'static CommRec>>> = Mutex::new(None);
 
@@ -121,8 +127,10 @@ fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// At `MPI_Init` (the lean library's call), when the report is asked for: the records are prepared.
-pub fn init() -> bool {
+/// At `MPI_Init` (the lean library's call), when the report or the check is asked for (`check`: its
+/// mode): the records are prepared.
+pub fn init(check: u8) -> bool {
+    CHECK.store(check, Ordering::Relaxed);
     let Some(m) = mpi() else {
         eprintln!("mpixstream-tools: cannot find the standard ABI's MPI functions; no report");
         return false;
@@ -230,7 +238,11 @@ fn new_rec(
         stream,
         origin,
         vci: None,
-        checked_stream: None,
+        checked_stream: match CHECK.load(Ordering::Relaxed) {
+            1 if origin == Origin::Policy => stream,
+            2 => stream,
+            _ => None,
+        },
         multiplex: part,
         freed: AtomicBool::new(false),
         counters: Counters::default(),
@@ -346,34 +358,49 @@ unsafe fn count_recv(r: &CommRec, status: *const Status) {
     r.counters.recv_bytes.fetch_add(n as u64, Ordering::Relaxed);
 }
 
-fn remember(map: &Mutex<Option<HashMap<H, &'static CommRec>>>, h: H, r: &'static CommRec) {
-    map.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, r);
+fn remember<V>(map: &Mutex<Option<HashMap<H, V>>>, h: H, v: V) {
+    map.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, v);
 }
 
-fn take(map: &Mutex<Option<HashMap<H, &'static CommRec>>>, h: H) -> Option<&'static CommRec> {
+fn take<V>(map: &Mutex<Option<HashMap<H, V>>>, h: H) -> Option<V> {
     map.lock().unwrap_or_else(|e| e.into_inner()).as_mut()?.remove(&h)
 }
 
-fn tracked(h: H) -> Option<&'static CommRec> {
+fn tracked(h: H) -> Option<(&'static CommRec, bool)> {
     if h == REQUEST_NULL || h == 0 {
         return None;
     }
     REQUESTS.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&h).copied()
 }
 
+/// Tracks a nonblocking operation's request: a receive (to count it), or any operation on a checked
+/// communicator (its completion is checked too).
+unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool) {
+    if request.is_null() || !(recv || r.checked_stream.is_some()) {
+        return;
+    }
+    let h = *(request as *mut H);
+    if h != REQUEST_NULL && h != 0 {
+        remember(&REQUESTS, h, (r, recv));
+    }
+}
+
 pub unsafe fn send(
-    _: &'static str,
+    name: &'static str,
     comm: H,
     count: i64,
     datatype: H,
     dest: c_int,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.send));
     let rc = call();
-    if on() && rc == SUCCESS && dest != PROC_NULL {
-        if let Some(p) = rec(comm) {
-            count_send(p.send, count, datatype);
-        }
+    if let (Some(p), true) = (p, rc == SUCCESS && dest != PROC_NULL) {
+        count_send(p.send, count, datatype);
     }
     rc
 }
@@ -384,14 +411,26 @@ pub unsafe fn isend(
     count: i64,
     datatype: H,
     dest: c_int,
-    _request: *mut MPI_Request,
+    request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    send(name, comm, count, datatype, dest, call)
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.send));
+    let rc = call();
+    if let (Some(p), true) = (p, rc == SUCCESS) {
+        if dest != PROC_NULL {
+            count_send(p.send, count, datatype);
+        }
+        track(request, p.send, false);
+    }
+    rc
 }
 
 pub unsafe fn recv(
-    _: &'static str,
+    name: &'static str,
     comm: H,
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
@@ -399,30 +438,32 @@ pub unsafe fn recv(
     if !on() {
         return call(status);
     }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.recv));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
-    if rc == SUCCESS {
-        if let Some(p) = rec(comm) {
-            count_recv(p.recv, st);
-        }
+    if let (Some(p), SUCCESS) = (p, rc) {
+        count_recv(p.recv, st);
     }
     rc
 }
 
-pub unsafe fn irecv(_: &'static str, comm: H, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn irecv(name: &'static str, comm: H, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.recv));
     let rc = call();
-    if on() && rc == SUCCESS && !request.is_null() {
-        let h = *(request as *mut H);
-        if let (Some(p), false) = (rec(comm), h == REQUEST_NULL) {
-            remember(&REQUESTS, h, p.recv);
-        }
+    if let (Some(p), SUCCESS) = (p, rc) {
+        track(request, p.recv, true);
     }
     rc
 }
 
 pub unsafe fn sendrecv(
-    _: &'static str,
+    name: &'static str,
     comm: H,
     count: i64,
     datatype: H,
@@ -433,39 +474,46 @@ pub unsafe fn sendrecv(
     if !on() {
         return call(status);
     }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.send));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
-    if rc == SUCCESS {
-        if let Some(p) = rec(comm) {
-            if dest != PROC_NULL {
-                count_send(p.send, count, datatype);
-            }
-            count_recv(p.recv, st);
+    if let (Some(p), SUCCESS) = (p, rc) {
+        if dest != PROC_NULL {
+            count_send(p.send, count, datatype);
         }
+        count_recv(p.recv, st);
     }
     rc
 }
 
 pub unsafe fn improbe(
-    _: &'static str,
+    name: &'static str,
     comm: H,
     flag: *mut c_int,
     message: *mut MPI_Message,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.recv));
     let rc = call();
-    if on() && rc == SUCCESS && !flag.is_null() && *flag != 0 && !message.is_null() {
-        let h = *(message as *mut H);
-        if let (Some(p), false) = (rec(comm), h == MESSAGE_NULL || h == MESSAGE_NO_PROC) {
-            remember(&MESSAGES, h, p.recv);
+    if let (Some(p), SUCCESS) = (p, rc) {
+        if !flag.is_null() && *flag != 0 && !message.is_null() {
+            let h = *(message as *mut H);
+            if h != MESSAGE_NULL && h != MESSAGE_NO_PROC {
+                remember(&MESSAGES, h, p.recv);
+            }
         }
     }
     rc
 }
 
 pub unsafe fn mrecv(
-    _: &'static str,
+    name: &'static str,
     message: *mut MPI_Message,
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
@@ -474,6 +522,7 @@ pub unsafe fn mrecv(
         return call(status);
     }
     let r = take(&MESSAGES, *(message as *mut H));
+    let _g = check::enter(name, r);
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -484,7 +533,7 @@ pub unsafe fn mrecv(
 }
 
 pub unsafe fn wait(
-    _: &'static str,
+    name: &'static str,
     request: *mut MPI_Request,
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
@@ -493,18 +542,19 @@ pub unsafe fn wait(
         return call(status);
     }
     let h = *(request as *mut H);
-    let Some(r) = tracked(h) else { return call(status) };
+    let Some((r, recv)) = tracked(h) else { return call(status) };
+    let _g = check::enter(name, Some(r));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
-    if rc == SUCCESS && *(request as *mut H) == REQUEST_NULL && take(&REQUESTS, h).is_some() {
+    if rc == SUCCESS && *(request as *mut H) == REQUEST_NULL && take(&REQUESTS, h).is_some() && recv {
         count_recv(r, st);
     }
     rc
 }
 
 pub unsafe fn test(
-    _: &'static str,
+    name: &'static str,
     request: *mut MPI_Request,
     flag: *mut c_int,
     status: *mut MPI_Status,
@@ -514,7 +564,8 @@ pub unsafe fn test(
         return call(status);
     }
     let h = *(request as *mut H);
-    let Some(r) = tracked(h) else { return call(status) };
+    let Some((r, recv)) = tracked(h) else { return call(status) };
+    let _g = check::enter(name, Some(r));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -523,6 +574,7 @@ pub unsafe fn test(
         && *flag != 0
         && *(request as *mut H) == REQUEST_NULL
         && take(&REQUESTS, h).is_some()
+        && recv
     {
         count_recv(r, st);
     }
@@ -530,7 +582,7 @@ pub unsafe fn test(
 }
 
 /// The tracked receives among `n` requests: (position, handle, record).
-unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request) -> Vec<(usize, H, &'static CommRec)> {
+unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request) -> Vec<(usize, H, (&'static CommRec, bool))> {
     if n <= 0 || requests.is_null() {
         return Vec::new();
     }
@@ -539,6 +591,7 @@ unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request) -> Vec<(usize, H, 
 }
 
 unsafe fn completed_all(
+    name: &'static str,
     n: c_int,
     requests: *mut MPI_Request,
     statuses: *mut MPI_Status,
@@ -552,6 +605,7 @@ unsafe fn completed_all(
     if infos.is_empty() {
         return call(statuses);
     }
+    let _g = check::enter_many(name, infos.iter().map(|x| x.2 .0));
     let mut local = Vec::new();
     let st: *mut Status = if statuses.is_null() {
         local.resize(n as usize, Status::default());
@@ -562,11 +616,12 @@ unsafe fn completed_all(
     let rc = call(st as *mut MPI_Status);
     let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
     if done && (rc == SUCCESS || rc == ERR_IN_STATUS) {
-        for (i, h, r) in infos {
+        for (i, h, (r, recv)) in infos {
             let s = st.add(i);
             if *(requests as *mut H).add(i) == REQUEST_NULL
                 && (rc == SUCCESS || (*s).error == SUCCESS)
                 && take(&REQUESTS, h).is_some()
+                && recv
             {
                 count_recv(r, s);
             }
@@ -576,32 +631,35 @@ unsafe fn completed_all(
 }
 
 pub unsafe fn waitall(
-    _: &'static str,
+    name: &'static str,
     n: c_int,
     requests: *mut MPI_Request,
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    completed_all(n, requests, statuses, None, call)
+    completed_all(name, n, requests, statuses, None, call)
 }
 
 pub unsafe fn testall(
-    _: &'static str,
+    name: &'static str,
     n: c_int,
     requests: *mut MPI_Request,
     flag: *mut c_int,
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    completed_all(n, requests, statuses, Some(flag), call)
+    completed_all(name, n, requests, statuses, Some(flag), call)
 }
 
-pub unsafe fn collective(_: &'static str, comm: H, call: impl FnOnce() -> c_int) -> c_int {
+pub unsafe fn collective(name: &'static str, comm: H, call: impl FnOnce() -> c_int) -> c_int {
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.send));
     let rc = call();
-    if on() && rc == SUCCESS {
-        if let Some(p) = rec(comm) {
-            p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
-        }
+    if let (Some(p), SUCCESS) = (p, rc) {
+        p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
     }
     rc
 }
@@ -609,10 +667,29 @@ pub unsafe fn collective(_: &'static str, comm: H, call: impl FnOnce() -> c_int)
 pub unsafe fn icollective(
     name: &'static str,
     comm: H,
-    _request: *mut MPI_Request,
+    request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    collective(name, comm, call)
+    if !on() {
+        return call();
+    }
+    let p = rec(comm);
+    let _g = check::enter(name, p.map(|p| p.send));
+    let rc = call();
+    if let (Some(p), SUCCESS) = (p, rc) {
+        p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
+        track(request, p.send, false);
+    }
+    rc
+}
+
+/// `MPI_Abort(MPI_COMM_WORLD, code)` on the standard ABI (the check's end).
+pub fn abort(code: c_int) {
+    let f = abi::lookup(c"PMPI_Abort");
+    if !f.is_null() {
+        let f = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(H, c_int) -> c_int>(f) };
+        unsafe { f(COMM_WORLD, code) };
+    }
 }
 
 /// Rank and size in the standard ABI's `MPI_COMM_WORLD`.

@@ -58,8 +58,8 @@ fn without_effect(config: &Config, tools: bool) -> Vec<String> {
     if !matches!(config.report, Report::Off) && !tools {
         v.push("MPIXSTREAM_REPORT (no report: libmpixstream_tools.so is not preloaded)".into());
     }
-    if !matches!(config.check, Check::Off) {
-        v.push("MPIXSTREAM_CHECK (no check)".into());
+    if !matches!(config.check, Check::Off) && !tools {
+        v.push("MPIXSTREAM_CHECK (no check: libmpixstream_tools.so is not preloaded)".into());
     }
     if config.enqueue.thread_multiple {
         v.push("MPIXSTREAM_THREAD_MULTIPLE".into());
@@ -76,10 +76,15 @@ pub fn banner(config: &Config, size: c_int) -> String {
         (_, true) => "report (libmpixstream_tools.so: point-to-point, indexed and collective calls counted)",
         (_, false) => "no report",
     };
+    let check = match (&config.check, tools) {
+        (Check::Off, _) | (_, false) => "no check",
+        (Check::Policy, true) => "check of the policy's communicators (one thread at a time)",
+        (Check::All, true) => "check of every stream's communicators (one thread at a time)",
+    };
     format!(
         "mpixstream {}: {} | MPI {}: handles are pointers, MPI calls pass through untouched | serial model \
          (every stream on the library's shared endpoints; the policy is bookkeeping): policy {}{}, {report}, \
-         no check{} | MPIX stream API on the serial model: {} streams sharing the library's endpoints, no enqueue, no progress \
+         {check}{} | MPIX stream API on the serial model: {} streams sharing the library's endpoints, no enqueue, no progress \
          threads | {} ranks | {}",
         env!("CARGO_PKG_VERSION"),
         library(),
