@@ -4,7 +4,7 @@
 //! (`mpixstream_wrappers::abi`), nothing of the runtime starts (no backend, no policy, no records, no
 //! keyval). What the lean library does on that ABI: `MPI_Init*` passed through, then the banner
 //! (`MPIXSTREAM_VERBOSE=1`) or a line saying which settings have no effect, and the tools library started
-//! where it is preloaded (its report at `MPI_Finalize`, `std_finalize`); the explicit policy as
+//! where it is preloaded (its check, and its report at `MPI_Finalize`: `std_finalize`); the explicit policy as
 //! bookkeeping (`policy`: a stream per communicator of a blocking constructor, on the shared endpoints);
 //! and the MPIX stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
 //! point-to-point, every stream on the library's shared endpoints, since no library of this ABI exports
