@@ -161,9 +161,14 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     let msg = format!(
         "mpixstream check: [rank {rank}] {what} used by two threads at once: \
          thread {} entered {call} while thread {other} was in {} on {same}. \
-         {rule} (its stream is an endpoint MPICH does not lock); aborting.\n",
+         {rule} ({why}); aborting.\n",
         thread_id(),
         other_call.unwrap_or("an MPI call"),
+        why = if mpixstream_wrappers::abi::standard() {
+            "on the standard ABI's serial model the library still locks it, but a native stream would be an endpoint MPI does not lock"
+        } else {
+            "its stream is an endpoint MPICH does not lock"
+        },
     );
     // One write(2): the job is about to be torn down (this rank's abort, or another rank's), and a
     // message written in pieces was seen cut off after its first piece.
