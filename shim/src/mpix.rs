@@ -3,8 +3,8 @@ use crate::comms::{CommRecord, Origin};
 use crate::errors::{self, raise, Class};
 use crate::hex;
 use crate::info::info_get_string;
-use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
+use crate::runtime::{mpix_entry, standard_entry};
 use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::*;
@@ -32,14 +32,6 @@ pub(crate) fn driven_elsewhere(stream: MPIX_Stream, who: Driver) -> String {
         stream as u32,
         who.describe()
     )
-}
-
-/// An entry point on the standard ABI: `crate::standard_abi::mpix` with the program's pointer-wide
-/// handles, under the same panic guard as `mpix_entry`.
-#[cold]
-#[inline(never)]
-pub(crate) fn standard_entry(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard(name, body)
 }
 
 /// The stream's `type` info value, if any.

@@ -99,6 +99,14 @@ pub(crate) fn mpix_entry(name: &'static str, body: impl FnOnce(&'static Runtime)
     })
 }
 
+/// An MPIX entry point on the standard ABI: `crate::standard_abi` with the program's pointer-wide
+/// handles, under the same panic guard as [`mpix_entry`].
+#[cold]
+#[inline(never)]
+pub(crate) fn standard_entry(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
+    mpixstream_wrappers::guard::ffi_guard(name, body)
+}
+
 impl Runtime {
     pub fn thread_multiple(&self) -> bool {
         self.thread_level == MPI_THREAD_MULTIPLE

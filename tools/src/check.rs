@@ -178,7 +178,14 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     // the output at all). The violating call never reaches MPICH: the job ends 0.3 s later.
     std::thread::sleep(std::time::Duration::from_millis(300));
     if mpixstream_wrappers::abi::standard() {
-        crate::std_abi::abort(3);
+        // The standard ABI's MPI_Abort, on its own MPI_COMM_WORLD (a pointer-wide handle).
+        let f = mpixstream_wrappers::abi::lookup(c"PMPI_Abort");
+        if !f.is_null() {
+            let f = unsafe {
+                std::mem::transmute::<*mut libc::c_void, unsafe extern "C" fn(usize, libc::c_int) -> libc::c_int>(f)
+            };
+            unsafe { f(mpixstream_wrappers::abi::MPI_COMM_WORLD, 3) };
+        }
     } else {
         unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
     }

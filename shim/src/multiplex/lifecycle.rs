@@ -62,7 +62,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
 ) -> c_int {
     // The standard ABI: pointer-wide handles, in the array and out (`crate::standard_abi`).
     if mpixstream_wrappers::abi::standard() {
-        return crate::mpix::standard_entry("MPIX_Stream_comm_create_multiplex", || unsafe {
+        return crate::runtime::standard_entry("MPIX_Stream_comm_create_multiplex", || unsafe {
             crate::standard_abi::mpix::comm_create_multiplex(comm, count, array_of_streams.cast(), newcomm.cast())
         });
     }
@@ -265,7 +265,7 @@ pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -
 pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: WideHandle, tag_ub: *mut c_int) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
     if mpixstream_wrappers::abi::standard() {
-        return crate::mpix::standard_entry(F, || unsafe { crate::standard_abi::multiplex::tag_ub(comm, tag_ub) });
+        return crate::runtime::standard_entry(F, || unsafe { crate::standard_abi::multiplex::tag_ub(comm, tag_ub) });
     }
     let comm = comm as MPI_Comm;
     mpix_entry(F, |rt| unsafe {

@@ -320,7 +320,7 @@ macro_rules! indexed_p2p {
             // Handles by value are register-wide: the standard ABI's pointers go to its own
             // implementation, MPICH's `int`s are narrowed and take the paths below.
             if mpixstream_wrappers::abi::standard() {
-                return crate::mpix::standard_entry(stringify!($send), || unsafe {
+                return crate::runtime::standard_entry(stringify!($send), || unsafe {
                     crate::standard_abi::multiplex::send(
                         stringify!($send),
                         buf,
@@ -382,7 +382,7 @@ macro_rules! indexed_p2p {
             // Handles by value are register-wide: the standard ABI's pointers go to its own
             // implementation, MPICH's `int`s are narrowed and take the paths below.
             if mpixstream_wrappers::abi::standard() {
-                return crate::mpix::standard_entry(stringify!($isend), || unsafe {
+                return crate::runtime::standard_entry(stringify!($isend), || unsafe {
                     crate::standard_abi::multiplex::isend(
                         stringify!($isend),
                         buf,
@@ -452,7 +452,7 @@ macro_rules! indexed_p2p {
             // Handles by value are register-wide: the standard ABI's pointers go to its own
             // implementation, MPICH's `int`s are narrowed and take the paths below.
             if mpixstream_wrappers::abi::standard() {
-                return crate::mpix::standard_entry(stringify!($recv), || unsafe {
+                return crate::runtime::standard_entry(stringify!($recv), || unsafe {
                     crate::standard_abi::multiplex::recv(
                         stringify!($recv),
                         buf,
@@ -495,7 +495,7 @@ macro_rules! indexed_p2p {
             // Handles by value are register-wide: the standard ABI's pointers go to its own
             // implementation, MPICH's `int`s are narrowed and take the paths below.
             if mpixstream_wrappers::abi::standard() {
-                return crate::mpix::standard_entry(stringify!($irecv), || unsafe {
+                return crate::runtime::standard_entry(stringify!($irecv), || unsafe {
                     crate::standard_abi::multiplex::irecv(
                         stringify!($irecv),
                         buf,

@@ -173,7 +173,10 @@ pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
         return raise(mpi::COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
     }
     let record = streams::record(st, comm);
-    if let Some(Record::Multiplex(mx)) = record {
+    if let Some(mx) = record.and_then(|r| match r {
+        Record::Multiplex(layout) => multiplex::of(layout.as_ref()),
+        _ => None,
+    }) {
         return multiplex::get_stream(comm, mx, idx, stream);
     }
     if record.is_none() {

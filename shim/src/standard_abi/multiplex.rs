@@ -162,28 +162,44 @@ impl Multiplex {
     }
 }
 
+impl streams::Layout for Multiplex {
+    fn release(self: Box<Self>) {
+        Multiplex::release(*self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The multiplex communicator behind a record's layout.
+pub fn of(layout: &dyn streams::Layout) -> Option<&Multiplex> {
+    layout.as_any().downcast_ref::<Multiplex>()
+}
+
 /// The multiplex record of `comm`, or the error of an indexed call on another communicator.
 fn multiplex(comm: H, f: &str) -> Result<&'static Multiplex, c_int> {
     if comm == mpi::COMM_NULL {
         return Err(raise(mpi::COMM_WORLD, Class::Comm, f, "the communicator is MPI_COMM_NULL"));
     }
     let st = streams::state().map_err(|e| raise(comm, Class::Other, f, &e))?;
-    match streams::record(st, comm) {
-        Some(Record::Multiplex(mx)) => Ok(mx),
-        other => {
-            let what = if other.is_some() {
-                "a single-stream communicator (MPIX_Stream_comm_create)"
-            } else {
-                "not a multiplex stream communicator"
-            };
-            Err(raise(
-                comm,
-                Class::Comm,
-                f,
-                &format!("communicator 0x{comm:x} is {what}; indexed send and receive need one from MPIX_Stream_comm_create_multiplex"),
-            ))
-        }
+    let record = streams::record(st, comm);
+    if let Some(mx) = record.and_then(|r| match r {
+        Record::Multiplex(layout) => of(layout.as_ref()),
+        _ => None,
+    }) {
+        return Ok(mx);
     }
+    let what = if record.is_some() {
+        "a single-stream communicator (MPIX_Stream_comm_create)"
+    } else {
+        "not a multiplex stream communicator"
+    };
+    Err(raise(
+        comm,
+        Class::Comm,
+        f,
+        &format!("communicator 0x{comm:x} is {what}; indexed send and receive need one from MPIX_Stream_comm_create_multiplex"),
+    ))
 }
 
 /// The local arguments of a creation: the streams, or the error.
@@ -322,7 +338,7 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
     let mx = Multiplex { rank, size, streams, counts, width, hidden: hidden.into_boxed_slice(), tag_ub };
     mx.register(user);
     super::policy::STATS.multiplex.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let rc = streams::attach(st, user, Record::Multiplex(mx));
+    let rc = streams::attach(st, user, Record::Multiplex(Box::new(mx)));
     if rc != mpi::SUCCESS {
         // The record was dropped without its delete callback: nothing else holds the hidden ones.
         (m.Comm_free)(&mut user);

@@ -25,7 +25,6 @@ pub struct Stats {
     pub exhausted: AtomicU64,
     pub nonblocking: AtomicU64,
     pub intercomm: AtomicU64,
-    pub retired: AtomicU64,
     pub multiplex: AtomicU64,
 }
 
@@ -34,7 +33,6 @@ pub static STATS: Stats = Stats {
     exhausted: AtomicU64::new(0),
     nonblocking: AtomicU64::new(0),
     intercomm: AtomicU64::new(0),
-    retired: AtomicU64::new(0),
     multiplex: AtomicU64::new(0),
 };
 
@@ -105,13 +103,6 @@ pub unsafe fn comm_constructed(kind: CommCtor, _parent: H, newcomm: *mut H, crea
     rc
 }
 
-/// A policy communicator is gone (its record's delete callback): its stream goes back to the pool.
-pub fn retire(i: usize) {
-    streams::slot(i).detach();
-    streams::release(i);
-    STATS.retired.fetch_add(1, Ordering::Relaxed);
-}
-
 fn copy_str(dst: &mut [c_char], src: &str) {
     let n = src.len().min(dst.len() - 1);
     for (d, &b) in dst.iter_mut().zip(src.as_bytes()[..n].iter()) {
@@ -136,7 +127,7 @@ pub unsafe fn describe(d: &mut Description) -> c_int {
     d.policy_nonblocking = STATS.nonblocking.load(Ordering::Relaxed);
     d.policy_intercomm = STATS.intercomm.load(Ordering::Relaxed);
     d.policy_unserved = 0;
-    d.policy_retired = STATS.retired.load(Ordering::Relaxed);
+    d.policy_retired = streams::POLICY_RETIRED.load(Ordering::Relaxed);
     d.policy_twins = 0;
     d.multiplex_on_streams = 0;
     d.multiplex_pooled = STATS.multiplex.load(Ordering::Relaxed);

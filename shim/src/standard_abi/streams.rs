@@ -11,9 +11,8 @@
 //!   keeps the stream (as native MPICH's does).
 use super::errors::Class;
 use super::mpi::{self, H};
-use super::multiplex::Multiplex;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// The most streams a pool can have (MPICH's limit on VCIs: `MPIXSTREAM_STREAMS` is below it).
@@ -92,11 +91,23 @@ impl Slot {
 pub enum Record {
     /// `MPIX_Stream_comm_create` (or a dup of one): its stream.
     Stream(usize),
-    /// `MPIX_Stream_comm_create_multiplex`.
-    Multiplex(Multiplex),
+    /// `MPIX_Stream_comm_create_multiplex`: its layout (`multiplex::Multiplex`, which sits above this
+    /// module: seen here only as what its record's deletion releases).
+    Multiplex(Box<dyn Layout>),
     /// A communicator of the application given a stream of its own by the explicit policy (`policy`).
     Policy(usize),
 }
+
+/// A multiplex communicator's layout, as its record holds it.
+pub trait Layout: Send + Sync {
+    /// At the communicator's destruction: its streams detached, its hidden communicators freed.
+    fn release(self: Box<Self>);
+    /// The layout itself, for `multiplex` to read back.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// Policy streams given back with their communicators (the report's `policy_stats.retired`).
+pub static POLICY_RETIRED: AtomicU64 = AtomicU64::new(0);
 
 /// The state made at the first MPIX call: the records' keyval, and the private communicator on which
 /// `MPIX_Stream_progress` drives the library's progress.
@@ -135,7 +146,12 @@ unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void,
     match *record {
         Record::Stream(i) => SLOTS[i].detach(),
         Record::Multiplex(mx) => mx.release(),
-        Record::Policy(i) => super::policy::retire(i),
+        // A policy communicator is gone: its stream goes back to the pool.
+        Record::Policy(i) => {
+            SLOTS[i].detach();
+            release(i);
+            POLICY_RETIRED.fetch_add(1, Ordering::Relaxed);
+        }
     }
     mpi::SUCCESS
 }

@@ -336,15 +336,6 @@ fn rec_slow(comm: H) -> Option<Pair> {
     Some(pair)
 }
 
-/// `MPI_Abort(MPI_COMM_WORLD, code)` on the standard ABI (the check's end).
-pub fn abort(code: c_int) {
-    let f = abi::lookup(c"PMPI_Abort");
-    if !f.is_null() {
-        let f = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(H, c_int) -> c_int>(f) };
-        unsafe { f(COMM_WORLD, code) };
-    }
-}
-
 /// Rank and size in the standard ABI's `MPI_COMM_WORLD`.
 pub fn world() -> (c_int, c_int) {
     let (mut rank, mut size) = (0, 1);
