@@ -252,23 +252,20 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Gathers every rank's bytes to rank 0 of `MPI_COMM_WORLD` (collective; `PMPI_*`, so never counted).
-unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
-    let p = pmpi();
-    let (g, gv) = (p.PMPI_Gather, p.PMPI_Gatherv);
+/// Gathers every rank's bytes to rank 0 (collective): each rank's length with `gather_len(mine, all)`,
+/// then the bytes with `gather_bytes(mine, len, all, lens, displs)` (`MPI_Gather`/`MPI_Gatherv` of
+/// the ABI the program speaks, on its `MPI_COMM_WORLD`, through `PMPI_*` so never counted; `false`:
+/// the call failed). Rank 0 gets every part, the others an empty list.
+pub fn gather_parts(
+    bytes: &[u8],
+    rank: c_int,
+    size: c_int,
+    gather_len: impl FnOnce(*const c_int, *mut c_int) -> bool,
+    gather_bytes: impl FnOnce(*const c_void, c_int, *mut c_void, *const c_int, *const c_int) -> bool,
+) -> Option<Vec<Vec<u8>>> {
     let len = bytes.len() as c_int;
     let mut lens = vec![0 as c_int; if rank == 0 { size as usize } else { 1 }];
-    if g(
-        &len as *const c_int as *const c_void,
-        1,
-        MPI_INT,
-        lens.as_mut_ptr() as *mut c_void,
-        1,
-        MPI_INT,
-        0,
-        MPI_COMM_WORLD,
-    ) != MPI_SUCCESS
-    {
+    if !gather_len(&len, lens.as_mut_ptr()) {
         return None;
     }
     let mut displs = vec![0 as c_int; lens.len()];
@@ -280,24 +277,36 @@ unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>>
         }
     }
     let mut all = vec![0u8; total.max(1)];
-    if gv(
+    if !gather_bytes(
         bytes.as_ptr() as *const c_void,
         len,
-        MPI_BYTE,
         all.as_mut_ptr() as *mut c_void,
         lens.as_ptr(),
         displs.as_ptr(),
-        MPI_BYTE,
-        0,
-        MPI_COMM_WORLD,
-    ) != MPI_SUCCESS
-    {
+    ) {
         return None;
     }
     if rank != 0 {
         return Some(Vec::new());
     }
     Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
+}
+
+/// [`gather_parts`] on MPICH's ABI.
+unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
+    let p = pmpi();
+    gather_parts(
+        bytes,
+        rank,
+        size,
+        |mine, all| unsafe {
+            (p.PMPI_Gather)(mine as *const c_void, 1, MPI_INT, all as *mut c_void, 1, MPI_INT, 0, MPI_COMM_WORLD)
+                == MPI_SUCCESS
+        },
+        |mine, len, all, lens, displs| unsafe {
+            (p.PMPI_Gatherv)(mine, len, MPI_BYTE, all, lens, displs, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS
+        },
+    )
 }
 
 /// Which ABI the program's MPI library speaks (the report's `abi`).

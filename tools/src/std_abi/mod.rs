@@ -348,49 +348,19 @@ pub fn world() -> (c_int, c_int) {
     (rank, size)
 }
 
-/// Every rank's bytes to rank 0 of the standard ABI's `MPI_COMM_WORLD` (`PMPI_*`, never counted).
+/// Every rank's bytes to rank 0 of the standard ABI's `MPI_COMM_WORLD` (`report::gather_parts` with
+/// this ABI's `PMPI_Gather`/`PMPI_Gatherv`).
 pub unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
     let m = mpi()?;
-    let len = bytes.len() as c_int;
-    let mut lens = vec![0 as c_int; if rank == 0 { size as usize } else { 1 }];
-    if (m.Gather)(
-        &len as *const c_int as *const c_void,
-        1,
-        INT,
-        lens.as_mut_ptr() as *mut c_void,
-        1,
-        INT,
-        0,
-        COMM_WORLD,
-    ) != SUCCESS
-    {
-        return None;
-    }
-    let mut displs = vec![0 as c_int; lens.len()];
-    let mut total = 0usize;
-    if rank == 0 {
-        for (i, l) in lens.iter().enumerate() {
-            displs[i] = total as c_int;
-            total += *l as usize;
-        }
-    }
-    let mut all = vec![0u8; total.max(1)];
-    if (m.Gatherv)(
-        bytes.as_ptr() as *const c_void,
-        len,
-        BYTE,
-        all.as_mut_ptr() as *mut c_void,
-        lens.as_ptr(),
-        displs.as_ptr(),
-        BYTE,
-        0,
-        COMM_WORLD,
-    ) != SUCCESS
-    {
-        return None;
-    }
-    if rank != 0 {
-        return Some(Vec::new());
-    }
-    Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
+    crate::report::gather_parts(
+        bytes,
+        rank,
+        size,
+        |mine, all| unsafe {
+            (m.Gather)(mine as *const c_void, 1, INT, all as *mut c_void, 1, INT, 0, COMM_WORLD) == SUCCESS
+        },
+        |mine, len, all, lens, displs| unsafe {
+            (m.Gatherv)(mine, len, BYTE, all, lens, displs, BYTE, 0, COMM_WORLD) == SUCCESS
+        },
+    )
 }
