@@ -256,6 +256,18 @@ pub unsafe fn comm_constructed(
             }
             return rc;
         }
+        // On the split backend a multiplex communicator's dup agrees endpoints for its hidden
+        // communicators with blocking collectives, which a nonblocking dup cannot run (the same on every
+        // member: the backend and the parent's kind are).
+        if rt.backend == Backend::Split && !kind.is_blocking() && crate::multiplex::registry::lookup(parent).is_some() {
+            return crate::errors::raise(
+                parent,
+                crate::errors::Class::Unsupported,
+                kind.name(),
+                "a nonblocking dup of a multiplex communicator is not supported on the split backend (its hidden \
+                 communicators' thread-split endpoints are agreed with blocking collectives); use MPI_Comm_dup",
+            );
+        }
         // The split backend's endpoint for the new communicator, agreed over `parent` first.
         let agreed = policy::endpoint_before(rt, kind, parent);
         let rc = create(pmpi());

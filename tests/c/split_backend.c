@@ -11,7 +11,11 @@
  *   3. Different endpoints on different ranks (rank 0 attaches its second stream, the others their
  *      first): MPIX_Stream_comm_create fails on every rank with MPIX_ERR_STREAM and a message naming
  *      Intel's rule; no hang. A stream on some ranks and MPIX_STREAM_NULL on others: the same.
- *   4. MPIX_Stream_comm_create_multiplex fails on every rank with MPI_ERR_UNSUPPORTED_OPERATION.
+ *   4. Multiplex communicators with endpoints 1 and 2 taken: two indices (4 endpoints at 2 ranks, 6 at 4)
+ *      fail on every rank with MPIX_ERR_STREAM naming the endpoints needed; an MPIX_STREAM_NULL entry
+ *      the same; one index takes the free endpoint 3 and carries a self message and a ring; its
+ *      MPI_Comm_dup fails (no endpoint left), its MPI_Comm_idup is refused (nonblocking); freed, it gives
+ *      endpoint 3 back (the next stream's communicator is on 3 everywhere).
  *   5. Under MPIXSTREAM_POLICY=explicit: T plain dups of MPI_COMM_WORLD get distinct endpoints, the
  *      same on every rank (thread_id from MPI_Comm_get_info, allgathered), and T threads use them at
  *      once as in part 1; freed, their endpoints are free again for the next dups.
@@ -147,11 +151,40 @@ int main(int argc, char **argv) {
     CHECK(thread_id_of(c) == -1, "MPIX_STREAM_NULL everywhere: thread_id %d, expected none", thread_id_of(c));
     OK(MPI_Comm_free(&c));
 
-    /* 4. multiplex */
+    /* 4. multiplex: endpoints 1 and 2 hold a and b, one is free */
     MPIX_Stream pair[2] = {a, b};
     c = MPI_COMM_NULL;
-    EXPECT_ERR(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 2, pair, &c), MPI_ERR_UNSUPPORTED_OPERATION,
-               "split backend");
+    EXPECT_ERR(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 2, pair, &c), MPIX_ERR_STREAM,
+               "thread-split endpoints free on every process");
+    MPIX_Stream with_null[2] = {a, MPIX_STREAM_NULL};
+    EXPECT_ERR(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 2, with_null, &c), MPIX_ERR_STREAM,
+               "needs a stream");
+    /* one index: one hidden communicator (D_0), on the free endpoint 3 */
+    OK(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 1, pair, &c));
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    {
+        int out = rank * 10 + 1, in = -1, self = -1;
+        MPI_Status st;
+        OK(MPIX_Stream_send(&out, 1, MPI_INT, rank, 5, c, 0, 0));
+        OK(MPIX_Stream_recv(&self, 1, MPI_INT, rank, 5, c, 0, 0, &st));
+        CHECK(self == out, "multiplex self message %d, expected %d", self, out);
+        OK(MPIX_Stream_send(&out, 1, MPI_INT, (rank + 1) % size, 6, c, 0, 0));
+        OK(MPIX_Stream_recv(&in, 1, MPI_INT, MPI_ANY_SOURCE, 6, c, MPIX_ANY_INDEX, 0, &st));
+        int left = (rank + size - 1) % size;
+        CHECK(in == left * 10 + 1 && st.MPI_SOURCE == left, "multiplex ring: %d from %d", in, st.MPI_SOURCE);
+    }
+    MPI_Comm d = MPI_COMM_NULL;
+    EXPECT_ERR(MPI_Comm_dup(c, &d), MPIX_ERR_STREAM, "thread-split endpoints free on every process");
+    MPI_Request r = MPI_REQUEST_NULL;
+    EXPECT_ERR(MPI_Comm_idup(c, &d, &r), MPI_ERR_UNSUPPORTED_OPERATION, "nonblocking dup");
+    OK(MPI_Comm_free(&c));
+    /* its endpoint is free again: the next stream takes endpoint 3 everywhere */
+    MPIX_Stream third = MPIX_STREAM_NULL;
+    OK(MPIX_Stream_create(MPI_INFO_NULL, &third));
+    OK(MPIX_Stream_comm_create(MPI_COMM_WORLD, third, &c));
+    same_endpoint_everywhere(c, 3, "the multiplex communicator's endpoint given back");
+    OK(MPI_Comm_free(&c));
+    OK(MPIX_Stream_free(&third));
     OK(MPIX_Stream_free(&a));
     OK(MPIX_Stream_free(&b));
 

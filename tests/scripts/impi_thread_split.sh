@@ -18,7 +18,7 @@
 #     the same as Intel's own thread split (4 endpoints, 100/200/300 messages, three distinct addresses),
 #     and the communicators report thread_id 1, 2, 3;
 #   - with libmpixstream.so on its default (serial) backend, MODE=mpix: 1 endpoint, one address.
-# Then tests/c/split_backend.c (the split backend's rules, each checked) at 2 ranks under both policies
+# Then a multiplex communicator (tests/impi/multiplex_split.c, checks below), and tests/c/split_backend.c (the split backend's rules, each checked) at 2 ranks under both policies
 # on Intel MPI's shm transport, as its rows of tests/c/TESTS do on the days CI's rotation picks impi.
 # Needs scripts/install.sh --mpich impi and the MPICH 5.0.2 wheel (its libfabric); SKIP without them.
 set -uo pipefail
@@ -94,6 +94,30 @@ for c in "${cases[@]}"; do
     verdict "[$name] the communicators carry thread_id 1, 2, 3: $(grep '^comm' "$out/$name.out" | awk '{ printf "%s ", $4 }')" $?
   fi
 done
+
+# A multiplex communicator on the split backend (tests/impi/multiplex_split.c): the four (source index,
+# destination index) pairs from rank 0 to rank 1 carry 100, 200, 300 and 400 messages, each on a hidden
+# communicator of its own, to one destination address each, four distinct (four of rank 1's endpoints);
+# the 60 messages between rank 0's two indices never reach libfabric (no communicator carries 60).
+# Pool 6: the program's 2 streams and the 4 dedicated endpoints (MPIR_CVAR_THREAD_MAX=7).
+"$MPICC" -Wl,--no-as-needed -O2 -Wall -I"$root/include" "$root/tests/impi/multiplex_split.c" \
+  -o "$out/multiplex_split" -L"$lib" -lmpixstream -Wl,-rpath,"$lib" -lpthread || { echo "FAIL compile multiplex_split"; exit 1; }
+name=lib-multiplex-split
+env -u I_MPI_FABRICS "${fabric_env[@]}" MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=6 timeout 120 "$MPIEXEC" -n 2 \
+  -errfile-pattern "$out/$name.err.%r" "$out/multiplex_split" >"$out/$name.out" 2>&1 </dev/null
+rc=$?
+[ $rc -eq 0 ] || bash "$root/scripts/shm_cleanup.sh"
+[ $rc -eq 0 ] && grep -q " No Errors" "$out/$name.out"
+verdict "[$name] runs, every pair complete and in order (exit $rc)" $?
+summarise "$out/$name.err.0" >"$out/$name.summary"
+sed 's/^/    /' "$out/$name.summary"
+eps=$(awk '$1 == "endpoints" { print $2 }' "$out/$name.summary")
+counts=$(awk '$1 == "tag" { printf "%s ", $3 }' "$out/$name.summary")
+addrs=$(awk '$1 == "tag" { print $4 }' "$out/$name.summary")
+[ "$eps" = 7 ]; verdict "[$name] 7 endpoints per rank (pool 6 + the conventional one): $eps" $?
+[ "$counts" = "100 200 300 400 " ]; verdict "[$name] the pairs' communicators carry 100, 200, 300, 400 messages, nothing else 50 or more: $counts" $?
+[ -n "$addrs" ] && ! echo "$addrs" | grep -q ,; verdict "[$name] each pair's messages to one address" $?
+[ "$(echo "$addrs" | sort -u | grep -c .)" -eq 4 ]; verdict "[$name] four distinct destination addresses: $(echo $addrs)" $?
 
 "$MPICC" -Wl,--no-as-needed -O2 -Wall -I"$root/include" -I"$root/tests/c" "$root/tests/c/split_backend.c" \
   -o "$out/split_backend" -L"$lib" -lmpixstream -Wl,-rpath,"$lib" -lpthread || { echo "FAIL compile split_backend"; exit 1; }

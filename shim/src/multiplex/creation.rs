@@ -4,12 +4,16 @@
 use super::endpoints::{self, Endpoints, Layout};
 use super::{progress, registry, Multiplex};
 use crate::backend::Backend;
+use crate::errors::{raise, Class};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// What errors of the creation are reported as (every constructor of a multiplex communicator).
+const F: &str = "multiplex communicator";
 
 /// Collective over `user` (the user's new communicator): the hidden communicators and the record.
 /// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
@@ -58,7 +62,10 @@ unsafe fn build_on(
     let size = counts.len();
     let width = counts.iter().copied().max().unwrap_or(0).max(0) as usize;
     let native = rt.backend == Backend::Native;
-    let mut layout = endpoints::choose_layout(native, size, width);
+    // The split backend has no pooled layout: its conventional endpoint may not be driven by two
+    // threads at once, which the pooled communicators would need.
+    let dedicated = rt.backend == Backend::Split && width > 0;
+    let mut layout = if dedicated { Layout::Streams } else { endpoints::choose_layout(native, size, width) };
     let cost = endpoints::streams_layout_cost(size, width);
     // Why this communicator's indexed traffic runs on MPICH's implicit pool, if it does on the native
     // backend (the same on every process: decided from agreed values).
@@ -88,7 +95,17 @@ unsafe fn build_on(
         if rc != MPI_SUCCESS {
             return Err(rc);
         }
-        if any[1] != 0 {
+        if dedicated && any[0] != 0 {
+            return Err(raise(
+                user,
+                Class::Stream,
+                F,
+                "on the split backend every index of a multiplex communicator needs a stream: a process \
+                 attached MPIX_STREAM_NULL, and several threads may use a conventional index at once, which \
+                 Intel MPI's thread-split endpoints forbid",
+            ));
+        }
+        if any[1] != 0 && !dedicated {
             layout = Layout::Pooled;
             pooled_because = Some(format!(
                 "its {cost} hidden communicators on the streams' endpoints would pass a process's bound of {} \
@@ -137,7 +154,46 @@ unsafe fn build_on(
     };
     let stream_comm =
         |parent: MPI_Comm, s: MPIX_Stream, out: *mut MPI_Comm| rt.backend.stream_comm_create(parent, s, out);
-    let mut endpoints = Endpoints::build(layout, base, rank, size, width, &attach, &stream_comm)?;
+    let need = endpoints::dedicated_cost(size, width);
+    let make_dedicated = |base: MPI_Comm| -> Result<(MPI_Comm, MPIX_Stream), c_int> {
+        let Some(endpoint) = rt.backend.agree_endpoint(base, true) else {
+            return Err(raise(
+                user,
+                Class::Stream,
+                F,
+                &format!(
+                    "a multiplex communicator of {size} processes and {width} stream indices takes {need} \
+                     thread-split endpoints free on every process, and fewer are (MPIXSTREAM_STREAMS sets the \
+                     pool: {} endpoints, the program's streams and communicators included)",
+                    rt.config.streams
+                ),
+            ));
+        };
+        let mut comm = MPI_COMM_NULL;
+        let mut rc = (p.PMPI_Comm_dup)(base, &mut comm);
+        if rc == MPI_SUCCESS {
+            // Before anything else uses it (`Backend::put_on_endpoint`).
+            rc = rt.backend.put_on_endpoint(comm, endpoint);
+            if rc != MPI_SUCCESS {
+                (p.PMPI_Comm_free)(&mut comm);
+            }
+        }
+        if rc != MPI_SUCCESS {
+            let _ = rt.backend.free_stream(endpoint);
+            return Err(rc);
+        }
+        Ok((comm, endpoint))
+    };
+    let mut endpoints = Endpoints::build(
+        layout,
+        base,
+        rank,
+        size,
+        width,
+        &attach,
+        &stream_comm,
+        dedicated.then_some(&make_dedicated as endpoints::MakeDedicated),
+    )?;
     if let Some(real) = conventional {
         endpoints.set_conventional(real);
     }

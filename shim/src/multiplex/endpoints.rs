@@ -35,6 +35,15 @@
 //!   over all live multiplex communicators).
 //! - **Pooled** (serial backend, or beyond a bound): `P_0 .. P_{S-1}` only, one per destination
 //!   index, on MPICH's implicit pool, tag `tag * S + source index`: `S` context ids.
+//! - **Streams on dedicated endpoints** (split backend: Intel MPI's thread-split endpoints). Intel MPI
+//!   carries a message between the same endpoint number on both ends, and forbids two threads on one
+//!   endpoint, so no stream's own endpoint can carry `(i -> j)`. The same `D_i` and `C_{i,j,b}`, each
+//!   on an endpoint of its own, agreed by every member (`make_dedicated`): on each process every such
+//!   endpoint is attached to exactly one local index, so only that index's thread ever drives it. No
+//!   `P_j`: a message between two indices of one process never enters MPI (no endpoint could carry it
+//!   without two threads on it); it is copied into the destination index's matching engine
+//!   (`mailbox`), route `Route::LOCAL`. Every index needs a stream (`MPIX_STREAM_NULL` is refused:
+//!   several threads may use a conventional index at once). Cost: `S + S(S-1)B` endpoints of the pool.
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
@@ -108,6 +117,10 @@ pub struct Route {
 }
 
 impl Route {
+    /// A message between two indices of one process on dedicated endpoints: copied into the
+    /// destination index's engine (`mailbox`), never an MPI message. Not in the send table (0 there).
+    pub const LOCAL: Route = Route { comm: MPI_COMM_NULL, tag_in_tag: true };
+
     /// One word of the send table: the handle in the low half, `tag_in_tag` in bit 32. Never 0 (MPICH's
     /// communicator handles are not), so 0 marks an invalid (rank, index) pair.
     fn packed(self) -> u64 {
@@ -138,6 +151,22 @@ pub struct Endpoints {
     /// index `i` has a stream. A message with an end on a conventional index takes `P_j` (both ends on
     /// the implicit pool). `None`: every index of every process has a stream.
     real: Option<Box<[u64]>>,
+    /// Dedicated endpoints (split backend): the endpoint behind each hidden communicator, given back
+    /// when they are freed; self messages between two indices take `Route::LOCAL`. Empty otherwise.
+    dedicated: Box<[MPIX_Stream]>,
+    mailbox: bool,
+}
+
+/// Collective over a base communicator: a dup of it on an endpoint of its own, agreed by every member,
+/// with that endpoint (the split backend's hidden communicators); an error on every member where none
+/// is free on all.
+pub type MakeDedicated<'a> = &'a dyn Fn(MPI_Comm) -> Result<(MPI_Comm, MPIX_Stream), c_int>;
+
+/// Gives the split backend's dedicated endpoints back (only that backend makes them).
+fn give_back(endpoints: &[MPIX_Stream]) {
+    for &h in endpoints {
+        let _ = crate::backend::Backend::Split.free_stream(h);
+    }
 }
 
 /// `ceil(log2 n)`: the rank bits that tell any two ranks of `n` apart.
@@ -154,6 +183,12 @@ pub fn streams_layout_cost(n: usize, s: usize) -> usize {
     2 * s + s * s.saturating_sub(1) * rank_bits(n)
 }
 
+/// Endpoints the streams layout on dedicated endpoints takes for `n` processes and `s` indices (no
+/// `P_j`).
+pub fn dedicated_cost(n: usize, s: usize) -> usize {
+    s + s * s.saturating_sub(1) * rank_bits(n)
+}
+
 /// The layout of a new multiplex communicator.
 pub fn choose_layout(native: bool, n: usize, s: usize) -> Layout {
     if native && s > 0 && streams_layout_cost(n, s) <= MAX_HIDDEN_COMMS {
@@ -167,7 +202,9 @@ pub fn choose_layout(native: bool, n: usize, s: usize) -> Layout {
 fn pair_slots(width: usize, bits: usize) -> impl Iterator<Item = (usize, usize, usize)> {
     let b1 = bits.max(1);
     (0..width).flat_map(move |i| {
-        (0..width).flat_map(move |j| (0..b1).filter(move |&b| i != j || b == 0).map(move |b| (i, j, b)))
+        // `C_{i,j,b}` only for the rank bits there are (none in a communicator of one process).
+        (0..width)
+            .flat_map(move |j| (0..b1).filter(move |&b| if i == j { b == 0 } else { b < bits }).map(move |b| (i, j, b)))
     })
 }
 
@@ -179,7 +216,9 @@ impl Endpoints {
     /// Collective over `base` (an implicit-pool communicator with the user's group and ranks): the
     /// hidden communicators of `layout`. `attach(i)` is this process's native stream at index `i`
     /// (`MPIX_STREAM_NULL` where it has none); `stream_comm` makes a stream communicator (the backend's
-    /// `MPIX_Stream_comm_create`).
+    /// `MPIX_Stream_comm_create`). `dedicated`: the streams layout on dedicated endpoints instead
+    /// (`attach` and `stream_comm` unused).
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn build(
         layout: Layout,
         base: MPI_Comm,
@@ -188,23 +227,36 @@ impl Endpoints {
         width: usize,
         attach: &dyn Fn(usize) -> MPIX_Stream,
         stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream, *mut MPI_Comm) -> c_int,
+        dedicated: Option<MakeDedicated>,
     ) -> Result<Endpoints, c_int> {
         let p = pmpi();
         let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
-        let mut ep = Endpoints { layout, rank, width, bits, pooled: Box::new([]), pair: Box::new([]), real: None };
+        let mut ep = Endpoints {
+            layout,
+            rank,
+            width,
+            bits,
+            pooled: Box::new([]),
+            pair: Box::new([]),
+            real: None,
+            dedicated: Box::new([]),
+            mailbox: dedicated.is_some(),
+        };
         let mut pooled = Vec::with_capacity(width);
         let mut made: Vec<MPI_Comm> = Vec::new();
-        let fail = |made: &mut Vec<MPI_Comm>, rc: c_int| {
+        let mut taken: Vec<MPIX_Stream> = Vec::new();
+        let fail = |made: &mut Vec<MPI_Comm>, taken: &mut Vec<MPIX_Stream>, rc: c_int| {
             for c in made.iter_mut() {
                 (p.PMPI_Comm_free)(c);
             }
+            give_back(taken);
             Err(rc)
         };
-        for _ in 0..width {
+        for _ in 0..if dedicated.is_some() { 0 } else { width } {
             let mut c = MPI_COMM_NULL;
             let rc = (p.PMPI_Comm_dup)(base, &mut c);
             if rc != MPI_SUCCESS {
-                return fail(&mut made, rc);
+                return fail(&mut made, &mut taken, rc);
             }
             (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
             pooled.push(c);
@@ -216,9 +268,19 @@ impl Endpoints {
             for (i, j, b) in pair_slots(width, bits) {
                 let mine = if i == j || (rank >> b) & 1 == 0 { i } else { j };
                 let mut c = MPI_COMM_NULL;
-                let rc = stream_comm(base, attach(mine), &mut c);
+                let rc = match dedicated {
+                    Some(make) => match make(base) {
+                        Ok((comm, endpoint)) => {
+                            c = comm;
+                            taken.push(endpoint);
+                            MPI_SUCCESS
+                        }
+                        Err(rc) => rc,
+                    },
+                    None => stream_comm(base, attach(mine), &mut c),
+                };
                 if rc != MPI_SUCCESS {
-                    return fail(&mut made, rc);
+                    return fail(&mut made, &mut taken, rc);
                 }
                 (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
                 pair[(i * width + j) * b1 + b] = c;
@@ -227,6 +289,7 @@ impl Endpoints {
             ep.pair = pair.into_boxed_slice();
         }
         ep.pooled = pooled.into_boxed_slice();
+        ep.dedicated = taken.into_boxed_slice();
         STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok(ep)
     }
@@ -261,6 +324,9 @@ impl Endpoints {
             pooled,
             pair,
             real: self.real.clone(),
+            // Never on dedicated endpoints: the split backend refuses a multiplex idup before it starts.
+            dedicated: Box::new([]),
+            mailbox: self.mailbox,
         };
         STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok((ep, requests))
@@ -286,6 +352,9 @@ impl Endpoints {
     /// send fast path runs outside `ffi_guard`); `None` only for indices out of range.
     #[inline(always)]
     pub fn try_route(&self, from: c_int, si: usize, to: c_int, di: usize) -> Option<Route> {
+        if self.mailbox && from == to && si != di {
+            return (si < self.width && di < self.width).then_some(Route::LOCAL);
+        }
         if self.layout == Layout::Pooled
             || (from == to && si != di)
             || (self.real.is_some() && !(self.has_stream(from, si) && self.has_stream(to, di)))
@@ -319,7 +388,7 @@ impl Endpoints {
         for (dest, &n) in counts.iter().enumerate() {
             for di in 0..(n.max(0) as usize).min(s) {
                 for si in 0..local.min(s) {
-                    if let Some(r) = self.try_route(self.rank, si, dest as c_int, di) {
+                    if let Some(r) = self.try_route(self.rank, si, dest as c_int, di).filter(|r| *r != Route::LOCAL) {
                         t[(dest * s + di) * s + si] = r.packed();
                     }
                 }
@@ -360,9 +429,11 @@ impl Endpoints {
         self.candidates(j).into_iter().filter(|x| reaches(x.comm)).collect()
     }
 
-    /// Every hidden communicator where this process attached its index `j` (a pair one), and `P_j`.
+    /// Every hidden communicator where this process attached its index `j` (a pair one), and `P_j`
+    /// (none on dedicated endpoints).
     fn candidates(&self, j: usize) -> Vec<Source> {
-        let mut out = vec![Source { comm: self.pooled[j], index: SourceIndex::InTag }];
+        let mut out: Vec<Source> =
+            self.pooled.get(j).map(|&comm| Source { comm, index: SourceIndex::InTag }).into_iter().collect();
         if self.layout == Layout::Streams && self.has_stream(self.rank, j) {
             let (s, b1) = (self.width, self.b1());
             out.push(Source { comm: self.pair[(j * s + j) * b1], index: SourceIndex::Fixed(j as c_int) });
@@ -404,13 +475,20 @@ impl Endpoints {
         }
     }
 
-    /// Frees the hidden communicators (once; the caller makes sure of it).
+    /// Frees the hidden communicators (once; the caller makes sure of it), and gives their dedicated
+    /// endpoints back.
     pub unsafe fn free(&self) {
         let p = pmpi();
         STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
         for mut c in self.hidden() {
             (p.PMPI_Comm_free)(&mut c);
         }
+        give_back(&self.dedicated);
+    }
+
+    /// Whether the hidden communicators are on dedicated endpoints (the split backend).
+    pub fn on_dedicated(&self) -> bool {
+        self.mailbox
     }
 
     #[cfg(test)]
@@ -425,7 +503,26 @@ impl Endpoints {
                 pair[(i * width + j) * b1 + b] = (10_000 + (i * 100 + j) * 10 + b) as MPI_Comm;
             }
         }
-        Endpoints { layout, rank, width, bits, pooled, pair: pair.into_boxed_slice(), real: None }
+        Endpoints {
+            layout,
+            rank,
+            width,
+            bits,
+            pooled,
+            pair: pair.into_boxed_slice(),
+            real: None,
+            dedicated: Box::new([]),
+            mailbox: false,
+        }
+    }
+
+    /// `fake`'s streams layout on dedicated endpoints: no `P_j`, self messages between indices local.
+    #[cfg(test)]
+    pub fn fake_dedicated(rank: c_int, size: usize, width: usize) -> Endpoints {
+        let mut e = Endpoints::fake(Layout::Streams, rank, size, width);
+        e.pooled = Box::new([]);
+        e.mailbox = true;
+        e
     }
 
     /// The index rank `rank` attaches in the streams layout's communicator at `pair[pos]`: `D_i`'s
@@ -573,6 +670,52 @@ mod tests {
                 for (r, ep) in eps.iter().enumerate() {
                     for j in (0..s).filter(|&j| !has(r, j)) {
                         assert_eq!(ep.sources(j, &counts).len(), 1, "a conventional index receives on P_j only");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Dedicated endpoints (split backend): a message between two processes, or from an index to itself,
+    /// goes through exactly one hidden communicator, in which the sender attached its source index and
+    /// the receiver its destination index; one between two indices of one process is local (never an
+    /// MPI message, 0 in the send table); and on each process every hidden communicator, hence every
+    /// endpoint it took, is attached to exactly one local index: only that index's thread drives it.
+    #[test]
+    fn dedicated_endpoints_route_and_each_has_one_owner() {
+        for n in 1..=6usize {
+            for s in 1..=4usize {
+                let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake_dedicated(r as c_int, n, s)).collect();
+                let counts = vec![s as c_int; n];
+                for a in 0..n {
+                    let table = eps[a].send_table(&counts, s);
+                    for b in 0..n {
+                        for i in 0..s {
+                            for j in 0..s {
+                                let r = eps[a].route(a as c_int, i, b as c_int, j);
+                                let word = table[(b * s + j) * s + i];
+                                if a == b && i != j {
+                                    assert_eq!(r, Route::LOCAL, "n={n} s={s} {a}({i}) -> {b}({j})");
+                                    assert_eq!(word, 0);
+                                    continue;
+                                }
+                                assert_eq!(Route::unpack(word), r);
+                                assert!(!r.tag_in_tag);
+                                let found = eps[b].sources(j, &counts).iter().filter(|x| x.comm == r.comm).count();
+                                assert_eq!(found, 1, "n={n} s={s} {a}({i}) -> {b}({j})");
+                                assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
+                                assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
+                            }
+                        }
+                    }
+                    let owners: Vec<(MPI_Comm, Option<usize>)> = eps[a].attached_indices().collect();
+                    assert_eq!(owners.len(), dedicated_cost(n, s), "n={n} s={s}: one endpoint per hidden communicator");
+                    assert!(owners.iter().all(|&(c, i)| c != MPI_COMM_NULL && i.is_some()));
+                    for j in 0..s {
+                        assert!(eps[a]
+                            .sources(j, &counts)
+                            .iter()
+                            .all(|x| eps[a].attached(a as c_int, x.comm) == Some(j)));
                     }
                 }
             }

@@ -86,18 +86,6 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
             );
         }
-        if rt.backend == crate::backend::Backend::Split {
-            // The same on every process (the backend is chosen from the same settings everywhere).
-            return raise(
-                comm,
-                Class::Unsupported,
-                F,
-                "multiplex communicators are not supported on the split backend: Intel MPI's thread-split \
-                 endpoints carry a message between the same endpoint number on both ends, so a message from \
-                 index i to index j (i != j) has no endpoint that only its two threads drive, and a shared \
-                 one is what Intel MPI's thread-split mode forbids (docs/architecture.md)",
-            );
-        }
         let local = local_streams(rt, count, array_of_streams, newcomm);
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
         // fail together instead of some waiting in a collective the others skipped).

@@ -12,6 +12,10 @@
 //! run inside a generalized request's poll function, under the engine's lock); a blocking receive
 //! that takes its own message receives it outside the lock.
 //!
+//! On dedicated endpoints (split backend) a message between two indices of this process never enters
+//! MPI: the sender packs it into this engine (`deliver_local`), where it is matched as one pulled out of
+//! MPICH, in the same queues, so the same order rules hold.
+//!
 //! The probes, receives and tests of those receives go through the next definition (`next!`), so
 //! that the tools library counts and checks them (`p2p`'s module comment says why and what it costs).
 use super::endpoints::Source;
@@ -74,6 +78,15 @@ struct Unexpected {
     source: c_int,
     sidx: c_int,
     tag: c_int,
+    /// A message from another index of this process (`deliver_local`): its packed data (`msg` is
+    /// `MPI_MESSAGE_NULL`).
+    local: Option<Box<[u8]>>,
+}
+
+impl Unexpected {
+    fn pulled(msg: MPI_Message, status: MPI_Status, sidx: c_int, tag: c_int) -> Unexpected {
+        Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag, local: None }
+    }
 }
 
 pub struct Inflight {
@@ -180,11 +193,13 @@ impl RecvOp {
 }
 
 impl MatchingEngine {
-    /// `stream`: the native stream of this index's reserved VCI, or `MPIX_STREAM_NULL`.
-    pub fn new(sources: Box<[Source]>, stream: MPIX_Stream) -> MatchingEngine {
+    /// `stream`: the native stream of this index's reserved VCI, or `MPIX_STREAM_NULL`; `owned`: only
+    /// the index's owner may turn it (a reserved VCI, or the split backend's dedicated endpoints, which
+    /// need no extra progress call).
+    pub fn new(sources: Box<[Source]>, stream: MPIX_Stream, owned: bool) -> MatchingEngine {
         MatchingEngine {
             sources,
-            on_reserved_vci: stream != MPIX_STREAM_NULL,
+            on_reserved_vci: owned || stream != MPIX_STREAM_NULL,
             stream,
             cancels: AtomicBool::new(false),
             idle_skips: AtomicU32::new(0),
@@ -251,11 +266,39 @@ impl MatchingEngine {
         match st.unexpected.iter().position(|u| op.matches(u.source, u.sidx, u.tag)) {
             Some(i) => {
                 let u = st.unexpected.remove(i).unwrap_or_else(|| unreachable!());
-                start(st, op, u.msg, &u.status, u.tag);
+                match u.local {
+                    Some(data) => op.finish(unpack(&op, u.source, u.tag, &data)),
+                    None => start(st, op, u.msg, &u.status, u.tag),
+                }
             }
             None => st.posted.push_back(op),
         }
         self.sync_queued(st);
+    }
+
+    /// A message from local index `sidx` of this process, packed (`mailbox`): to the first posted
+    /// receive that matches, else to the unexpected queue.
+    pub unsafe fn deliver_local(&self, mx: &Multiplex, sidx: c_int, tag: c_int, data: Box<[u8]>) {
+        let mut st = lock(&self.state);
+        if mx.released.load(Ordering::Acquire) {
+            return;
+        }
+        let source = mx.rank;
+        match st.posted.iter().position(|op| op.matches(source, sidx, tag)) {
+            Some(i) => {
+                let op = st.posted.remove(i).unwrap_or_else(|| unreachable!());
+                op.finish(unpack(&op, source, tag, &data));
+            }
+            None => st.unexpected.push_back(Unexpected {
+                msg: MPI_MESSAGE_NULL,
+                status: MPI_Status::default(),
+                source,
+                sidx,
+                tag,
+                local: Some(data),
+            }),
+        }
+        self.sync_queued(&st);
     }
 
     /// Receives `msg`, which `take_first` gave to `op` (a nonblocking receive whose generalized request
@@ -287,6 +330,10 @@ impl MatchingEngine {
             return None;
         }
         if let Some(i) = st.unexpected.iter().position(|u| envelope_matches(want, u.source, u.sidx, u.tag)) {
+            if st.unexpected[i].local.is_some() {
+                // Not an MPI message: the caller posts, and `post` unpacks it at once.
+                return None;
+            }
             let u = st.unexpected.remove(i)?;
             self.sync_queued(&st);
             return Some((u.msg, u.status, u.tag));
@@ -304,7 +351,7 @@ impl MatchingEngine {
                 found = Some((msg, status, tag));
                 break;
             }
-            st.unexpected.push_back(Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag });
+            st.unexpected.push_back(Unexpected::pulled(msg, status, sidx, tag));
         }
         st.cursor = next;
         self.sync_queued(&st);
@@ -370,7 +417,7 @@ impl MatchingEngine {
                     let op = st.posted.remove(i).unwrap_or_else(|| unreachable!());
                     start(st, op, msg, &status, tag);
                 }
-                None => st.unexpected.push_back(Unexpected { msg, status, source, sidx, tag }),
+                None => st.unexpected.push_back(Unexpected::pulled(msg, status, sidx, tag)),
             }
         }
         st.cursor = next;
@@ -392,7 +439,7 @@ impl MatchingEngine {
     /// Takes every unreceived message out of MPICH (the communicator is being released).
     pub unsafe fn drain_unexpected(&self) {
         let mut st = lock(&self.state);
-        for mut u in st.unexpected.drain(..) {
+        for mut u in st.unexpected.drain(..).filter(|u| u.local.is_none()) {
             let bytes = status_bytes(&u.status);
             let mut scratch = vec![0u8; bytes.max(1) as usize];
             next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
@@ -406,6 +453,32 @@ impl MatchingEngine {
 #[inline]
 pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
     (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
+}
+
+/// The outcome of receive `op` taking a local message (`data`, packed by `mailbox::send` from `source`
+/// with user tag `tag`): unpacked into the receive's buffer; `MPI_ERR_TRUNCATE`, nothing written, where
+/// it does not fit.
+unsafe fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
+    let p = pmpi();
+    let mut status = MPI_Status { MPI_SOURCE: source, MPI_TAG: tag, ..Default::default() };
+    let mut room: MPI_Count = 0;
+    let mut error = (p.PMPI_Pack_size_c)(op.count, op.datatype, op.mx.comm, &mut room);
+    let mut got: MPI_Count = 0;
+    if error == MPI_SUCCESS && data.len() as MPI_Count > room {
+        error = MPI_ERR_TRUNCATE;
+    } else if error == MPI_SUCCESS && !data.is_empty() {
+        error = (p.PMPI_Unpack_c)(
+            data.as_ptr() as *const c_void,
+            data.len() as MPI_Count,
+            &mut got,
+            op.buf,
+            op.count,
+            op.datatype,
+            op.mx.comm,
+        );
+    }
+    (p.PMPI_Status_set_elements_x)(&mut status, MPI_BYTE, got);
+    Outcome { status, error, cancelled: false }
 }
 
 /// Starts receiving matched message `msg` into `op`'s buffer (engine lock held): `MPI_Imrecv`, done

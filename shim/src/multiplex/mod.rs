@@ -7,7 +7,9 @@
 //!   the parent (same group, attributes, error handler and endpoint).
 //! - Indexed traffic runs on hidden communicators (`endpoints`): on the native backend each message
 //!   from index `i` to index `j` leaves on stream `i`'s reserved VCI and arrives on the peer's stream
-//!   `j`'s reserved VCI; on the serial backend (and beyond a bound on their number) one hidden
+//!   `j`'s reserved VCI; on the split backend on thread-split endpoints of which each process's index
+//!   `i` drives its own set, a message between two indices of one process copied (`mailbox`); on the
+//!   serial backend (and beyond a bound on their number) one hidden
 //!   communicator per destination index on MPICH's implicit pool, the source index in the tag.
 //! - A receive naming its source, source index and tag, with nothing queued on its index, is one MPICH
 //!   receive on the one hidden communicator that carries that pair (`p2p`, the direct path). Other
@@ -20,7 +22,8 @@
 //! - `registry` maps a user handle to its record without a reference count on the hot path;
 //!   `lifecycle` creates, duplicates and frees; `errors` holds the error texts.
 //!
-//! Submodules: `endpoints` (which hidden communicator), `matching`, `requests`, `progress`,
+//! Submodules: `endpoints` (which hidden communicator), `matching`, `mailbox` (messages between two
+//! indices of one process on dedicated endpoints), `requests`, `progress`,
 //! `registry`, `creation` (hidden communicators and record), `lifecycle`, `idup` (the nonblocking
 //! dup), `p2p` (the entry points), `errors`.
 mod creation;
@@ -28,6 +31,7 @@ pub mod endpoints;
 mod errors;
 mod idup;
 pub mod lifecycle;
+mod mailbox;
 mod matching;
 mod p2p;
 pub mod progress;
@@ -92,8 +96,12 @@ impl Multiplex {
         let max_tag = if width > 0 { (tag_ub - (width - 1)) / width } else { tag_ub };
         let engines = (0..streams.len())
             .map(|j| {
-                let stream = if endpoints.layout == Layout::Streams { reserved(j) } else { MPIX_STREAM_NULL };
-                MatchingEngine::new(endpoints.sources(j, &counts).into_boxed_slice(), stream)
+                let sources = endpoints.sources(j, &counts).into_boxed_slice();
+                match endpoints.layout {
+                    Layout::Streams if endpoints.on_dedicated() => MatchingEngine::new(sources, MPIX_STREAM_NULL, true),
+                    Layout::Streams => MatchingEngine::new(sources, reserved(j), false),
+                    Layout::Pooled => MatchingEngine::new(sources, MPIX_STREAM_NULL, false),
+                }
             })
             .collect();
         let send_routes = endpoints.send_table(&counts, streams.len());

@@ -11,6 +11,8 @@
 //!   Nothing it could overtake exists: every earlier receive of the index is in MPICH's queue before
 //!   it, and no message of the pair has been pulled out of MPICH.
 //! - Any other receive goes through its index's matching engine.
+//! - On dedicated endpoints (split backend), a send between two indices of this process is copied into
+//!   the destination index's engine (`mailbox`), off the fast path (its send-table entry is 0).
 //!
 //! Every MPICH call that carries an indexed message (here and in `matching`: the sends, receives,
 //! probes and the tests of the receives they start) goes through the next definition (`next!`), not
@@ -21,7 +23,7 @@
 use super::endpoints::Route;
 use super::errors::{forward, not_multiplex};
 use super::matching::{lock, Outcome, RecvOp};
-use super::{registry, requests, Multiplex, MPIX_ANY_INDEX};
+use super::{mailbox, registry, requests, Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
@@ -62,8 +64,30 @@ fn send_route(
     let di = mx.remote_index(dest, di, "dest_stream_index", f)?;
     mx.check_tag(tag, false, f)?;
     let route = mx.endpoints.route(mx.rank, si, dest, di);
+    if route == Route::LOCAL {
+        return Ok(Some((MPI_COMM_NULL, tag)));
+    }
     let hidden_tag = if route.tag_in_tag { tag * mx.width + si as c_int } else { tag };
     Ok(Some((route.comm, hidden_tag)))
+}
+
+/// A send `send_route` gave `MPI_COMM_NULL` (`Route::LOCAL`): between two indices of this process on
+/// dedicated endpoints, copied (`mailbox`); arguments already checked.
+#[allow(clippy::too_many_arguments)]
+unsafe fn send_local(
+    comm: MPI_Comm,
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    tag: c_int,
+    si: c_int,
+    di: c_int,
+    request: Option<*mut MPI_Request>,
+) -> c_int {
+    match registry::lookup(comm) {
+        Some(mx) => mailbox::send(mx, buf, count, datatype, tag, si as usize, di as usize, request),
+        None => MPI_ERR_COMM,
+    }
 }
 
 /// The send path when every argument is valid: the hidden communicator and tag, or `None` for anything
@@ -103,7 +127,7 @@ fn fast_send_route(
         if (si as u32) >= mx.streams.len() as u32 || (di as u32) >= peers as u32 {
             return None;
         }
-        mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize)?
+        mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize).filter(|r| *r != Route::LOCAL)?
     };
     Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
@@ -359,6 +383,9 @@ macro_rules! indexed_p2p {
                     match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
                         Err(rc) => rc,
                         Ok(None) => MPI_SUCCESS,
+                        Ok(Some((MPI_COMM_NULL, t))) => {
+                            send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
+                        }
                         Ok(Some((h, t))) => forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h)),
                     }
                 })
@@ -429,6 +456,9 @@ macro_rules! indexed_p2p {
                         Err(rc) => rc,
                         Ok(None) => {
                             forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                        }
+                        Ok(Some((MPI_COMM_NULL, t))) => {
+                            send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
                         }
                         Ok(Some((h, t))) => forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request)),
                     }
