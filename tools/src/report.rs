@@ -374,7 +374,7 @@ pub unsafe fn write_with(
         _ if abi == Abi::Standard => "none: the MPI standard ABI's serial model (every stream on the library's shared endpoints; no VCI is known)",
         "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
         "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
-        "split" => "Intel MPI's thread-split endpoint (the communicator's info key thread_id): a stream's own endpoint 1..pool; no stream: endpoint 0",
+        "split" => "Intel MPI's thread-split endpoint (the communicator's info key thread_id): a stream's own endpoint 1..pool; no stream: endpoint 0; a multiplex index: null (its traffic runs on endpoints of its own, one per hidden communicator)",
         _ => "unknown: libmpixstream.so was not active",
     };
     let abi_name = if abi == Abi::Standard { "standard" } else { "mpich" };
@@ -459,6 +459,12 @@ pub unsafe fn write_with(
                 out,
                 "multiplex communicators (rank 0): {} on the library's shared endpoints (serial model)",
                 d.multiplex_pooled
+            );
+        } else if backend == "split" && d.multiplex_on_streams > 0 {
+            let _ = writeln!(
+                out,
+                "multiplex communicators (rank 0): {} on thread-split endpoints of their own (each index drives its own set)",
+                d.multiplex_on_streams
             );
         } else if d.multiplex_on_streams + d.multiplex_pooled > 0 {
             let _ = writeln!(

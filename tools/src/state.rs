@@ -254,7 +254,11 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     let part = s.multiplex_of(comm);
     let (stream, origin) = s.comm_stream(comm);
     let origin = if part.is_some() { Origin::Multiplex } else { origin };
+    // On the split backend a multiplex index's traffic runs on endpoints of its own, one per hidden
+    // communicator, not on its stream's: no single endpoint to show.
+    let split = setup().and_then(|st| st.description).is_some_and(|d| d.backend == 2);
     let vci = match stream {
+        Some(_) if part.is_some() && split => None,
         Some(i) => s.stream_vci(i),
         // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
         None => setup().and_then(|st| st.description).and_then(|d| (d.implicit_vcis == 1).then_some(0)),
