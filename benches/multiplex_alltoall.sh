@@ -5,8 +5,12 @@
 #   multiplex  one multiplex communicator (named receives: the direct path)
 #   percomm    one stream communicator per thread pair (T*T of them)
 # Prints median rates [min..max] and the ratio multiplex / percomm (median of per-repetition ratios).
-# Writes results/multiplex_alltoall.csv.
-#   benches/multiplex_alltoall.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
+# Writes results/multiplex_alltoall.csv (results/multiplex_alltoall-impi.csv for --mpich impi).
+#   benches/multiplex_alltoall.sh [--mpich 5|deb|impi] [--reps N] [--threads "1 2 4"] [--messages N] [--window W]
+# --mpich impi: Intel MPI on the split backend (MPIXSTREAM_BACKEND=split), pool T + T^2: the T streams
+# and a multiplex communicator's T + T(T-1) dedicated endpoints at 2 ranks. There `percomm` exists at
+# T = 1 only: a pair i -> j (i != j) would attach different endpoints at its two ends, which the split
+# backend refuses (its rows stay empty, shown as -).
 # --messages: per (thread, partner index); by default 400000 / T^2 (every run then carries 800000
 # messages, half a second or more here; 20000 at T = 1 ran for 30 ms)
 set -uo pipefail
@@ -21,7 +25,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --messages) messages=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
-    *) echo "usage: benches/multiplex_alltoall.sh [--mpich 5|deb] [--reps N] [--threads \"1 2 4\"] [--messages N] [--window W]" >&2; exit 2 ;;
+    *) echo "usage: benches/multiplex_alltoall.sh [--mpich 5|deb|impi] [--reps N] [--threads \"1 2 4\"] [--messages N] [--window W]" >&2; exit 2 ;;
   esac
 done
 out=$root/results; bin=$root/build/bench; mkdir -p "$out" "$bin"
@@ -30,6 +34,8 @@ mpich_select "$mpich"
 "$MPICC" -O2 -Wall -Iinclude benches/multiplex_alltoall.c -o "$bin/multiplex_alltoall-$mpich" \
   -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread || exit 1
 csv=$out/multiplex_alltoall.csv
+backend=()
+[ "$mpich" = impi ] && { csv=$out/multiplex_alltoall-impi.csv; backend=(MPIXSTREAM_BACKEND=split); }
 echo "variant,threads,rep,rate,seconds" >"$csv"
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 echo "all-to-all: 2 ranks x T threads, every index to every index, 8-byte messages, $([ "$messages" = auto ] && echo "400000/T^2" || echo "$messages") per (thread, partner index), window $window, MPICH $mpich, $reps repetitions, T in {$threads}"
@@ -38,7 +44,8 @@ for r in $(seq "$reps"); do
     order="multiplex percomm"; [ $((r % 2)) -eq 0 ] && order="percomm multiplex"
     for v in $order; do
       n=$messages; [ "$n" = auto ] && n=$((400000 / (T * T)))
-      line=$(MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_alltoall-$mpich" "$v" "$T" "$n" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
+      pool=$T; [ "$mpich" = impi ] && pool=$((T + T * T))
+      line=$(env "${backend[@]}" MPIXSTREAM_STREAMS=$pool timeout 120 scripts/mpixrun -n 2 "$bin/multiplex_alltoall-$mpich" "$v" "$T" "$n" "$window" </dev/null 2>/dev/null | grep '^RESULT' | tail -1)
       [ $? -ne 0 ] || [ -z "$line" ] && bash scripts/shm_cleanup.sh
       get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
       echo "$v,$T,$r,$(get rate),$(get seconds)" >>"$csv"
