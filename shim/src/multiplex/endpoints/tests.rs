@@ -2,6 +2,11 @@
 //! many process counts and index counts (fake handles, no MPI).
 use super::*;
 
+/// Every (sender, source index, receiver, destination index) of `n` processes with `s` indices each.
+fn messages(n: usize, s: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    (0..n).flat_map(move |a| (0..n).flat_map(move |b| (0..s).flat_map(move |i| (0..s).map(move |j| (a, b, i, j)))))
+}
+
 #[test]
 fn bits_and_cost() {
     assert_eq!(rank_bits(1), 0);
@@ -25,28 +30,22 @@ fn every_pair_has_one_comm_with_the_right_streams() {
         for s in 1..=4usize {
             let eps: Vec<Endpoints> = (0..n).map(|r| Endpoints::fake(Layout::Streams, r as c_int, n, s)).collect();
             let counts = vec![s as c_int; n];
-            for a in 0..n {
-                for b in 0..n {
-                    for i in 0..s {
-                        for j in 0..s {
-                            let r = eps[a].route(a as c_int, i, b as c_int, j);
-                            let src = eps[b].sources(j, &counts);
-                            let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
-                            assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
-                            let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
-                            assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
-                            if a == b && i != j {
-                                assert!(r.tag_in_tag);
-                                continue;
-                            }
-                            assert!(!r.tag_in_tag);
-                            assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
-                            assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
-                            // Both ends agree on the communicator.
-                            assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
-                        }
-                    }
+            for (a, b, i, j) in messages(n, s) {
+                let r = eps[a].route(a as c_int, i, b as c_int, j);
+                let src = eps[b].sources(j, &counts);
+                let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
+                assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
+                let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
+                assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
+                if a == b && i != j {
+                    assert!(r.tag_in_tag);
+                    continue;
                 }
+                assert!(!r.tag_in_tag);
+                assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
+                assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
+                // Both ends agree on the communicator.
+                assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
             }
             // Every communicator a process receives on for j is one where it attached j.
             for (r, ep) in eps.iter().enumerate() {
@@ -89,26 +88,20 @@ fn conventional_indices_take_the_pooled_communicator() {
                 })
                 .collect();
             let counts = vec![s as c_int; n];
-            for a in 0..n {
-                for b in 0..n {
-                    for i in 0..s {
-                        for j in 0..s {
-                            let r = eps[a].route(a as c_int, i, b as c_int, j);
-                            assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
-                            let src = eps[b].sources(j, &counts);
-                            let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
-                            assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
-                            let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
-                            assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
-                            if !has(a, i) || !has(b, j) || (a == b && i != j) {
-                                assert!(r.tag_in_tag && r.comm == 1000 + j as MPI_Comm, "{a}({i}) -> {b}({j})");
-                            } else {
-                                assert!(!r.tag_in_tag);
-                                assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
-                                assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
-                            }
-                        }
-                    }
+            for (a, b, i, j) in messages(n, s) {
+                let r = eps[a].route(a as c_int, i, b as c_int, j);
+                assert_eq!(eps[b].route(a as c_int, i, b as c_int, j), r);
+                let src = eps[b].sources(j, &counts);
+                let found: Vec<&Source> = src.iter().filter(|x| x.comm == r.comm).collect();
+                assert_eq!(found.len(), 1, "n={n} s={s} {a}({i}) -> {b}({j})");
+                let tag = if r.tag_in_tag { 7 * s as c_int + i as c_int } else { 7 };
+                assert_eq!(found[0].index.decode(a as c_int, tag, s as c_int), (7, i as c_int));
+                if !has(a, i) || !has(b, j) || (a == b && i != j) {
+                    assert!(r.tag_in_tag && r.comm == 1000 + j as MPI_Comm, "{a}({i}) -> {b}({j})");
+                } else {
+                    assert!(!r.tag_in_tag);
+                    assert_eq!(eps[a].attached(a as c_int, r.comm), Some(i));
+                    assert_eq!(eps[b].attached(b as c_int, r.comm), Some(j));
                 }
             }
             for (r, ep) in eps.iter().enumerate() {
@@ -240,17 +233,11 @@ fn attached_indices_name_each_end_of_a_message() {
                 let maps: Vec<std::collections::HashMap<MPI_Comm, Option<usize>>> =
                     eps.iter().map(|e| e.attached_indices().collect()).collect();
                 assert_eq!(maps[0].len(), eps[0].count(), "{layout:?} n={n} s={s}: each once");
-                for a in 0..n {
-                    for b in 0..n {
-                        for i in 0..s {
-                            for j in 0..s {
-                                let r = eps[a].route(a as c_int, i, b as c_int, j);
-                                let (on_a, on_b) = if r.tag_in_tag { (None, None) } else { (Some(i), Some(j)) };
-                                assert_eq!(maps[a][&r.comm], on_a, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
-                                assert_eq!(maps[b][&r.comm], on_b, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
-                            }
-                        }
-                    }
+                for (a, b, i, j) in messages(n, s) {
+                    let r = eps[a].route(a as c_int, i, b as c_int, j);
+                    let (on_a, on_b) = if r.tag_in_tag { (None, None) } else { (Some(i), Some(j)) };
+                    assert_eq!(maps[a][&r.comm], on_a, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
+                    assert_eq!(maps[b][&r.comm], on_b, "{layout:?} n={n} s={s} {a}({i}) -> {b}({j})");
                 }
             }
         }
