@@ -59,7 +59,8 @@ cargo build --release --quiet --workspace || { echo "build failed"; echo "0 pass
 if selected cargo-unit; then
   log=$logdir/cargo-unit.log
   cargo test --release --quiet --workspace >"$log" 2>&1
-  verdict "cargo-unit ($(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}') unit tests)" $? "$log"
+  rc=$?
+  verdict "cargo-unit ($(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}') unit tests)" $rc "$log"
 fi
 
 echo "== C tests"

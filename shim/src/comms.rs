@@ -205,17 +205,17 @@ impl CommTable {
     }
 
     /// Forgets `comm`'s record if it is `record`; its stream's attachment count is decremented.
-    /// Returns whether it was.
-    pub fn remove(&self, streams: &StreamTable, comm: MPI_Comm, record: &CommRecord) -> bool {
-        if self.map.remove_if(&comm, |_, r| std::ptr::eq(Arc::as_ptr(r), record)).is_none() {
-            return false;
-        }
+    /// Returns `None` if it was not, else whether this was the last communicator attached to the
+    /// record's stream (decided by the decrement itself: of two records of one stream freed at once,
+    /// exactly one is the last).
+    pub fn remove(&self, streams: &StreamTable, comm: MPI_Comm, record: &CommRecord) -> Option<bool> {
+        self.map.remove_if(&comm, |_, r| std::ptr::eq(Arc::as_ptr(r), record))?;
         self.changed();
         self.records.fetch_sub(1, Ordering::Release);
-        if let Some(s) = record.stream {
-            streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel);
-        }
-        true
+        Some(match record.stream {
+            Some(s) => streams.slot(s).comms.fetch_sub(1, Ordering::AcqRel) == 1,
+            None => false,
+        })
     }
 
     pub fn entries(&self) -> Vec<(MPI_Comm, Arc<CommRecord>)> {
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn lookup_follows_insert_and_remove() {
-        let streams = StreamTable::new(4);
+        let streams = StreamTable::new(4, crate::streams::RequestPools::NONE);
         let a = streams.allocate().unwrap();
         let t = CommTable::default();
         let (c1, c2) = (0x8400_0001u32 as MPI_Comm, 0xc400_0001u32 as MPI_Comm);
@@ -247,8 +247,8 @@ mod tests {
         // c2 shares c1's cache slot (h ^ h >> 12): the slot is refilled, never misread.
         assert_eq!(t.stream_of(c2), None);
         assert_eq!(t.stream_of(c1), Some(a));
-        assert!(!t.remove(&streams, c1, &CommRecord::on_stream(a, Origin::User)), "another record");
-        assert!(t.remove(&streams, c1, &r1));
+        assert_eq!(t.remove(&streams, c1, &CommRecord::on_stream(a, Origin::User)), None, "another record");
+        assert_eq!(t.remove(&streams, c1, &r1), Some(true), "the stream's last communicator");
         assert_eq!(t.stream_of(c1), None, "a cached entry does not outlive the removal");
         assert_eq!(streams.slot(a).comms.load(Ordering::Relaxed), 0);
         let base = Base { comm: 0x8400_0009u32 as MPI_Comm, topology: false };
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn a_record_without_stream_on_its_communicator_is_cached_as_a_record() {
-        let streams = StreamTable::new(1);
+        let streams = StreamTable::new(1, crate::streams::RequestPools::NONE);
         let t = CommTable::default();
         let c = 0x8400_0002u32 as MPI_Comm;
         let r = Arc::new(CommRecord { stream: None, origin: Origin::Policy, base: None, collectives: Route::Comm });

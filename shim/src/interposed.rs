@@ -2,10 +2,11 @@
 use crate::backend::{self, Backend};
 use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
+use crate::ctor_plan::{self, Parent, Plan};
 use crate::errors::{self, Errors};
 use crate::policy;
 use crate::runtime::{self, Runtime};
-use crate::streams::StreamTable;
+use crate::streams::{RequestPools, StreamTable};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::interpose::CommCtor;
@@ -46,20 +47,22 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 std::process::exit(1);
             }
         };
-        // MPIXSTREAM_THREAD_MULTIPLE=1: the enqueue engine's threads call MPI, so ask for MULTIPLE.
-        let multiple = config.enqueue.thread_multiple;
-        let call = |p: &Pmpi| match thread {
-            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
-            None => (p.PMPI_Init)(argc, argv),
-            Some((required, provided)) => {
-                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
-            }
-        };
         let detected = match backend::detect(p, &config) {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("mpixstream: {e}");
                 std::process::exit(1);
+            }
+        };
+        // MPIXSTREAM_THREAD_MULTIPLE=1: the enqueue engine's threads call MPI, so ask for MULTIPLE. The
+        // native backend always does: its progress helper thread keeps MPI's progress rule for the
+        // streams' reserved endpoints (helper.rs), and may call MPI only at that level.
+        let multiple = config.enqueue.thread_multiple || detected.backend == Backend::Native;
+        let call = |p: &Pmpi| match thread {
+            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
+            None => (p.PMPI_Init)(argc, argv),
+            Some((required, provided)) => {
+                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
             }
         };
         if let Err(e) = detected.configure_mpich() {
@@ -75,6 +78,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
                 if rt.config.verbose && rt.rank == 0 {
                     eprintln!("{}", banner(rt));
                 }
+                crate::helper::start(rt);
                 crate::tools_link::tools_init();
                 MPI_SUCCESS
             }
@@ -106,8 +110,11 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
     {
         return Err("could not create the keyval of the communicator records".into());
     }
+    let native = detected.backend == Backend::Native;
+    let pools = if native { RequestPools::of_mpich(detected.version) } else { RequestPools::NONE };
     Ok(runtime::install(Runtime {
-        streams: StreamTable::new(detected.pool as usize),
+        streams: StreamTable::new(detected.pool as usize, pools),
+        helper_turns_implicit: native && detected.version.is_some_and(|v| (v.0, v.1) >= (4, 3)),
         comms: Default::default(),
         record_keyval,
         backend: detected.backend,
@@ -142,7 +149,7 @@ pub fn banner(rt: &Runtime) -> String {
         ),
     };
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
-    let progress = match crate::policy::progress_rule::banner_note(rt) {
+    let progress = match crate::helper::banner_note(rt) {
         Some(note) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
         _ => String::new(),
     };
@@ -173,11 +180,6 @@ pub unsafe fn finalize() -> c_int {
         // Enqueued work: drained, or reported and abandoned after MPIXSTREAM_FINALIZE_TIMEOUT.
         crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
-        // The finalizing thread's routed buffered sends are delivered (MPICH's detach does it for its own).
-        crate::native_fixes::buffered::finalize();
-        // And its nonblocking send-receives freed before they completed.
-        crate::native_fixes::sendrecv_requests::finalize();
-        crate::tools_link::tools_finalize();
         if let Some(t) = rt.global_progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.stop();
         }
@@ -186,8 +188,15 @@ pub unsafe fn finalize() -> c_int {
                 t.stop();
             }
         }
-        // MPICH's MPI_Finalize waits for the policy streams' async things: they finish now.
-        crate::policy::progress_rule::finalize();
+        // No other thread calls MPI any more (MPI 4.1 §11.2.2): the operations nobody waits for (every
+        // thread's routed buffered messages, freed send-receives) complete here, as MPICH delivers its
+        // own buffered messages in its finalize, and the deferred destruction runs.
+        crate::helper::stop();
+        while crate::orphans::pending() != 0 || crate::deferred::pending() {
+            crate::helper::help(rt, true);
+            std::thread::yield_now();
+        }
+        crate::tools_link::tools_finalize();
         let mut pc = rt.progress_comm;
         (p.PMPI_Comm_free)(&mut pc);
         runtime::mark_finalized();
@@ -221,9 +230,11 @@ pub unsafe fn std_finalize(finalize: impl FnOnce() -> c_int) -> c_int {
     finalize()
 }
 
-/// A communicator constructor: `create` makes the communicator; we then record stream inheritance
-/// (dup-like constructors of a stream communicator) or apply the explicit policy. `info`: the info
-/// argument of `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`.
+/// A communicator constructor: what every member does is planned from facts they all share
+/// (`ctor_plan`), then done: MPICH's constructor (`create`), the child's inherited record, the explicit
+/// policy's stream, or a multiplex dup. `info`: the info argument of `MPI_Comm_dup_with_info`;
+/// `request`: the request of `MPI_Comm_idup*`. The constructor runs collectives over `parent`: inside
+/// its stream's endpoint, where it has one.
 pub unsafe fn comm_constructed(
     kind: CommCtor,
     parent: MPI_Comm,
@@ -239,71 +250,89 @@ pub unsafe fn comm_constructed(
                 Err(_) => MPI_ERR_OTHER,
             };
         };
-        // A constructor is a collective on `parent` (a blocking one, but for the idups): the calling
-        // thread's buffered messages that only it can deliver leave first.
-        if request.is_none() {
-            crate::native_fixes::before_blocking(parent);
-        }
-        // The policy's blocking dup on the native backend: the stream communicator made from `parent`
-        // directly, so that MPICH copies the attributes once, into the communicator the application gets.
-        if let Some(rc) = policy::dup_directly(rt, kind, parent, newcomm, info) {
-            return rc;
-        }
-        // The policy's idup of one of its communicators: the child is not on the parent's stream.
-        if let Some(rc) = crate::policy::base::idup(rt, kind, parent, newcomm, info, request) {
-            if rc == MPI_SUCCESS {
-                policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
-            }
-            return rc;
-        }
-        // On the split backend a multiplex communicator's dup agrees endpoints for its hidden
-        // communicators with blocking collectives, which a nonblocking dup cannot run (the same on every
-        // member: the backend and the parent's kind are).
-        if rt.backend == Backend::Split && !kind.is_blocking() && crate::multiplex::registry::lookup(parent).is_some() {
-            return crate::errors::raise(
+        let plan = ctor_plan::plan(facts(rt, kind, parent));
+        let _claim = crate::native_fixes::native_streams::native_stream_of(parent).map(|s| s.claim());
+        match plan {
+            Plan::RefuseNonblockingMultiplexDup => crate::errors::raise(
                 parent,
                 crate::errors::Class::Unsupported,
                 kind.name(),
                 "a nonblocking dup of a multiplex communicator is not supported on the split backend (its hidden \
                  communicators' thread-split endpoints are agreed with blocking collectives); use MPI_Comm_dup",
-            );
-        }
-        // The split backend's endpoint for the new communicator, agreed over `parent` first.
-        let agreed = policy::endpoint_before(rt, kind, parent);
-        let rc = create(pmpi());
-        if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
-            policy::give_back(rt, agreed);
-            return rc;
-        }
-        // A dup of a multiplex communicator is multiplex too.
-        if let Some(rc) = crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request) {
-            policy::give_back(rt, agreed);
-            return rc;
-        }
-        if let Some(agreed) = agreed {
-            return policy::attach_stream(rt, kind, newcomm, Some(agreed));
-        }
-        match rt.comms.get(parent) {
-            // The application's stream communicator: dup-like children share its stream (native MPICH
-            // does the same for the endpoint; this is our bookkeeping of it).
-            Some(e) if e.origin == Origin::User && kind.inherits_stream() => inherit(rt, &e, *newcomm, rc),
-            // A nonblocking dup of a policy communicator that MPICH made (`policy_base::idup` did not
-            // apply): MPICH gives the child the parent's stream (and the policy cannot attach a new one
-            // without blocking), so record that they share it.
-            Some(e) if e.origin == Origin::Policy && kind.inherits_stream() && !kind.is_blocking() => {
-                inherit(rt, &e, *newcomm, rc)
+            ),
+            // The policy's blocking dup on the native backend: the stream communicator made from `parent`
+            // directly, so that MPICH copies the attributes once, into the communicator the application
+            // gets.
+            Plan::PolicyDup => policy::dup_directly(rt, parent, newcomm, info),
+            // The policy's idup of one of its communicators: the child is not on the parent's stream.
+            Plan::IdupOfBase => {
+                let rc = crate::policy::base::idup(rt, kind, parent, newcomm, info, request);
+                if rc == MPI_SUCCESS {
+                    policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
+                }
+                rc
             }
-            _ if rt.config.policy == Policy::Explicit => policy::attach_stream(rt, kind, newcomm, None),
-            _ => rc,
+            Plan::PolicyAttach { endpoint_first } => {
+                // The split backend's endpoint for the new communicator, agreed over `parent` first.
+                let agreed = if endpoint_first { Some(policy::endpoint_before(rt, parent)) } else { None };
+                let rc = create(pmpi());
+                if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
+                    policy::give_back(rt, agreed);
+                    return rc;
+                }
+                policy::attach_stream(rt, newcomm, agreed)
+            }
+            Plan::Plain | Plan::PlainNonblocking | Plan::Inherit | Plan::MultiplexDup => {
+                let rc = create(pmpi());
+                if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
+                    return rc;
+                }
+                match plan {
+                    Plan::PlainNonblocking => {
+                        policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
+                        rc
+                    }
+                    Plan::Inherit => inherit(rt, parent, *newcomm, rc),
+                    Plan::MultiplexDup => {
+                        crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request).unwrap_or(rc)
+                    }
+                    _ => rc,
+                }
+            }
         }
     })
 }
 
-/// `child` carries the stream of `parent`'s record (where this process has one), and runs its
-/// collectives on itself: it has no base.
-fn inherit(rt: &Runtime, parent: &CommRecord, child: MPI_Comm, rc: c_int) -> c_int {
-    match parent.stream {
-        Some(s) => rt.attach_record(child, CommRecord::on_stream(s, parent.origin)),
+/// The facts of a constructor of `parent` that every member shares (`ctor_plan`).
+unsafe fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Facts {
+    let class = if crate::multiplex::registry::lookup(parent).is_some() {
+        Parent::Multiplex
+    } else {
+        match rt.comms.get(parent) {
+            Some(r) if r.origin == Origin::User => Parent::AppStream,
+            Some(r) if r.origin == Origin::Policy => Parent::Policy {
+                base_idup: r.base.is_some_and(|b| b.topology || !crate::policy::base::has_topology(parent)),
+            },
+            _ => Parent::Plain,
+        }
+    };
+    // Only the policy's plans look at it (one query of MPICH's, the same on every member).
+    let mut inter = 0;
+    if rt.config.policy == Policy::Explicit && parent != MPI_COMM_NULL {
+        (pmpi().PMPI_Comm_test_inter)(parent, &mut inter);
+    }
+    ctor_plan::Facts { backend: rt.backend, policy: rt.config.policy, kind, parent: class, intercomm: inter != 0 }
+}
+
+/// `child` carries the record of `parent` on this member: its stream, or none (every member records
+/// the child alike, so that a constructor of the child is planned alike: `ctor_plan`). No base: its
+/// collectives run on itself.
+fn inherit(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm, rc: c_int) -> c_int {
+    match rt.comms.get(parent) {
+        Some(p) => rt.attach_record(
+            child,
+            CommRecord { stream: p.stream, origin: p.origin, base: None, collectives: crate::comms::Route::Comm },
+        ),
         None => rc,
     }
 }
@@ -339,31 +368,63 @@ pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
                 return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
-        // What the library keeps of the communicator goes with its record (`record_deleted`).
-        (p.PMPI_Comm_free)(comm)
+        destroyed((p.PMPI_Comm_free)(comm))
     })
+}
+
+/// `MPI_Comm_disconnect`: as `MPI_Comm_free` (after it waited for the communicator's pending
+/// operations), the destruction work of its record runs once MPICH returns.
+pub unsafe fn comm_disconnect(comm: *mut MPI_Comm) -> c_int {
+    ffi_guard("MPI_Comm_disconnect", || unsafe {
+        match pmpi::load() {
+            Ok(p) => destroyed((p.PMPI_Comm_disconnect)(comm)),
+            Err(_) => MPI_ERR_OTHER,
+        }
+    })
+}
+
+/// After MPICH destroyed a communicator: what the library keeps of it went with its record
+/// (`record_deleted`), whose calls into MPI run here, after MPICH returned.
+fn destroyed(rc: c_int) -> c_int {
+    if let Some(rt) = runtime::active() {
+        if crate::deferred::pending() {
+            crate::deferred::run(rt);
+        }
+    }
+    rc
 }
 
 /// The delete callback of the communicator records' keyval: MPICH runs it on every destruction path
 /// of a communicator with a record (`MPI_Comm_free`, `MPI_Comm_disconnect`), before the handle can be
-/// reused. The record leaves the cache, its base is freed, a policy stream no communicator uses any
-/// more is given back, and a multiplex communicator's record goes (`multiplex::comm_freed`).
+/// reused, wherever it drops the last reference (inside another thread's wait, say). Only bookkeeping
+/// here: the record leaves the cache, and what calls MPI (freeing the base, giving back a policy stream
+/// no communicator uses any more, a multiplex communicator's hidden communicators) is deferred to where
+/// the library is in control (`crate::deferred`: right after our `MPI_Comm_free`, every help, and
+/// `MPI_Finalize`).
 unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     ffi_guard("MPI_Comm_free (communicator record)", || unsafe {
         let record = std::sync::Arc::from_raw(value as *const CommRecord);
         let Some(rt) = runtime::active() else { return MPI_SUCCESS };
-        if rt.comms.remove(&rt.streams, comm, &record) {
-            if let Some(mut base) = record.base {
-                (pmpi().PMPI_Comm_free)(&mut base.comm);
-            }
-            if let (Origin::Policy, Some(s)) = (record.origin, record.stream) {
-                if rt.streams.slot(s).comms.load(Ordering::Acquire) == 0 {
+        let Some(last) = rt.comms.remove(&rt.streams, comm, &record) else { return MPI_SUCCESS };
+        // The multiplex record leaves the registry now (the handle may be reused at once).
+        let multiplex = crate::multiplex::registry::lookup(comm).map(|mx| crate::multiplex::comm_freed(rt, comm, mx));
+        let base = record.base;
+        let retire = match (record.origin, record.stream) {
+            (Origin::Policy, Some(s)) if last => Some(s),
+            _ => None,
+        };
+        if base.is_some() || retire.is_some() || multiplex.is_some() {
+            crate::deferred::defer(move |rt| {
+                if let Some(mut base) = base {
+                    (pmpi().PMPI_Comm_free)(&mut base.comm);
+                }
+                if let Some(s) = retire {
                     policy::release_stream(rt, s);
                 }
-            }
-            if let Some(mx) = crate::multiplex::registry::lookup(comm) {
-                crate::multiplex::comm_freed(rt, comm, mx);
-            }
+                if let Some(release) = multiplex {
+                    release(rt);
+                }
+            });
         }
         MPI_SUCCESS
     })

@@ -1,5 +1,5 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
-use crate::comms::{CommRecord, Origin};
+use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{self, raise, Class};
 use crate::hex;
 use crate::info::info_get_string;
@@ -79,12 +79,9 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
                 ),
             );
         };
-        match rt.backend.create_stream() {
-            Ok(native) => rt.streams.slot(index).native.store(native, Ordering::Release),
-            Err(e) => {
-                rt.streams.release(index);
-                return raise(MPI_COMM_WORLD, Class::Other, F, &e);
-            }
+        if let Err(e) = rt.create_endpoint(index) {
+            rt.streams.release(index);
+            return raise(MPI_COMM_WORLD, Class::Other, F, &e);
         }
         if let Some(spec) = queue {
             // The engine thread is the stream's one driver for the stream's whole life.
@@ -114,6 +111,9 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
         if stream.is_null() {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
         }
+        // Communicators freed where MPICH ran our callbacks in another call may still hold the stream
+        // until their deferred destruction runs (`crate::deferred`): it runs now.
+        crate::deferred::run(rt);
         let (index, slot) = match stream_or_raise(rt, *stream, MPI_COMM_WORLD, F) {
             Ok(s) => s,
             Err(code) => return code,
@@ -198,6 +198,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
                 "the parent is an intercommunicator; stream communicators need an intracommunicator",
             );
         }
+        // Collectives over `comm` from here on: inside its stream's endpoint, where it has one.
+        let _claim = crate::native_fixes::native_streams::native_stream_of(comm).map(|s| s.claim());
         // Arguments that only this process can judge: checked, then agreed on by every member.
         let local = if newcomm.is_null() {
             Err((Class::Arg, "the newcomm argument is a null pointer".to_string()))
@@ -215,10 +217,12 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
         if rc != MPI_SUCCESS {
             return rc;
         }
-        match index {
-            Some(i) => rt.attach_record(*newcomm, CommRecord::on_stream(i, Origin::User)),
-            None => MPI_SUCCESS,
-        }
+        // A record on every member, with its stream or none: every member knows the communicator is a
+        // stream communicator, and plans a constructor of it alike (`ctor_plan`).
+        rt.attach_record(
+            *newcomm,
+            CommRecord { stream: index, origin: Origin::User, base: None, collectives: Route::Comm },
+        )
     })
 }
 
@@ -289,9 +293,14 @@ pub unsafe extern "C" fn MPIX_Stream_progress(stream: WideHandle) -> c_int {
         match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
             // A queue-backed stream is driven by its engine thread alone (explicit VCIs have no lock).
             Ok((i, _)) if crate::enqueue::drives(i) => MPI_SUCCESS,
-            Ok((_, slot)) => match slot.drive_for_call() {
-                Ok(_claim) => rt.progress(slot.native()),
-                Err(who) => raise(MPI_COMM_WORLD, Class::Other, F, &driven_elsewhere(stream, who)),
+            // A thread of ours registered as its driver turns it; an application thread must not too
+            // (the API's rule: one driver per stream).
+            Ok((_, slot)) => match slot.driver() {
+                Some(who) => raise(MPI_COMM_WORLD, Class::Other, F, &driven_elsewhere(stream, who)),
+                None => {
+                    let _claim = slot.claim();
+                    rt.progress(slot.native())
+                }
             },
             Err(code) => code,
         }
@@ -310,8 +319,8 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                 "a progress thread needs MPI_THREAD_MULTIPLE; initialise with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
             );
         }
-        let (native, holder, slot) = if stream == MPIX_STREAM_NULL {
-            (MPIX_STREAM_NULL, &rt.global_progress, None)
+        let (holder, slot) = if stream == MPIX_STREAM_NULL {
+            (&rt.global_progress, None)
         } else {
             match stream_or_raise(rt, stream, MPI_COMM_WORLD, F) {
                 Ok((i, _)) if crate::enqueue::drives(i) => {
@@ -322,7 +331,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                         "the stream is queue-backed: its enqueue engine thread already drives its progress",
                     )
                 }
-                Ok((_, slot)) => (slot.native(), &slot.progress, Some(slot)),
+                Ok((_, slot)) => (&slot.progress, Some(slot)),
                 Err(code) => return code,
             }
         };
@@ -335,7 +344,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
                 return raise(MPI_COMM_WORLD, Class::Other, F, &driven_elsewhere(stream, who));
             }
         }
-        match crate::progress::start(rt.backend, native, rt.progress_comm) {
+        match crate::progress::start(rt, slot) {
             Ok(t) => {
                 *guard = Some(t);
                 MPI_SUCCESS

@@ -29,6 +29,10 @@ pub struct Runtime {
     pub backend_reason: String,
     /// `MPIX_Start_progress_thread(MPIX_STREAM_NULL)`'s thread.
     pub global_progress: std::sync::Mutex<Option<crate::thread::BackgroundThread>>,
+    /// Whether the progress helper thread turns the implicit pool too (`helper`): on MPICH >= 4.3,
+    /// where the explicit policy gives streams; MPICH 4.1.3 broke beside a thread of ours on the
+    /// implicit pool (docs/native-defects.md).
+    pub helper_turns_implicit: bool,
 }
 
 const UNINITIALIZED: u8 = 0;
@@ -128,7 +132,20 @@ impl Runtime {
     }
 
     /// One turn of progress on a native stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress).
+    /// The caller holds the stream's claim (`StreamSlot::claim`).
     pub fn progress(&self, native: MPIX_Stream) -> c_int {
         self.backend.progress(native, self.progress_comm)
+    }
+
+    /// Makes the backend's endpoint of stream `index` and records it in the stream's slot (on the
+    /// native backend with its reserved VCI, which the request handles made there name).
+    pub fn create_endpoint(&self, index: usize) -> Result<MPIX_Stream, String> {
+        let native = self.backend.create_stream()?;
+        let vci = match self.backend {
+            crate::backend::Backend::Native => self.backend.stream_vci(native),
+            _ => None,
+        };
+        self.streams.set_native(index, native, vci);
+        Ok(native)
     }
 }

@@ -3,7 +3,7 @@
 //! with one bounds check and no lookup.
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use mpixstream_wrappers::handles::{self, Kind, Object};
@@ -11,32 +11,31 @@ use mpixstream_wrappers::handles::{self, Kind, Object};
 pub struct StreamSlot {
     in_use: AtomicBool,
     /// The native MPICH stream behind this one (native backend), else `MPIX_STREAM_NULL`.
-    pub native: AtomicI32,
+    native: AtomicI32,
     /// Communicators that have this stream attached; the stream cannot be freed while non-zero.
     pub comms: AtomicU32,
     /// Operations registered on this stream and not yet complete (enqueue engine).
     pub pending: AtomicU32,
     /// Set when the explicit policy created the stream for one communicator (freed with it).
     pub policy_owned: AtomicBool,
-    /// The explicit policy's async thing is on this stream (`policy::progress_rule`): every progress
-    /// turn of its endpoint runs the thing's poll on the driving thread, which also tests that thread's
-    /// routed buffered messages (`native_fixes::buffered`).
-    pub progress_rule_thing: AtomicBool,
+    /// MPICH's VCI of its reserved endpoint (native backend), else -1.
+    vci: AtomicI32,
     /// `MPIX_Start_progress_thread`'s thread on this stream.
     pub progress: Mutex<Option<BackgroundThread>>,
-    /// Who drives the stream's endpoint now (a [`Driver`], 0 for nobody). A native stream's reserved VCI
-    /// has no lock in MPICH, so two threads driving it at once would corrupt it silently: every driver
-    /// of ours takes this first (docs/architecture.md, "Threads and endpoints").
+    /// The thread of ours registered as the stream's driver (a [`Driver`], 0 for none): what
+    /// `MPIX_Stream_progress` and `MPIX_Start_progress_thread` refuse with a clear error.
     driver: AtomicU8,
+    /// The endpoint's owner at this instant: the token of the one thread inside it ([`Claim`]), 0 for
+    /// none. A native stream's reserved VCI has no lock in MPICH, so every path that may enter it (the
+    /// application's calls on its communicators and waits on its requests, our routes, progress
+    /// threads, engines, the progress helper) holds this first (docs/architecture.md, "Ownership").
+    owner: AtomicUsize,
 }
 
-/// Who drives a stream's endpoint.
+/// Who is registered as a stream's driver besides the application's own calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Driver {
-    /// A thread inside one of our calls (`MPIX_Stream_progress`, a native-fix interposer), for the
-    /// duration of that call.
-    Call = 1,
     /// `MPIX_Start_progress_thread`'s thread, until `MPIX_Stop_progress_thread`.
     ProgressThread = 2,
     /// The enqueue engine of a queue-backed stream, for the stream's life.
@@ -46,7 +45,6 @@ pub enum Driver {
 impl Driver {
     fn from_u8(v: u8) -> Option<Driver> {
         match v {
-            1 => Some(Driver::Call),
             2 => Some(Driver::ProgressThread),
             3 => Some(Driver::Engine),
             _ => None,
@@ -55,19 +53,56 @@ impl Driver {
 
     pub fn describe(self) -> &'static str {
         match self {
-            Driver::Call => "another thread's call (MPIX_Stream_progress or an operation on the stream's communicator)",
             Driver::ProgressThread => "its progress thread (MPIX_Start_progress_thread)",
             Driver::Engine => "its enqueue engine thread",
         }
     }
 }
 
-/// A [`Driver::Call`] claim, released when dropped.
-pub struct CallClaim<'a>(&'a StreamSlot);
+/// The calling thread's token: the address of a thread-local, unique among live threads and never 0.
+/// (A thread-local without a destructor: valid to read while the thread exits.)
+#[inline(always)]
+pub fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
+}
 
-impl Drop for CallClaim<'_> {
+/// The ownership of one stream's endpoint for the calling thread, released when dropped. A nested
+/// claim (the thread owned it already: a route of ours inside the owner's own call) releases nothing.
+#[must_use]
+pub struct Claim<'a> {
+    slot: &'a StreamSlot,
+    outermost: bool,
+}
+
+/// The claims of several endpoints at once (a completion call on requests of several streams), as a
+/// bit set of slots, taken in ascending order so that two threads claiming overlapping sets never wait
+/// for each other in a cycle; released (those taken here, not nested ones) when dropped. No allocation.
+#[must_use]
+pub struct ClaimSet<'a> {
+    table: &'a StreamTable,
+    outermost: u64,
+}
+
+impl Drop for ClaimSet<'_> {
     fn drop(&mut self) {
-        self.0.driver.store(0, Ordering::Release);
+        let mut bits = self.outermost;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            self.table.slots[i].owner.store(0, Ordering::Release);
+            bits &= bits - 1;
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.outermost {
+            self.slot.owner.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -79,9 +114,10 @@ impl StreamSlot {
             comms: AtomicU32::new(0),
             pending: AtomicU32::new(0),
             policy_owned: AtomicBool::new(false),
-            progress_rule_thing: AtomicBool::new(false),
+            vci: AtomicI32::new(-1),
             progress: Mutex::new(None),
             driver: AtomicU8::new(0),
+            owner: AtomicUsize::new(0),
         }
     }
 
@@ -90,28 +126,93 @@ impl StreamSlot {
         self.native.load(Ordering::Acquire)
     }
 
-    /// Claims the endpoint for the duration of one call; `Err` names who drives it now.
+    /// Takes the endpoint for the calling thread, waiting while another thread is inside it. Whoever
+    /// is inside leaves soon: the progress helper holds an endpoint for one progress turn, and the only
+    /// other holder is a call on the stream's own communicators, which the stream model gives one
+    /// thread at a time.
     #[inline]
-    pub fn drive_for_call(&self) -> Result<CallClaim<'_>, Driver> {
-        match self.driver.compare_exchange(0, Driver::Call as u8, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => Ok(CallClaim(self)),
-            Err(current) => Err(Driver::from_u8(current).unwrap_or(Driver::Call)),
+    pub fn claim(&self) -> Claim<'_> {
+        let me = thread_token();
+        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Claim { slot: self, outermost: true },
+            Err(current) if current == me => Claim { slot: self, outermost: false },
+            Err(_) => self.claim_contended(me),
         }
     }
 
-    /// Claims the endpoint for a thread of ours until [`release_driver`](Self::release_driver).
+    /// [`claim`](Self::claim), calling `contended` once if another thread is inside the endpoint (the
+    /// tools library's check then decides whether that is a violation).
+    #[inline]
+    pub fn claim_reporting(&self, contended: impl FnOnce()) -> Claim<'_> {
+        let me = thread_token();
+        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Claim { slot: self, outermost: true },
+            Err(current) if current == me => Claim { slot: self, outermost: false },
+            Err(_) => {
+                contended();
+                self.claim_contended(me)
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_contended(&self, me: usize) -> Claim<'_> {
+        let mut spins = 0u32;
+        loop {
+            if self.owner.load(Ordering::Relaxed) == 0
+                && self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return Claim { slot: self, outermost: true };
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Takes the endpoint now or never: `None` while another thread is inside it. The calling thread
+    /// may already own it further up its stack (a route of ours inside the owner's own call): then the
+    /// claim nests. Callers run outside MPICH (never from a callback MPICH runs inside an endpoint's
+    /// progress), so nesting never re-enters an endpoint's progress.
+    #[inline]
+    pub fn try_claim(&self) -> Option<Claim<'_>> {
+        let me = thread_token();
+        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Some(Claim { slot: self, outermost: true }),
+            Err(current) if current == me => Some(Claim { slot: self, outermost: false }),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether the stream has a reserved endpoint of its own (native backend).
+    #[inline]
+    pub fn has_endpoint(&self) -> bool {
+        self.vci.load(Ordering::Acquire) >= 0
+    }
+
+    /// Whether some thread is inside the endpoint right now (a snapshot, for reports and tests).
+    pub fn owned(&self) -> bool {
+        self.owner.load(Ordering::Acquire) != 0
+    }
+
+    /// Registers a thread of ours as the stream's driver until [`release_driver`](Self::release_driver);
+    /// `Err` names the one registered already.
     pub fn take_driver(&self, who: Driver) -> Result<(), Driver> {
         self.driver
-            .compare_exchange(0, who as u8, Ordering::Acquire, Ordering::Acquire)
+            .compare_exchange(0, who as u8, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| ())
-            .map_err(|current| Driver::from_u8(current).unwrap_or(Driver::Call))
+            .map_err(|current| Driver::from_u8(current).unwrap_or(who))
     }
 
     pub fn release_driver(&self, who: Driver) {
         let _ = self.driver.compare_exchange(who as u8, 0, Ordering::Release, Ordering::Relaxed);
     }
 
-    /// Who drives the endpoint now.
+    /// The thread of ours registered as the stream's driver, if any.
     pub fn driver(&self) -> Option<Driver> {
         Driver::from_u8(self.driver.load(Ordering::Acquire))
     }
@@ -136,15 +237,119 @@ impl LookupError {
     }
 }
 
+/// How MPICH writes into a request handle the pool the request came from, which is the VCI the
+/// operation runs on (`MPIR_Request_create_from_pool`: a send from its sender's VCI, a receive from its
+/// receiver's): so a request names its endpoint with a mask and a shift, no lookup. MPICH 4.1 and 4.2
+/// keep the pool in bits 20-25; 4.3 and 5.0 in bits 19-24, flagged by bit 25. Only indirect handles
+/// carry one (pool 0 also has direct handles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestPools {
+    flag: u32,
+    mask: u32,
+    shift: u32,
+}
+
+impl RequestPools {
+    /// A build with one VCI (no reserved endpoints): every request is on VCI 0.
+    pub const NONE: RequestPools = RequestPools { flag: 0, mask: 0, shift: 0 };
+
+    /// The layout of MPICH `version` (`None`, or a build before 4.1: [`NONE`](Self::NONE)).
+    pub fn of_mpich(version: Option<(u32, u32, u32)>) -> RequestPools {
+        match version {
+            Some((4, 1 | 2, _)) => RequestPools { flag: 0, mask: 0x03f0_0000, shift: 20 },
+            Some((major, minor, _)) if (major, minor) >= (4, 3) => {
+                RequestPools { flag: 0x0200_0000, mask: 0x01f8_0000, shift: 19 }
+            }
+            _ => RequestPools::NONE,
+        }
+    }
+
+    /// The pool (VCI) of request `handle`.
+    #[inline(always)]
+    pub fn pool(self, handle: MPI_Request) -> usize {
+        let h = handle as u32;
+        let indirect = h >> 30 == 3;
+        let flagged = self.flag == 0 || h & self.flag != 0;
+        if indirect && flagged {
+            ((h & self.mask) >> self.shift) as usize
+        } else {
+            0
+        }
+    }
+}
+
+/// MPICH's largest number of VCIs (`MPIR_MAX_VCIS`, the request pools).
+const MAX_VCIS: usize = 64;
+
 pub struct StreamTable {
     slots: Box<[StreamSlot]>,
     /// Serialises create and free (never taken on a communication path).
     alloc: Mutex<()>,
+    pools: RequestPools,
+    /// By VCI: the slot + 1 of the stream whose endpoint it is (0: none of ours).
+    by_vci: [AtomicU8; MAX_VCIS],
+}
+
+/// How many streams have a reserved endpoint now (the process has one stream table): while 0, nothing
+/// needs a claim, and the completion interposers pass straight through after one relaxed load.
+static RESERVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any stream has a reserved endpoint (one relaxed load).
+#[inline(always)]
+pub fn any_reserved() -> bool {
+    RESERVED.load(Ordering::Relaxed) != 0
 }
 
 impl StreamTable {
-    pub fn new(capacity: usize) -> StreamTable {
-        StreamTable { slots: (0..capacity).map(|_| StreamSlot::new()).collect(), alloc: Mutex::new(()) }
+    pub fn new(capacity: usize, pools: RequestPools) -> StreamTable {
+        StreamTable {
+            slots: (0..capacity).map(|_| StreamSlot::new()).collect(),
+            alloc: Mutex::new(()),
+            pools,
+            by_vci: std::array::from_fn(|_| AtomicU8::new(0)),
+        }
+    }
+
+    /// Records that stream `index` is native stream `native`, on MPICH's VCI `vci` where it has a
+    /// reserved endpoint of its own (the native backend).
+    pub fn set_native(&self, index: usize, native: MPIX_Stream, vci: Option<u32>) {
+        let slot = &self.slots[index];
+        slot.native.store(native, Ordering::Release);
+        if let Some(v) = vci.map(|v| v as usize).filter(|&v| v < MAX_VCIS && index < u8::MAX as usize) {
+            if slot.vci.swap(v as i32, Ordering::AcqRel) < 0 {
+                RESERVED.fetch_add(1, Ordering::AcqRel);
+            }
+            self.by_vci[v].store(index as u8 + 1, Ordering::Release);
+        }
+    }
+
+    /// Whether any stream has a reserved endpoint (one relaxed load: the completion calls' fast path).
+    #[inline(always)]
+    pub fn any_reserved(&self) -> bool {
+        any_reserved()
+    }
+
+    /// Claims the endpoints of the slots in the bit set `slots` (slot `i` is bit `i`; the native
+    /// backend's slots are below 64, as MPICH has at most 64 VCIs).
+    pub fn claim_set(&self, slots: u64) -> ClaimSet<'_> {
+        let mut outermost = 0;
+        let mut bits = slots;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            let claim = self.slots[i].claim();
+            if claim.outermost {
+                outermost |= 1 << i;
+            }
+            std::mem::forget(claim);
+            bits &= bits - 1;
+        }
+        ClaimSet { table: self, outermost }
+    }
+
+    /// The stream whose reserved endpoint request `handle` runs on, if any.
+    #[inline(always)]
+    pub fn of_request(&self, handle: MPI_Request) -> Option<usize> {
+        (self.by_vci[self.pools.pool(handle)].load(Ordering::Acquire) as usize).checked_sub(1)
     }
 
     pub fn capacity(&self) -> usize {
@@ -183,7 +388,6 @@ impl StreamTable {
         slot.comms.store(0, Ordering::Release);
         slot.pending.store(0, Ordering::Release);
         slot.policy_owned.store(false, Ordering::Release);
-        slot.progress_rule_thing.store(false, Ordering::Release);
         slot.driver.store(0, Ordering::Release);
         slot.in_use.store(true, Ordering::Release);
         Some(index)
@@ -191,7 +395,14 @@ impl StreamTable {
 
     pub fn release(&self, index: usize) {
         let _g = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        self.slots[index].in_use.store(false, Ordering::Release);
+        let slot = &self.slots[index];
+        let vci = slot.vci.swap(-1, Ordering::AcqRel);
+        if vci >= 0 {
+            let _ = self.by_vci[vci as usize].compare_exchange(index as u8 + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+            RESERVED.fetch_sub(1, Ordering::AcqRel);
+        }
+        slot.native.store(MPIX_STREAM_NULL, Ordering::Release);
+        slot.in_use.store(false, Ordering::Release);
     }
 
     pub fn in_use(&self) -> usize {
@@ -209,7 +420,7 @@ mod tests {
 
     #[test]
     fn handles_round_trip_and_exhaust() {
-        let t = StreamTable::new(2);
+        let t = StreamTable::new(2, RequestPools::NONE);
         let a = t.allocate().unwrap();
         let b = t.allocate().unwrap();
         assert_ne!(a, b);
@@ -226,19 +437,107 @@ mod tests {
     }
 
     #[test]
-    fn one_driver_at_a_time() {
-        let t = StreamTable::new(1);
+    fn a_driver_is_registered_once() {
+        let t = StreamTable::new(1, RequestPools::NONE);
         let slot = t.slot(t.allocate().unwrap());
-        {
-            let _claim = slot.drive_for_call().unwrap();
-            assert_eq!(slot.drive_for_call().err(), Some(Driver::Call));
-            assert_eq!(slot.take_driver(Driver::ProgressThread), Err(Driver::Call));
-        }
         slot.take_driver(Driver::ProgressThread).unwrap();
-        assert_eq!(slot.drive_for_call().err(), Some(Driver::ProgressThread));
-        slot.release_driver(Driver::Engine); // not the holder: no effect
+        assert_eq!(slot.take_driver(Driver::Engine), Err(Driver::ProgressThread));
+        slot.release_driver(Driver::Engine); // not the registered one: no effect
         assert_eq!(slot.driver(), Some(Driver::ProgressThread));
         slot.release_driver(Driver::ProgressThread);
-        assert!(slot.drive_for_call().is_ok());
+        assert_eq!(slot.driver(), None);
+    }
+
+    /// One thread inside an endpoint at a time: a claim excludes every other thread's claim and
+    /// try-claim, nests for its own thread, and a try-claim fails while its own thread is inside.
+    #[test]
+    fn one_owner_at_a_time() {
+        let t = std::sync::Arc::new(StreamTable::new(1, RequestPools::NONE));
+        let i = t.allocate().unwrap();
+        {
+            let _outer = t.slot(i).claim();
+            assert!(t.slot(i).owned());
+            {
+                let _nested = t.slot(i).claim();
+            }
+            assert!(t.slot(i).owned(), "a nested claim releases nothing");
+            drop(t.slot(i).try_claim().expect("its own thread's try-claim nests"));
+            assert!(t.slot(i).owned(), "a nested try-claim releases nothing");
+            let t2 = t.clone();
+            let other = std::thread::spawn(move || t2.slot(i).try_claim().is_none()).join().unwrap();
+            assert!(other, "another thread's try-claim fails while the endpoint is owned");
+        }
+        assert!(!t.slot(i).owned());
+        // Two threads incrementing a non-atomic counter under the claim lose no update.
+        struct Shared(std::cell::UnsafeCell<u64>);
+        unsafe impl Sync for Shared {}
+        let counter = std::sync::Arc::new(Shared(std::cell::UnsafeCell::new(0)));
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let (t, c) = (t.clone(), counter.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        let _claim = t.slot(i).claim();
+                        unsafe { *c.0.get() += 1 };
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(unsafe { *counter.0.get() }, 80_000);
+    }
+
+    /// A claim set takes each endpoint once and releases only what it took.
+    #[test]
+    fn a_claim_set_releases_what_it_took() {
+        let t = StreamTable::new(3, RequestPools::NONE);
+        let (a, b, c) = (t.allocate().unwrap(), t.allocate().unwrap(), t.allocate().unwrap());
+        let outer = t.slot(b).claim();
+        {
+            let _set = t.claim_set(1 << a | 1 << b);
+            assert!(t.slot(a).owned() && t.slot(b).owned() && !t.slot(c).owned());
+        }
+        assert!(!t.slot(a).owned(), "taken by the set: released");
+        assert!(t.slot(b).owned(), "nested in the outer claim: kept");
+        drop(outer);
+        assert!(!t.slot(b).owned());
+    }
+
+    /// A request names its endpoint by the pool bits MPICH writes into its handle.
+    #[test]
+    fn requests_name_their_endpoint() {
+        // An indirect request handle (kind 3, object 0xb) of pool `p`, block 1, index 5.
+        let v43 = |p: u32| (0xec00_0000u32 | 0x0200_0000 | p << 19 | 1 << 12 | 5) as MPI_Request;
+        let v41 = |p: u32| (0xec00_0000u32 | p << 20 | 1 << 12 | 5) as MPI_Request;
+        let new = RequestPools::of_mpich(Some((5, 0, 2)));
+        assert_eq!(RequestPools::of_mpich(Some((4, 3, 2))), new);
+        let old = RequestPools::of_mpich(Some((4, 1, 3)));
+        assert_eq!(RequestPools::of_mpich(Some((4, 2, 3))), old);
+        assert_eq!(RequestPools::of_mpich(Some((4, 0, 2))), RequestPools::NONE);
+        for p in [0, 1, 7, 63] {
+            assert_eq!(new.pool(v43(p)), p as usize);
+            assert_eq!(old.pool(v41(p)), p as usize);
+        }
+        // Pool 0 on 4.3 has no flag; direct and built-in handles are pool 0.
+        assert_eq!(new.pool((0xec00_0000u32 | 1 << 12 | 5) as MPI_Request), 0);
+        assert_eq!(new.pool((0xac00_0003u32) as MPI_Request), 0);
+        assert_eq!(old.pool(MPI_REQUEST_NULL), 0);
+        assert_eq!(new.pool(MPI_REQUEST_NULL), 0);
+        assert_eq!(RequestPools::NONE.pool(v43(5)), 0);
+
+        let t = StreamTable::new(4, new);
+        let a = t.allocate().unwrap();
+        let b = t.allocate().unwrap();
+        assert!(!t.any_reserved());
+        t.set_native(a, 0x7c00_0001, Some(1));
+        t.set_native(b, 0x7c00_0002, Some(2));
+        assert!(t.any_reserved());
+        assert_eq!((t.of_request(v43(1)), t.of_request(v43(2))), (Some(a), Some(b)));
+        assert_eq!(t.of_request(v43(0)), None);
+        assert_eq!(t.of_request(v43(3)), None);
+        t.release(a);
+        assert_eq!(t.of_request(v43(1)), None, "a freed stream's endpoint names nobody");
+        t.release(b);
+        assert!(!t.any_reserved());
     }
 }

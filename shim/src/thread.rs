@@ -51,6 +51,11 @@ impl BackgroundThread {
         }
     }
 
+    /// Whether the thread has ended (a `run` thread whose body returned).
+    pub fn finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(|h| h.is_finished())
+    }
+
     /// The thread, for waking it (`unpark`).
     pub fn thread(&self) -> Option<&std::thread::Thread> {
         self.handle.as_ref().map(|h| h.thread())

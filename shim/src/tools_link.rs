@@ -4,11 +4,12 @@
 //! library is preloaded, i.e. when a report or the check is asked for). What the tools library asks
 //! us is `query`.
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::tools::{FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
+use mpixstream_wrappers::tools::{CONTENDED_SYMBOL, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
 static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
+static CONTENDED_HOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
@@ -17,6 +18,8 @@ pub fn tools_init() {
     FINALIZE_HOOK.store(fin as usize, Ordering::Release);
     let replaced = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REQUEST_REPLACED_SYMBOL.as_ptr()) };
     REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
+    let contended = unsafe { libc::dlsym(libc::RTLD_DEFAULT, CONTENDED_SYMBOL.as_ptr()) };
+    CONTENDED_HOOK.store(contended as usize, Ordering::Release);
     if !init.is_null() {
         let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
         f();
@@ -26,12 +29,26 @@ pub fn tools_init() {
 /// We hand the application `outer` in place of `inner` (a wrapped nonblocking collective, whose inner
 /// request the poll completes with `PMPI_Test`, unseen by the tools library): the tools library tracks
 /// `outer` instead, so that the application's wait on it is checked and counted on the right
-/// communicator, and no entry for `inner` outlives it (MPICH reuses request handles).
+/// communicator, and no entry for `inner` outlives it (MPICH reuses request handles). `outer`
+/// `MPI_REQUEST_NULL`: nobody waits for `inner` (a routed buffered send, completed by the progress
+/// helper): the tools library forgets it.
 pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
     let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
     if hook != 0 {
         let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
         f(inner, outer);
+    }
+}
+
+/// A call `call` on `comm` found the communicator's endpoint owned by another thread: the tools
+/// library's check (if loaded) reports a violation where that thread is the application's, inside a
+/// call on the same stream (before this thread would wait for the endpoint and never reach the check).
+#[cold]
+pub fn tools_contended(comm: MPI_Comm, call: &'static std::ffi::CStr) {
+    let hook = CONTENDED_HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        let f: extern "C" fn(MPI_Comm, *const std::os::raw::c_char) = unsafe { std::mem::transmute(hook) };
+        f(comm, call.as_ptr());
     }
 }
 

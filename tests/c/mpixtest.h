@@ -74,6 +74,22 @@ static inline int policy_gives_streams(void) {
     return serial || !(v41 || v42);
 }
 
+/* Whether the library runs the native backend (MPICH >= 4.1 with native streams, a program that can
+ * create a stream, and not MPIXSTREAM_BACKEND=serial): then MPICH runs at MPI_THREAD_MULTIPLE
+ * whatever the program asked (the progress helper's thread calls MPI). */
+static inline int native_backend(void) {
+    const char *backend = getenv("MPIXSTREAM_BACKEND");
+    if (backend && strcmp(backend, "serial") == 0) return 0;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    const char *v = strstr(version, "MPICH Version:");
+    if (!v || strstr(version, "Intel")) return 0;
+    int major = 0, minor = 0;
+    sscanf(v + 14, " %d.%d", &major, &minor);
+    return major > 4 || (major == 4 && minor >= 1);
+}
+
 /* Collective verdict; returns the process exit code. */
 static inline int mpixtest_finish(void) {
     int total = 0, rank;

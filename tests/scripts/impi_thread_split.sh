@@ -91,7 +91,8 @@ for c in "${cases[@]}"; do
   if [[ $name == lib-*-split ]]; then
     [ "$(grep -c '^comm [0-9]: thread_id' "$out/$name.out")" = 3 ] &&
       [ "$(grep '^comm [0-9]: thread_id' "$out/$name.out" | awk '{ printf "%s ", $4 }')" = "1 2 3 " ]
-    verdict "[$name] the communicators carry thread_id 1, 2, 3: $(grep '^comm' "$out/$name.out" | awk '{ printf "%s ", $4 }')" $?
+    rc=$?
+    verdict "[$name] the communicators carry thread_id 1, 2, 3: $(grep '^comm' "$out/$name.out" | awk '{ printf "%s ", $4 }')" $rc
   fi
 done
 
@@ -117,7 +118,8 @@ addrs=$(awk '$1 == "tag" { print $4 }' "$out/$name.summary")
 [ "$eps" = 7 ]; verdict "[$name] 7 endpoints per rank (pool 6 + the conventional one): $eps" $?
 [ "$counts" = "100 200 300 400 " ]; verdict "[$name] the pairs' communicators carry 100, 200, 300, 400 messages, nothing else 50 or more: $counts" $?
 [ -n "$addrs" ] && ! echo "$addrs" | grep -q ,; verdict "[$name] each pair's messages to one address" $?
-[ "$(echo "$addrs" | sort -u | grep -c .)" -eq 4 ]; verdict "[$name] four distinct destination addresses: $(echo $addrs)" $?
+[ "$(echo "$addrs" | sort -u | grep -c .)" -eq 4 ]; rc=$?
+verdict "[$name] four distinct destination addresses: $(echo $addrs)" $rc
 
 "$MPICC" -Wl,--no-as-needed -O2 -Wall -I"$root/include" -I"$root/tests/c" "$root/tests/c/split_backend.c" \
   -o "$out/split_backend" -L"$lib" -lmpixstream -Wl,-rpath,"$lib" -lpthread || { echo "FAIL compile split_backend"; exit 1; }

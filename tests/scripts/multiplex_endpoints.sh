@@ -76,7 +76,8 @@ run_probe() { # dir, extra env...
   env "$@" UCXPROBE_DIR="$d" MPIXSTREAM_STREAMS=3 MPIR_CVAR_NOLOCAL=1 UCX_NET_DEVICES=lo \
     MPIXRUN_PRELOAD_EXTRA="$out/ucxprobe.so" timeout 60 "$root/scripts/mpixrun" -n 2 "$out/mxprobe" </dev/null \
     >"$d.out" 2>&1
-  grep -q "payloads ok" "$d.out"; check "payloads and statuses right ($(basename "$d"))" $?
+  grep -q "payloads ok" "$d.out"; local rc=$?
+  check "payloads and statuses right ($(basename "$d"))" $rc
 }
 get() { python3 "$root/tests/probe/summarize.py" "$1" --get "$2" "$3" "$4"; }
 check() { # description, condition result (0/1)

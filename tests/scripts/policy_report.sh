@@ -38,7 +38,8 @@ for mpich in deb 5; do
     grep '^RESULT' "$out/out-$mpich-$policy.txt" | sort >"$out/results-$mpich-$policy.txt"
   done
   [ -s "$out/results-$mpich-implicit.txt" ] && cmp -s "$out/results-$mpich-implicit.txt" "$out/results-$mpich-explicit.txt"
-  verdict "mpich=$mpich implicit and explicit give identical results ($(wc -l <"$out/results-$mpich-explicit.txt") RESULT lines)" $?
+  rc=$?
+  verdict "mpich=$mpich implicit and explicit give identical results ($(wc -l <"$out/results-$mpich-explicit.txt") RESULT lines)" $rc
   $check validate "$out/report-$mpich-implicit.json" "$out/report-$mpich-explicit.json"
   verdict "mpich=$mpich report JSON validates against docs/report.schema.json" $?
   $check policy "$out/report-$mpich-explicit.json" explicit $T

@@ -107,6 +107,17 @@ fn take(g: &mut Guard, call: &'static str, rec: &'static CommRec) {
     }
 }
 
+/// The lean library found the endpoint of a call on `rec`'s communicator owned by another thread: a
+/// violation if another thread is inside a checked call on that stream now (else the owner is a thread
+/// of the library's, for one progress turn, and the call simply waits for it).
+pub fn contended(call: &'static str, rec: &'static CommRec) {
+    let Some(owner) = owner_of(rec) else { return };
+    let other = owner.thread.load(Ordering::Acquire);
+    if other != 0 && other != thread_id() {
+        violation(call, rec, owner, other);
+    }
+}
+
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
 #[cold]

@@ -125,6 +125,27 @@ pub extern "C" fn mpixstream_tools_finalize() {
     }
 }
 
+/// Called by the lean library when a call on `comm` (named `call`, a static C string) finds the
+/// communicator's endpoint owned by another thread (`mpixstream_wrappers::tools::CONTENDED_SYMBOL`):
+/// under the check, another application thread inside a call on that stream is a violation, reported
+/// here, since the calling thread would otherwise wait for the endpoint and never reach the check.
+#[no_mangle]
+pub extern "C" fn mpixstream_tools_contended(comm: mpixstream_wrappers::ffi::MPI_Comm, call: *const libc::c_char) {
+    let r = std::panic::catch_unwind(|| {
+        if !state::on() || state::check_mode() == 0 || call.is_null() {
+            return;
+        }
+        // SAFETY: the lean library passes a C string literal of its own (static).
+        let Ok(call) = unsafe { std::ffi::CStr::from_ptr(call) }.to_str() else { return };
+        if let Some(rec) = state::rec(comm) {
+            check::contended(call, rec);
+        }
+    });
+    if r.is_err() {
+        eprintln!("mpixstream-tools: internal error while checking a contended endpoint");
+    }
+}
+
 /// Called by the lean library when it hands the application `outer` in place of `inner`
 /// (`mpixstream_wrappers::tools::REQUEST_REPLACED_SYMBOL`): the entry of `inner` moves to `outer`.
 #[no_mangle]
@@ -136,8 +157,12 @@ pub extern "C" fn mpixstream_tools_request_replaced(
         if !state::on() {
             return;
         }
+        // `outer` MPI_REQUEST_NULL: the lean library completes `inner` itself (a routed buffered
+        // send): only forget it.
         if let Some((_, info)) = state::requests().remove(&inner) {
-            state::requests().insert(outer, info);
+            if outer != mpixstream_wrappers::ffi::MPI_REQUEST_NULL {
+                state::requests().insert(outer, info);
+            }
         }
     });
     if r.is_err() {

@@ -243,8 +243,16 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 r.hook_name(),
                 all_args(r)
             ),
-            Lean::Blocking { comm } => format!(
-                "use $fixes as fixes;\nfixes::before_blocking({comm});\n$crate::next!({})({})",
+            Lean::Claim { comm } => format!(
+                "use $fixes as fixes;\nfixes::claimed({comm}, c\"{}\", || unsafe {{ $crate::next!({})({}) }})",
+                r.name,
+                r.name,
+                all_args(r)
+            ),
+            Lean::ClaimRequest { handle } => format!(
+                "use $fixes as fixes;\n\
+                 let handle = if {handle}.is_null() {{ $crate::ffi::MPI_REQUEST_NULL }} else {{ *{handle} as $crate::ffi::MPI_Request }};\n\
+                 fixes::claimed_request(handle, || unsafe {{ $crate::next!({})({}) }})",
                 r.name,
                 all_args(r)
             ),

@@ -29,9 +29,16 @@ pub enum Lean {
     },
     /// `fixes::<name>(every parameter)`.
     Fix,
-    /// A blocking call: `fixes::before_blocking(comm)`, then the call through the next definition.
-    Blocking {
+    /// A call on a communicator: `fixes::claimed(comm, the call through the next definition)` (the
+    /// communicator's stream endpoint claimed for the call, where it has one).
+    Claim {
         comm: String,
+    },
+    /// A call on a request or a matched message handle (`MPI_Request *`, `MPI_Message *`):
+    /// `fixes::claimed_request(*handle, the call through the next definition)` (the endpoint the
+    /// handle names claimed for the call).
+    ClaimRequest {
+        handle: String,
     },
     /// `fixes::nonblocking_collective(comm, request, next-definition call on a given comm and request)`.
     Nbc {
@@ -299,12 +306,22 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             no_args(&args)?;
             set_once(&mut row.lean, Lean::Fix, "lean")?;
         }
-        "lean:blocking" => {
+        "lean:claim" => {
             let a = need_args(args)?;
-            let [comm] = <[String; 1]>::try_from(a).map_err(|_| "lean:blocking takes (COMM)")?;
+            let [comm] = <[String; 1]>::try_from(a).map_err(|_| "lean:claim takes (COMM)")?;
             check_params(row, std::slice::from_ref(&comm))?;
             expect_type(row, &comm, "MPI_Comm")?;
-            set_once(&mut row.lean, Lean::Blocking { comm }, "lean")?;
+            set_once(&mut row.lean, Lean::Claim { comm }, "lean")?;
+        }
+        "lean:claim_request" => {
+            let a = need_args(args)?;
+            let [handle] = <[String; 1]>::try_from(a).map_err(|_| "lean:claim_request takes (HANDLE)")?;
+            check_params(row, std::slice::from_ref(&handle))?;
+            let ty = &row.param(&handle)?.c_type;
+            if ty != "MPI_Request *" && ty != "MPI_Message *" {
+                return Err(format!("`{handle}` must be `MPI_Request *` or `MPI_Message *`, not `{ty}`"));
+            }
+            set_once(&mut row.lean, Lean::ClaimRequest { handle }, "lean")?;
         }
         "lean:nbc" => {
             let a = need_args(args)?;
@@ -484,8 +501,9 @@ mod tests {
             ("int MPI_Send(int count);", "without a role"),
             ("int MPI_Send(int count);  pmpi pmpi", "two `pmpi`"),
             ("int MPI_Send(int count);  lean:frobnicate", "unknown role"),
-            ("int MPI_Barrier(int comm);  lean:blocking(comm)", "expected `MPI_Comm`"),
-            ("int MPI_Barrier(MPI_Comm comm);  lean:blocking(comm, comm)", "lean:blocking takes"),
+            ("int MPI_Barrier(int comm);  lean:claim(comm)", "expected `MPI_Comm`"),
+            ("int MPI_Barrier(MPI_Comm comm);  lean:claim(comm, comm)", "lean:claim takes"),
+            ("int MPI_Cancel(MPI_Comm *request);  lean:claim_request(request)", "must be `MPI_Request *`"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
             (

@@ -19,6 +19,10 @@ pub const FINALIZE_SYMBOL: &CStr = c"mpixstream_tools_finalize";
 /// the application `outer` in place of `inner`, which it completes itself with `PMPI_Test` (a wrapped
 /// nonblocking collective): the tools library then tracks `outer`, the request the application waits on.
 pub const REQUEST_REPLACED_SYMBOL: &CStr = c"mpixstream_tools_request_replaced";
+/// `extern "C" fn(MPI_Comm, *const c_char)`: the lean library found the endpoint of a call on the
+/// communicator (the call's name, a static C string) owned by another thread; the check decides
+/// whether that is a violation (another application thread inside a call on the same stream).
+pub const CONTENDED_SYMBOL: &CStr = c"mpixstream_tools_contended";
 
 /// Who attached a communicator's stream: what the lean library records and `mpixstream_comm_origin`
 /// reports to the tools library (as this `int`).

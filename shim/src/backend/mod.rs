@@ -201,11 +201,14 @@ impl Backend {
         native::implicit_vcis_in_force()
     }
 
-    /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress, turned by
-    /// an `MPI_Iprobe` on `quiet_comm`, a private communicator that never carries a message).
+    /// Drives progress on one stream's endpoint (`MPIX_STREAM_NULL`: MPICH's global progress; where there
+    /// is no `MPIX_Stream_progress`, turned by an `MPI_Iprobe` on `quiet_comm`, a private communicator
+    /// that never carries a message).
     pub fn progress(self, native: MPIX_Stream, quiet_comm: MPI_Comm) -> c_int {
         match self {
-            Backend::Native if native != MPIX_STREAM_NULL => native::progress(native),
+            // `MPIX_Stream_progress(MPIX_STREAM_NULL)`: MPICH's whole global progress, its hooks (the
+            // nonblocking collectives' schedules, RMA) included, which an `MPI_Iprobe` does not run.
+            Backend::Native => native::progress(native),
             Backend::Split => split::progress(native).unwrap_or_else(|| serial::global_progress(quiet_comm)),
             _ => serial::global_progress(quiet_comm),
         }

@@ -6,6 +6,7 @@ use super::flags::Flags;
 use super::ledger::Ledger;
 use super::ops::{empty_status, Op};
 use crate::runtime::Runtime;
+use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
@@ -14,6 +15,9 @@ use std::time::{Duration, Instant};
 
 pub struct Driver {
     rt: &'static Runtime,
+    /// The stream's slot: every call of ours into its endpoint holds its claim (`StreamSlot::claim`), so
+    /// that the application's own calls on the stream's communicators never overlap ours.
+    slot: &'static StreamSlot,
     /// The native MPICH stream behind ours (native backend: its progress is driven explicitly,
     /// nonblocking collectives on a native stream communicator do not progress with `MPI_Test`
     /// alone), else `MPIX_STREAM_NULL`.
@@ -25,8 +29,9 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(rt: &'static Runtime, native: MPIX_Stream, ledger: Arc<Ledger>, flags: Option<Arc<Flags>>) -> Driver {
-        Driver { rt, native, ledger, flags, inflight: Vec::with_capacity(64) }
+    pub fn new(rt: &'static Runtime, index: usize, ledger: Arc<Ledger>, flags: Option<Arc<Flags>>) -> Driver {
+        let slot = rt.streams.slot(index);
+        Driver { rt, slot, native: slot.native(), ledger, flags, inflight: Vec::with_capacity(64) }
     }
 
     pub fn idle(&self) -> bool {
@@ -41,7 +46,11 @@ impl Driver {
 
     /// Starts `op` (a failure to start completes it with the error at once).
     pub unsafe fn start(&mut self, op: Op) {
-        match op.kind.start(op.comm) {
+        let started = {
+            let _claim = self.slot.claim();
+            op.kind.start(op.comm)
+        };
+        match started {
             Ok(req) => self.inflight.push((op, req)),
             Err(code) => self.finish(op, empty_status(), Some(code)),
         }
@@ -82,6 +91,7 @@ impl Driver {
         if self.inflight.is_empty() {
             return false;
         }
+        let _claim = self.slot.claim();
         if self.native != MPIX_STREAM_NULL {
             self.rt.progress(self.native);
         }
@@ -109,19 +119,26 @@ impl Driver {
         window: Duration,
     ) -> Result<(MPI_Status, Option<c_int>), MPI_Request> {
         debug_assert!(self.inflight.is_empty());
-        let mut req = match op.kind.start(op.comm) {
+        let started = {
+            let _claim = self.slot.claim();
+            op.kind.start(op.comm)
+        };
+        let mut req = match started {
             Ok(req) => req,
             Err(code) => return Ok((empty_status(), Some(code))),
         };
         let mut since = None;
         for polls in 0u32.. {
-            if self.native != MPIX_STREAM_NULL {
-                self.rt.progress(self.native);
-            }
-            // No pause between polls: each is a call into MPICH, and a pause would only delay
-            // noticing the peer's message.
-            if let Some(outcome) = test(op, &mut req) {
-                return Ok(outcome);
+            {
+                let _claim = self.slot.claim();
+                if self.native != MPIX_STREAM_NULL {
+                    self.rt.progress(self.native);
+                }
+                // No pause between polls: each is a call into MPICH, and a pause would only delay
+                // noticing the peer's message.
+                if let Some(outcome) = test(op, &mut req) {
+                    return Ok(outcome);
+                }
             }
             // The clock only after the common case (complete within a few polls), then now and then.
             if polls % 32 == 31 {
@@ -144,6 +161,7 @@ impl Driver {
     /// their buffers, so the queue must not run past them); returns their descriptions.
     pub unsafe fn abandon(&mut self) -> Vec<String> {
         let p = pmpi();
+        let _claim = self.slot.claim();
         for (op, req) in self.inflight.iter_mut() {
             if op.kind.is_recv() {
                 (p.PMPI_Cancel)(req);

@@ -24,11 +24,10 @@ pub fn attach_queue(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Resu
     let cfg = config();
     let handle = StreamTable::handle(index);
     let slot = rt.streams.slot(index);
-    let native = slot.native();
     let ledger = Arc::new(Ledger::new(index, handle, &slot.pending));
     let queue = match spec {
         QueueSpec::Host => {
-            let driver = Driver::new(rt, native, ledger.clone(), None);
+            let driver = Driver::new(rt, index, ledger.clone(), None);
             let q = HostQueue::start(driver, cfg.spin, cfg.yield_for, format!("mpixstream-hostq-{index}"))
                 .map_err(|e| format!("cannot start the host queue's thread: {e}"))?;
             Queue::Host(q)
@@ -37,7 +36,7 @@ pub fn attach_queue(rt: &'static Runtime, index: usize, spec: QueueSpec) -> Resu
             let (queue, flags) = CudaQueue::create(h, cfg.cuda_sync, cfg.gpu_aware, cfg.spin, cfg.yield_for)?;
             let queue = Arc::new(queue);
             let watched = queue.clone();
-            let driver = Driver::new(rt, native, ledger.clone(), Some(flags.clone()));
+            let driver = Driver::new(rt, index, ledger.clone(), Some(flags.clone()));
             let thread = CudaDriverThread::start(
                 driver,
                 flags.clone(),

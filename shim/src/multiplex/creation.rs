@@ -19,7 +19,7 @@ const F: &str = "multiplex communicator";
 /// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
 /// and from which the hidden communicators are made (freed here); `None`: a split of `user`.
 pub(super) unsafe fn build(
-    rt: &Runtime,
+    rt: &'static Runtime,
     user: MPI_Comm,
     base: Option<MPI_Comm>,
     rank: c_int,
@@ -50,7 +50,7 @@ pub(super) unsafe fn build(
 
 /// `build` once the base exists (`MPI_COMM_NULL` only where no process has an index).
 unsafe fn build_on(
-    rt: &Runtime,
+    rt: &'static Runtime,
     user: MPI_Comm,
     base: MPI_Comm,
     rank: c_int,
@@ -203,7 +203,7 @@ unsafe fn build_on(
 /// The record of the user's communicator `user` once its hidden communicators exist: registered, and
 /// the progress thread started where it has work.
 pub(super) unsafe fn finish(
-    rt: &Runtime,
+    rt: &'static Runtime,
     user: MPI_Comm,
     rank: c_int,
     counts: Box<[c_int]>,
@@ -214,8 +214,9 @@ pub(super) unsafe fn finish(
     let layout = endpoints.layout;
     let counter = if layout == Layout::Streams { &endpoints::STATS.on_streams } else { &endpoints::STATS.pooled };
     counter.fetch_add(1, Ordering::Relaxed);
-    let reserved: Vec<MPIX_Stream> = (0..streams.len())
-        .map(|i| streams[i].map_or(MPIX_STREAM_NULL, |slot| rt.streams.slot(slot).native()))
+    // The streams' reserved endpoints (native backend): their native streams are not NULL.
+    let reserved: Vec<Option<&'static crate::streams::StreamSlot>> = (0..streams.len())
+        .map(|i| streams[i].map(|slot| rt.streams.slot(slot)).filter(|s| s.native() != MPIX_STREAM_NULL))
         .collect();
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
     // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on

@@ -27,6 +27,7 @@ use super::endpoints::Endpoints;
 use super::{creation, Multiplex};
 use crate::native_fixes::greq::{collective_status, poll_each};
 use crate::runtime::Runtime;
+use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::pmpi::pmpi;
@@ -132,7 +133,7 @@ unsafe fn with_thread(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Com
     };
     let (rank, counts, tag_ub, streams) = (parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone());
     let worker = op.clone();
-    let spawned = std::thread::Builder::new().name("mpixstream-idup".into()).spawn(move || {
+    let spawned = BackgroundThread::run("mpixstream-idup", move || {
         let rc = ffi_guard("MPI_Comm_idup (multiplex)", || unsafe {
             let p = pmpi();
             if base_req != MPI_REQUEST_NULL {
@@ -150,12 +151,31 @@ unsafe fn with_thread(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Com
         let _ = worker.error.compare_exchange(MPI_SUCCESS, rc, Ordering::AcqRel, Ordering::Acquire);
         worker.built.store(true, Ordering::Release);
     });
-    if spawned.is_err() {
-        // Without our thread the request would never complete: fail it now.
-        op.error.store(MPI_ERR_OTHER, Ordering::Release);
-        op.built.store(true, Ordering::Release);
+    match spawned {
+        Ok(t) => {
+            let mut threads = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+            threads.retain(|t| !t.finished());
+            threads.push(t);
+        }
+        Err(_) => {
+            // Without our thread the request would never complete: fail it now.
+            op.error.store(MPI_ERR_OTHER, Ordering::Release);
+            op.built.store(true, Ordering::Release);
+        }
     }
     MPI_SUCCESS
+}
+
+/// The idup threads started and not yet joined (each ends once its hidden communicators exist).
+static THREADS: Mutex<Vec<BackgroundThread>> = Mutex::new(Vec::new());
+
+/// At `MPI_Finalize` (multiplex `shutdown`): every idup thread is joined. Each has ended already
+/// unless the application finalizes with a multiplex idup it never completed (erroneous in MPI).
+pub fn join_all() {
+    let threads = std::mem::take(&mut *THREADS.lock().unwrap_or_else(|e| e.into_inner()));
+    for t in threads {
+        t.join();
+    }
 }
 
 /// One look at `op`: tests MPICH's idup, completes the request once both parts are done. Never

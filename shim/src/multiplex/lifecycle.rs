@@ -86,6 +86,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
             );
         }
+        // Collectives over `comm` from here on: inside its stream's endpoint, where it has one.
+        let _claim = crate::native_fixes::native_streams::native_stream_of(comm).map(|s| s.claim());
         let local = local_streams(rt, count, array_of_streams, newcomm);
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
         // fail together instead of some waiting in a collective the others skipped).
@@ -187,8 +189,9 @@ pub unsafe fn comm_constructed(
 /// stream communicator: the record carries it like any dup's, so that the stream cannot be freed while
 /// `child` uses it, the routes around native defects drive it and the tools library sees it.
 fn attach_record(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
-    let record = match rt.comms.get(parent).and_then(|r| r.stream.map(|s| (s, r.origin))) {
-        Some((s, origin)) => CommRecord::on_stream(s, origin),
+    // The parent's origin and this member's stream, or none: the same class on every member.
+    let record = match rt.comms.get(parent) {
+        Some(r) => CommRecord { stream: r.stream, origin: r.origin, base: None, collectives: Route::Comm },
         None => CommRecord { stream: None, origin: Origin::None, base: None, collectives: Route::Comm },
     };
     rt.attach_record(child, record);
@@ -203,10 +206,15 @@ pub fn errhandler_set(mx: &Multiplex) {
 }
 
 /// At the destruction of a multiplex communicator (its record's delete callback): its streams are
-/// detached at once, its hidden communicators freed as soon as no receive on it is pending.
-pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) {
-    if registry::unregister(rt, handle, mx) {
-        mx.maybe_release();
+/// detached at once; its hidden communicators are freed as soon as no receive on it is pending, by the
+/// work returned (which calls MPI, so it runs outside MPICH's callback: `crate::deferred`).
+pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) -> impl FnOnce(&Runtime) + Send {
+    let held = registry::shared(mx);
+    let unregistered = registry::unregister(rt, handle, mx);
+    move |_| {
+        if unregistered {
+            held.maybe_release();
+        }
     }
 }
 

@@ -20,6 +20,7 @@
 //! that the tools library counts and checks them (`p2p`'s module comment says why and what it costs).
 use super::endpoints::Source;
 use super::Multiplex;
+use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi::pmpi;
@@ -47,6 +48,9 @@ pub struct MatchingEngine {
     /// The native stream of that VCI (`MPIX_STREAM_NULL` if none): MPICH's `MPI_Improbe` on a stream
     /// communicator does not drive the stream's VCI, so a turn drives it first.
     stream: MPIX_Stream,
+    /// The stream whose reserved endpoint this index receives on (native backend, streams layout): a
+    /// turn runs inside it (`StreamSlot::claim`).
+    pub endpoint: Option<&'static StreamSlot>,
     /// Set by a cancel function: the next turn looks for cancelled receives.
     pub cancels: AtomicBool,
     /// Poll functions still to skip since a turn found MPICH empty. `MPI_Testall` over many of our
@@ -196,11 +200,13 @@ impl MatchingEngine {
     /// `stream`: the native stream of this index's reserved VCI, or `MPIX_STREAM_NULL`; `owned`: only
     /// the index's owner may turn it (a reserved VCI, or the split backend's dedicated endpoints, which
     /// need no extra progress call).
-    pub fn new(sources: Box<[Source]>, stream: MPIX_Stream, owned: bool) -> MatchingEngine {
+    pub fn new(sources: Box<[Source]>, endpoint: Option<&'static StreamSlot>, owned: bool) -> MatchingEngine {
+        let stream = endpoint.map_or(MPIX_STREAM_NULL, |s| s.native());
         MatchingEngine {
             sources,
             on_reserved_vci: owned || stream != MPIX_STREAM_NULL,
             stream,
+            endpoint,
             cancels: AtomicBool::new(false),
             idle_skips: AtomicU32::new(0),
             turns: AtomicU64::new(0),
@@ -364,6 +370,15 @@ impl MatchingEngine {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
+        // Inside the index's endpoint, or not now: a turn from a wait of ours never waits for the
+        // thread inside it (that thread is in a call on the index, which turns the engine itself).
+        let _claim = match self.endpoint {
+            Some(slot) => match slot.try_claim() {
+                Some(claim) => Some(claim),
+                None => return,
+            },
+            None => None,
+        };
         self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if self.cancels.swap(false, Ordering::AcqRel) {
             let mut i = 0;
@@ -438,6 +453,7 @@ impl MatchingEngine {
 
     /// Takes every unreceived message out of MPICH (the communicator is being released).
     pub unsafe fn drain_unexpected(&self) {
+        let _claim = self.endpoint.map(|slot| slot.claim());
         let mut st = lock(&self.state);
         for mut u in st.unexpected.drain(..).filter(|u| u.local.is_none()) {
             let bytes = status_bytes(&u.status);

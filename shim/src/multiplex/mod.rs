@@ -90,7 +90,7 @@ impl Multiplex {
         tag_ub: c_int,
         streams: Box<[Option<usize>]>,
         endpoints: Endpoints,
-        reserved: &dyn Fn(usize) -> MPIX_Stream,
+        reserved: &dyn Fn(usize) -> Option<&'static crate::streams::StreamSlot>,
     ) -> Multiplex {
         let width = counts.iter().copied().max().unwrap_or(0).max(0);
         let max_tag = if width > 0 { (tag_ub - (width - 1)) / width } else { tag_ub };
@@ -98,9 +98,9 @@ impl Multiplex {
             .map(|j| {
                 let sources = endpoints.sources(j, &counts).into_boxed_slice();
                 match endpoints.layout {
-                    Layout::Streams if endpoints.on_dedicated() => MatchingEngine::new(sources, MPIX_STREAM_NULL, true),
+                    Layout::Streams if endpoints.on_dedicated() => MatchingEngine::new(sources, None, true),
                     Layout::Streams => MatchingEngine::new(sources, reserved(j), false),
-                    Layout::Pooled => MatchingEngine::new(sources, MPIX_STREAM_NULL, false),
+                    Layout::Pooled => MatchingEngine::new(sources, None, false),
                 }
             })
             .collect();
@@ -126,6 +126,13 @@ impl Multiplex {
         self.counts.len() as c_int
     }
 
+    /// The claim of local index `i`'s reserved endpoint, where its traffic runs on one (a call on the
+    /// index is inside it, as any call on a stream communicator).
+    #[inline(always)]
+    pub fn claim_index(&self, i: c_int) -> Option<crate::streams::Claim<'static>> {
+        self.engines.get(i as u32 as usize)?.endpoint.map(|slot| slot.claim())
+    }
+
     /// Whether the indexed traffic of this communicator runs on the streams' own endpoints.
     pub fn on_streams(&self) -> bool {
         self.endpoints.layout == Layout::Streams
@@ -145,7 +152,7 @@ mod tests {
             tag_ub,
             vec![None; local].into_boxed_slice(),
             Endpoints::fake(Layout::Pooled, 0, counts.len(), width as usize),
-            &|_| MPIX_STREAM_NULL,
+            &|_| None,
         )
     }
 

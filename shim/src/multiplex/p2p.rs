@@ -104,7 +104,7 @@ fn fast_send_route(
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<(MPI_Comm, c_int)> {
+) -> Option<(MPI_Comm, c_int, &'static Multiplex)> {
     // No check of the runtime's phase: the registry holds records only between MPI_Init and the
     // start of MPI_Finalize (cleared there, before PMPI_Finalize), so a record found means active.
     let mx = registry::lookup_table(comm)?;
@@ -129,7 +129,7 @@ fn fast_send_route(
         }
         mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize).filter(|r| *r != Route::LOCAL)?
     };
-    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
+    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }, mx))
 }
 
 /// The direct receive path when every argument is valid and it applies (see the module comment): the
@@ -147,7 +147,7 @@ fn fast_recv_route(
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<MPI_Comm> {
+) -> Option<(MPI_Comm, &'static Multiplex)> {
     let mx = registry::lookup_table(comm)?;
     if count < 0 || (tag != MPI_ANY_TAG && (tag as u32) > mx.max_tag as u32) {
         return None;
@@ -164,7 +164,7 @@ fn fast_recv_route(
     if route.tag_in_tag {
         return None;
     }
-    Some(route.comm)
+    Some((route.comm, mx))
 }
 
 enum RecvOut {
@@ -227,6 +227,8 @@ unsafe fn recv(
         Ok(d) => d,
         Err(rc) => return rc,
     };
+    // A call on index `d`: inside its endpoint (the engine's turns below nest in this claim).
+    let _claim = mx.claim_index(d as c_int);
     if count < 0 {
         return raise(comm, Class::Count, f, &format!("count {count} is negative"));
     }
@@ -359,9 +361,10 @@ macro_rules! indexed_p2p {
                 });
             }
             let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            if let Some((h, t)) =
+            if let Some((h, t, mx)) =
                 fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
             {
+                let _claim = mx.claim_index(source_stream_index);
                 return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
             }
             // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
@@ -386,7 +389,10 @@ macro_rules! indexed_p2p {
                         Ok(Some((MPI_COMM_NULL, t))) => {
                             send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
                         }
-                        Ok(Some((h, t))) => forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h)),
+                        Ok(Some((h, t))) => {
+                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si));
+                            forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
+                        }
                     }
                 })
             }
@@ -430,9 +436,10 @@ macro_rules! indexed_p2p {
             // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
             // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
             if !request.is_null() {
-                if let Some((h, t)) =
+                if let Some((h, t, mx)) =
                     fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
                 {
+                    let _claim = mx.claim_index(source_stream_index);
                     return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
                 }
             }
@@ -460,7 +467,10 @@ macro_rules! indexed_p2p {
                         Ok(Some((MPI_COMM_NULL, t))) => {
                             send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
                         }
-                        Ok(Some((h, t))) => forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request)),
+                        Ok(Some((h, t))) => {
+                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si));
+                            forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
+                        }
                     }
                 })
             }
@@ -498,9 +508,10 @@ macro_rules! indexed_p2p {
                 });
             }
             let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            if let Some(h) =
+            if let Some((h, mx)) =
                 fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
             {
+                let _claim = mx.claim_index(dest_stream_index);
                 return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
             }
             let f = stringify!($recv);
@@ -542,9 +553,10 @@ macro_rules! indexed_p2p {
             }
             let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
             if !request.is_null() {
-                if let Some(h) =
+                if let Some((h, mx)) =
                     fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
                 {
+                    let _claim = mx.claim_index(dest_stream_index);
                     return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
                 }
             }

@@ -63,5 +63,6 @@ pub fn shutdown() {
     if let Some(t) = lock(&THREAD).take() {
         t.stop();
     }
+    super::idup::join_all();
     registry::clear();
 }

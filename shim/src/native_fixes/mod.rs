@@ -2,8 +2,9 @@
 //! operations MPICH completes through its global progress, which never turns a stream's reserved VCI
 //! (the defects and their reproducers: docs/native-defects.md; which module routes which: docs/
 //! architecture.md §4). Here: `MPI_Sendrecv` (Irecv + Send + Wait) and the probes (a turn of the
-//! stream's own progress first, by the thread that owns it); each other kind of operation has its own
-//! file, re-exported here for the generated interposers. Everything else passes through (its cost:
+//! stream's own progress first, inside the endpoint the call claimed); each other kind of operation has
+//! its own file, re-exported here for the generated interposers, with the claims of the calls that only
+//! take their endpoint (`claimed`, `claimed_request`). Everything else passes through (its cost:
 //! docs/performance.md, "The lean library's interposers").
 pub mod buffered;
 pub mod greq;
@@ -17,6 +18,7 @@ use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
+pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
 
@@ -33,24 +35,44 @@ pub use wrapped_collectives::nonblocking_collective;
 pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
 // Buffered sends (their own file).
 pub use buffered::{
-    before_blocking, bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c,
-    start, startall,
+    bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
 
+/// A call on request or matched message `handle` (the `lean:claim_request` rows: `MPI_Mrecv`,
+/// `MPI_Imrecv`, `MPI_Cancel`): the endpoint the handle's pool names is claimed for the call (one
+/// relaxed load while no stream has a reserved endpoint).
+#[inline(always)]
+pub fn claimed_request(handle: MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+    if !crate::streams::any_reserved() {
+        return call();
+    }
+    match crate::runtime::active().and_then(|rt| Some(rt.streams.slot(rt.streams.of_request(handle)?))) {
+        None => call(),
+        Some(slot) => {
+            let _claim = slot.claim();
+            call()
+        }
+    }
+}
+
 /// `MPI_Request_free`: forgets the request in the records (persistent requests, persistent buffered
-/// sends), and hands a routed nonblocking send-receive not yet complete to the thread's list
-/// (`sendrecv_requests`); each is one relaxed load while it records nothing.
+/// sends); a routed nonblocking send-receive or collective not yet complete becomes an orphan, which
+/// the progress helper completes (`crate::orphans`). Each check is one relaxed load while nothing is
+/// recorded.
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
     let buffered = crate::native_fixes::buffered::freeing(request);
-    let sendrecv = crate::native_fixes::sendrecv_requests::freeing(request);
+    let orphan = crate::native_fixes::sendrecv_requests::freeing(request)
+        .or_else(|| crate::native_fixes::wrapped_collectives::freeing(request));
     let rc = crate::native_fixes::persistent::request_free(request);
-    if rc == MPI_SUCCESS && (buffered.is_some() || sendrecv.is_some()) {
+    if buffered.is_some() || orphan.is_some() {
         mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
-            if let Some(handle) = buffered {
+            if let (Some(handle), MPI_SUCCESS) = (buffered, rc) {
                 crate::native_fixes::buffered::freed(handle);
             }
-            if let Some(handle) = sendrecv {
-                crate::native_fixes::sendrecv_requests::freed(handle);
+            // Adopted after MPICH's free: MPICH 4.1 runs a generalized request's free function inside
+            // `MPI_Request_free`, and the orphan must see that it did (`sendrecv_requests`).
+            if let Some(orphan) = orphan {
+                crate::orphans::adopt(orphan);
             }
             MPI_SUCCESS
         });
@@ -113,13 +135,13 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    before_blocking(comm);
-    if native_stream_of(comm).is_none() {
+    let Some(slot) = native_stream_of(comm) else {
         return next!(MPI_Sendrecv)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
-    }
+    };
     sendrecv_on_stream(
+        slot,
         status,
         |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
         || next!(MPI_Send)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
@@ -142,13 +164,13 @@ pub unsafe fn sendrecv_c(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    before_blocking(comm);
-    if native_stream_of(comm).is_none() {
+    let Some(slot) = native_stream_of(comm) else {
         return next!(MPI_Sendrecv_c)(
             sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
         );
-    }
+    };
     sendrecv_on_stream(
+        slot,
         status,
         |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
         || next!(MPI_Send_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
@@ -160,11 +182,14 @@ pub unsafe fn sendrecv_c(
 /// is posted before the send, so two ranks exchanging this way cannot deadlock (the order MPICH's own
 /// Sendrecv uses). Cheaper than Irecv + Isend + Waitall, the route before: one request, no status array
 /// (callgrind, 8-byte Sendrecv to self, MPICH 5.0.2: 1,985 instructions against 2,247; docs/performance.md).
+/// The whole of it inside the stream's endpoint, claimed as for any call on the communicator.
 unsafe fn sendrecv_on_stream(
+    slot: &StreamSlot,
     status: *mut MPI_Status,
     irecv: impl FnOnce(*mut MPI_Request) -> c_int,
     send: impl FnOnce() -> c_int,
 ) -> c_int {
+    let _claim = slot.claim();
     let mut recv = MPI_REQUEST_NULL;
     let rc = irecv(&mut recv);
     if rc != MPI_SUCCESS {
@@ -187,9 +212,10 @@ unsafe fn sendrecv_on_stream(
 // MPICH's, so that nothing we route is invisible to the report). Before `MPI_Init` nothing is a stream
 // communicator and the call goes straight on.
 
-/// Polls `test` until it reports a match, driving the stream's own progress between polls (we are the
-/// thread that owns the stream: it is the one blocked in this call on the stream's communicator).
+/// Polls `test` until it reports a match, driving the stream's own progress between polls, inside the
+/// stream's endpoint (claimed for the call, as for any call on the communicator).
 unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
+    let _claim = slot.claim();
     loop {
         let (rc, matched) = test();
         if rc != MPI_SUCCESS || matched {
@@ -201,7 +227,6 @@ unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bo
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    before_blocking(comm);
     match native_stream_of(comm) {
         None => next!(MPI_Probe)(source, tag, comm, status),
         Some(slot) => poll_on_stream(slot, || {
@@ -220,7 +245,6 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    before_blocking(comm);
     match native_stream_of(comm) {
         None => next!(MPI_Mprobe)(source, tag, comm, message, status),
         Some(slot) => poll_on_stream(slot, || {
@@ -234,10 +258,14 @@ pub unsafe fn mprobe(
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if let Some(slot) = native_stream_of(comm) {
-        progress_turn(slot);
+    match native_stream_of(comm) {
+        None => next!(MPI_Iprobe)(source, tag, comm, flag, status),
+        Some(slot) => {
+            let _claim = slot.claim();
+            progress_turn(slot);
+            next!(MPI_Iprobe)(source, tag, comm, flag, status)
+        }
     }
-    next!(MPI_Iprobe)(source, tag, comm, flag, status)
 }
 
 /// `MPI_Improbe`: as `MPI_Iprobe`.
@@ -249,10 +277,14 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Some(slot) = native_stream_of(comm) {
-        progress_turn(slot);
+    match native_stream_of(comm) {
+        None => next!(MPI_Improbe)(source, tag, comm, flag, message, status),
+        Some(slot) => {
+            let _claim = slot.claim();
+            progress_turn(slot);
+            next!(MPI_Improbe)(source, tag, comm, flag, message, status)
+        }
     }
-    next!(MPI_Improbe)(source, tag, comm, flag, message, status)
 }
 
 #[cfg(test)]

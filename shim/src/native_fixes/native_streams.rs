@@ -1,19 +1,12 @@
-//! Which communicators are native stream communicators of this process, and one turn of a stream's own
-//! progress by a thread that may drive it: shared by the routes around native MPICH's defects
-//! (`native_fixes`, `persistent`).
+//! Which communicators are native stream communicators of this process, the claim a call on one takes
+//! on its endpoint, and one turn of a stream's own progress: shared by the routes around native MPICH's
+//! defects and the generated interposers.
 use crate::backend::Backend;
 use crate::runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi;
-use std::sync::atomic::AtomicUsize;
-
-/// Operations that only the thread that started them progresses, from its completion calls
-/// (`MPI_Wait*`/`MPI_Test*`, `persistent.rs`): wrapped nonblocking collectives outstanding
-/// (`wrapped_collectives`) and routed buffered messages not yet freed (`buffered`). One counter for
-/// both, so that while it is 0 a completion call passes through after one relaxed load, and a blocking
-/// call after one more (`buffered::before_blocking`).
-pub(crate) static THREAD_BOUND: AtomicUsize = AtomicUsize::new(0);
+use std::ffi::CStr;
+use std::os::raw::c_int;
 
 // Unit tests only (nothing in a release build): a panic on request, proving that the generated
 // interposers run under the panic guard (`mpixstream_wrappers::guard`).
@@ -51,6 +44,7 @@ pub(crate) fn native_record_of(comm: MPI_Comm) -> Option<crate::comms::Cached> {
 /// The stream-table slot behind `comm` if it is a native stream communicator of this process.
 #[inline]
 pub(crate) fn native_stream_index_of(comm: MPI_Comm) -> Option<usize> {
+    panic_for_test();
     let rt = runtime::active()?;
     if rt.backend != Backend::Native {
         return None;
@@ -58,11 +52,29 @@ pub(crate) fn native_stream_index_of(comm: MPI_Comm) -> Option<usize> {
     rt.comms.stream_of(comm)
 }
 
-/// One turn of the stream's own progress, unless another driver holds its endpoint right now (its
-/// progress thread or engine, or another thread's call): then that driver progresses it, and a second
-/// one must not (a reserved VCI has no lock).
+/// A call on `comm` (the `lean:claim` rows of wrappers/mpi.prototypes: point-to-point, collectives,
+/// probes…): where `comm` is a native stream communicator, its endpoint is claimed for the call
+/// (docs/architecture.md, "Ownership"); elsewhere the call passes straight through after one relaxed
+/// load (no record exists) or one cache slot.
+/// `name`: the call's, for the check's report where another application thread is inside the endpoint
+/// (`tools_link::tools_contended`).
+#[inline(always)]
+pub fn claimed(comm: MPI_Comm, name: &'static CStr, call: impl FnOnce() -> c_int) -> c_int {
+    match native_stream_of(comm) {
+        None => call(),
+        Some(slot) => {
+            let _claim = slot.claim_reporting(|| crate::tools_link::tools_contended(comm, name));
+            call()
+        }
+    }
+}
+
+/// One turn of the stream's own progress, unless another thread is inside its endpoint right now
+/// (that thread progresses it; a second one must not: a reserved VCI has no lock).
 pub(crate) fn progress_turn(slot: &StreamSlot) {
-    if let (Ok(_claim), Some(progress)) = (slot.drive_for_call(), pmpi::pmpi().PMPIX_Stream_progress) {
-        unsafe { progress(slot.native()) };
+    if let Some(_claim) = slot.try_claim() {
+        if let Some(rt) = runtime::active() {
+            rt.progress(slot.native());
+        }
     }
 }

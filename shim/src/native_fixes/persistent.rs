@@ -1,28 +1,27 @@
 //! Persistent requests on native stream communicators (point-to-point `MPI_*_init`, the MPI-4 persistent
-//! collectives, their large-count forms).
+//! collectives, their large-count forms), and the completion calls' claims.
 //!
 //! Natively their waits never turn the stream's reserved VCI, where `MPI_Start`'s operation runs
-//! (docs/native-defects.md, "Global progress skips a stream's reserved VCI"). We record each persistent request made on a native stream communicator (`persistent_created`), and
-//! the completion calls, when one of theirs is recorded, wait with the non-blocking form of the call and
-//! a turn of the stream's own progress between polls (`native_streams::progress_turn`: skipped while
-//! another driver holds the stream, which then progresses it). A stale record (a handle freed where we
-//! did not see it and reused) costs only an extra progress turn.
+//! (docs/native-defects.md, "Global progress skips a stream's reserved VCI"). We record each persistent
+//! request made on a native stream communicator (`persistent_created`), and the completion calls, when
+//! one of theirs is recorded, wait with the non-blocking form of the call and a turn of the stream's own
+//! progress between polls. A stale record (a handle freed where we did not see it and reused) costs
+//! only an extra progress turn.
 //!
-//! The same completion calls also keep MPI's progress rule for wrapped nonblocking collectives: while
-//! the calling thread has some outstanding, they turn those collectives' streams as well
-//! (`wrapped_collectives`). And while the calling thread has routed buffered messages pending
-//! (`buffered`: sent on its streams, not yet complete), they test those between their polls, so a
-//! thread that waits for anything keeps delivering its buffered messages (a blocking wait becomes a
-//! poll then).
+//! Every completion call on requests of streams' reserved endpoints holds those endpoints' claims for
+//! the call (`streams::ClaimSet`): a request names its endpoint by its handle's pool bits
+//! (`StreamTable::of_request`), a recorded persistent request by its record. MPI's progress rule for the
+//! rest (the other streams, the operations nobody waits for) is the progress helper's (`crate::helper`),
+//! which every poll here runs once.
 //!
-//! Cost on everything else: while no such request is live and no thread has a wrapped collective
-//! outstanding or a routed buffered message pending (always, under `implicit`), each completion
-//! interposer is two relaxed loads and a call through `next!` ([performance.md](../../docs/performance.md)).
-use crate::native_fixes::buffered;
-use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn, THREAD_BOUND};
+//! Cost on everything else: while no stream has a reserved endpoint and no persistent request of one is
+//! recorded (always, under `implicit` without the MPIX API), each completion interposer is two relaxed
+//! loads and a call through `next!`; with reserved endpoints, a look at each request's handle and the
+//! claims of the endpoints found ([performance.md](../../docs/performance.md)).
+use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn};
 use crate::native_fixes::wrapped_collectives;
-use crate::runtime;
-use crate::streams::StreamSlot;
+use crate::runtime::{self, Runtime};
+use crate::streams;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::{request_slice, PersistentKind};
@@ -42,31 +41,30 @@ fn recorded() -> &'static DashMap<MPI_Request, (usize, bool)> {
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether the completion calls can pass through: no recorded request is live and the calling thread
-/// has no wrapped nonblocking collective outstanding (whose streams its waits must turn too) and no
-/// routed buffered message pending (which its waits must test too).
+/// Whether no persistent request of a stream is recorded (one relaxed load).
 #[inline(always)]
-fn none_live() -> bool {
-    LIVE.load(Ordering::Relaxed) == 0 && (THREAD_BOUND.load(Ordering::Relaxed) == 0 || !thread_bound_here())
+pub fn none_recorded() -> bool {
+    LIVE.load(Ordering::Relaxed) == 0
 }
 
-/// Whether the calling thread itself has work that only its completion calls progress.
-#[cold]
-fn thread_bound_here() -> bool {
-    wrapped_collectives::thread_has_outstanding() || buffered::own_pending()
+/// The stream a recorded persistent request was made on.
+pub fn stream_of(request: MPI_Request) -> Option<usize> {
+    if none_recorded() {
+        return None;
+    }
+    recorded().get(&request).map(|e| e.0)
 }
 
-/// Whether a wait must poll (and not block in MPICH's wait): it has streams to turn, or the calling
-/// thread has buffered messages to test.
-fn must_poll(streams: &[&StreamSlot]) -> bool {
-    !streams.is_empty() || buffered::own_pending()
-}
-
-/// One turn of what a completion call progresses besides its requests: the streams, then the calling
-/// thread's buffered messages.
-fn turn(streams: &[&StreamSlot]) {
-    streams.iter().for_each(|s| progress_turn(s));
-    buffered::progress_own();
+/// `call` on persistent request `request` (`MPI_Start`), inside the endpoint of the stream it was
+/// made on, if it is recorded.
+pub fn claimed(request: MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+    match (stream_of(request), runtime::active()) {
+        (Some(s), Some(rt)) => {
+            let _claim = rt.streams.slot(s).claim();
+            call()
+        }
+        _ => call(),
+    }
 }
 
 fn record(request: MPI_Request, slot: usize, partitioned: bool) {
@@ -81,26 +79,33 @@ fn forget(request: MPI_Request) {
     }
 }
 
-/// The streams behind the recorded requests among `requests` (deduplicated; empty if none).
-/// With them, the streams on which this thread has wrapped nonblocking collectives outstanding
-/// (`wrapped_collectives`: MPI's progress rule).
-fn streams_of(requests: &[MPI_Request]) -> Vec<&'static StreamSlot> {
-    let Some(rt) = runtime::active() else { return Vec::new() };
-    let mut streams = wrapped_collectives::thread_streams();
-    if LIVE.load(Ordering::Relaxed) == 0 {
-        // Only this thread's collectives brought the call here: no need for the shared record.
-        return streams;
-    }
-    let map = recorded();
-    let mut slots: Vec<usize> = requests.iter().filter_map(|r| map.get(r).map(|e| e.0)).collect();
-    slots.sort_unstable();
-    slots.dedup();
-    for s in slots.into_iter().map(|s| rt.streams.slot(s)) {
-        if !streams.iter().any(|t| std::ptr::eq(*t, s)) {
-            streams.push(s);
+/// The endpoints `requests` enter, as a bit set of stream slots (`streams::ClaimSet`), and those of
+/// the recorded persistent requests among them (which a completion call must turn itself).
+fn endpoints_of(rt: &Runtime, requests: &[MPI_Request]) -> (u64, u64) {
+    let mut all = 0u64;
+    for &r in requests {
+        if let Some(i) = rt.streams.of_request(r) {
+            all |= 1 << i;
         }
     }
-    streams
+    let mut persistent = 0u64;
+    if !none_recorded() {
+        let map = recorded();
+        for r in requests {
+            if let Some(e) = map.get(r) {
+                persistent |= 1 << e.0;
+            }
+        }
+    }
+    (all | persistent, persistent)
+}
+
+/// One progress turn of each stream in the bit set (inside the endpoints the caller claimed).
+fn turn(rt: &Runtime, mut slots: u64) {
+    while slots != 0 {
+        progress_turn(rt.streams.slot(slots.trailing_zeros() as usize));
+        slots &= slots - 1;
+    }
 }
 
 /// Whether a recorded partitioned request is among `requests`.
@@ -113,7 +118,7 @@ fn any_partitioned(requests: &[MPI_Request]) -> bool {
 /// records the request if `comm` is a native stream communicator. A persistent collective's schedule
 /// goes to MPICH's one global list at each `MPI_Start`, as a nonblocking collective's does: a policy
 /// communicator's is made on its plain base, for the same reason (`wrapped_collectives::schedule_comm`),
-/// and still recorded with the communicator's stream, so that its waits turn that stream too.
+/// and is not recorded: on the implicit pool, MPICH's own waits progress it.
 pub unsafe fn persistent_created(
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -132,7 +137,8 @@ pub unsafe fn persistent_created(
         _ => comm,
     };
     let rc = create(on);
-    if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL {
+    if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL || on != comm {
+        // On the plain base: on the implicit pool, where MPICH's own waits progress it.
         return rc;
     }
     mpixstream_wrappers::guard::ffi_guard("persistent request", || unsafe {
@@ -160,63 +166,72 @@ unsafe fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
     (MPI_SUCCESS, true)
 }
 
-/// Polls `test` (the non-blocking form of a completion call) until it reports completion, turning the
-/// streams' progress and the calling thread's buffered messages between polls.
-unsafe fn poll(streams: &[&StreamSlot], mut test: impl FnMut() -> (c_int, bool)) -> c_int {
-    loop {
-        let (rc, done) = test();
-        if rc != MPI_SUCCESS || done {
-            return rc;
-        }
-        turn(streams);
-    }
-}
-
 // The completion interposers are generated from the `lean:test` and `lean:wait` rows of
 // wrappers/mpi.prototypes: each passes straight through while `completion_passes`, else calls one of
 // the two functions below out of line.
 
-/// Whether a completion call passes straight through (two relaxed loads while nothing is recorded).
+/// Whether a completion call passes straight through: no stream has a reserved endpoint and no
+/// persistent request of one is recorded (two relaxed loads).
 #[inline(always)]
 pub fn completion_passes() -> bool {
-    none_live()
+    !streams::any_reserved() && none_recorded()
 }
 
-/// `MPI_Test*`: one turn of the requests' streams (and of what the calling thread must progress), then
-/// `test`, MPICH's call through the next definition.
-/// `count` requests at `array` (what `request_slice` makes of them); the slices made of them here end
-/// before MPICH's calls change the array.
+/// `MPI_Test*`: `test`, MPICH's call through the next definition, inside the endpoints its requests
+/// enter, after a turn of the recorded persistent requests' streams. `count` requests at `array` (what
+/// `request_slice` makes of them); the slices made of them here end before MPICH's calls change the
+/// array.
 pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl FnOnce() -> c_int) -> c_int {
-    turn(&streams_of(request_slice(count, array)));
+    let Some(rt) = runtime::active() else { return test() };
+    let (all, persistent) = endpoints_of(rt, request_slice(count, array));
+    let _claims = rt.streams.claim_set(all);
+    turn(rt, persistent);
     test()
 }
 
-/// `MPI_Wait*`: MPICH's blocking call (`wait`) where nothing of the requests' is on a stream and the
-/// calling thread has nothing of its own to progress; else `test`, its non-blocking form (returning
-/// (error, done)), polled with turns of the streams between polls. `all`: `MPI_Waitall`, whose
-/// partitioned requests are waited for without completing one, then completed by MPICH's
-/// `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed partitioned request
-/// ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
+/// `MPI_Wait*`: MPICH's blocking call (`wait`) inside the endpoints its requests enter; where a
+/// recorded persistent request is among them, `test`, its non-blocking form (returning (error, done)),
+/// polled with turns of their streams and a help between polls (MPICH's wait would never turn the
+/// stream). `all`: `MPI_Waitall`, whose partitioned requests are waited for without completing one,
+/// then completed by MPICH's `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed
+/// partitioned request ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
 pub unsafe fn completion_wait(
     count: c_int,
     array: *mut MPI_Request,
     all: bool,
     wait: impl FnOnce() -> c_int,
-    test: impl FnMut() -> (c_int, bool),
+    mut test: impl FnMut() -> (c_int, bool),
 ) -> c_int {
-    let streams = streams_of(request_slice(count, array));
-    if !must_poll(&streams) {
+    let Some(rt) = runtime::active() else { return wait() };
+    let (endpoints, persistent) = endpoints_of(rt, request_slice(count, array));
+    if persistent == 0 {
+        let _claims = rt.streams.claim_set(endpoints);
         return wait();
     }
-    if all && any_partitioned(request_slice(count, array)) {
-        poll(&streams, || all_complete(request_slice(count, array)));
-        return wait();
+    let partitioned = all && any_partitioned(request_slice(count, array));
+    loop {
+        let (rc, done) = {
+            let _claims = rt.streams.claim_set(endpoints);
+            let polled = if partitioned { all_complete(request_slice(count, array)) } else { test() };
+            if !polled.1 {
+                turn(rt, persistent);
+            }
+            polled
+        };
+        if rc != MPI_SUCCESS || done {
+            if partitioned && rc == MPI_SUCCESS {
+                let _claims = rt.streams.claim_set(endpoints);
+                return wait();
+            }
+            return rc;
+        }
+        // Between polls, outside the endpoints: the rest of MPI's progress rule.
+        crate::helper::help(rt, false);
     }
-    poll(&streams, test)
 }
 
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
-    if none_live() || request.is_null() {
+    if none_recorded() || request.is_null() {
         return next!(MPI_Request_free)(request);
     }
     let handle = *request;

@@ -12,12 +12,12 @@
 //! without a stream; the report counts such objects (`policy_stats.twins`) and docs/policy.md says so.
 //!
 //! An explicit-policy communicator's twin is its base, which every process keeps (`policy_base.rs`).
-//! For the application's own stream communicators, which processes have a stream there can differ (a
-//! process may attach `MPIX_STREAM_NULL`), so on the native backend the choice is one `MPI_Allreduce`
-//! over the communicator, by every process, and the twin is a split made for the object; on the serial
-//! backend, and for intercommunicators and invalid handles (MPICH reports the error as it would), the
-//! call goes straight on.
+//! For another stream communicator (the application's own, whose record every member has, with a
+//! stream or `MPIX_STREAM_NULL`: the choice is the same on every member without asking) the twin is a
+//! split made for the object. On the serial backend, and for communicators without a record and
+//! invalid handles (MPICH reports the error as it would), the call goes straight on.
 use crate::backend::Backend;
+use crate::comms::Origin;
 use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
@@ -29,49 +29,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Objects made on a plain twin so far (the report's `policy_stats.twins`).
 pub static TWINS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs `make` on `comm`, or on its plain twin where any process has `comm` as a native stream
-/// communicator (collective over `comm` on the native backend, as the constructors it serves are).
+/// Runs `make` on `comm`, or on its plain twin where `comm` is a stream communicator (its record, the
+/// same on every member, says so; collective over `comm` on the native backend, as the constructors it
+/// serves are).
 unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int {
     panic_for_test();
-    match runtime::active() {
-        Some(rt) if rt.backend == Backend::Native => {}
+    let Some(rt) = runtime::active().filter(|rt| rt.backend == Backend::Native) else { return make(comm) };
+    let record = match rt.comms.get(comm) {
+        Some(r) if matches!(r.origin, Origin::User | Origin::Policy) => r,
         _ => return make(comm),
-    }
-    // A policy communicator: its base, which every process keeps (no agreement needed).
-    if let Some(base) = runtime::active().and_then(|rt| rt.comms.base(comm)) {
+    };
+    // A policy communicator: its base, which every process keeps.
+    if let Some(base) = record.base {
         let rc = make(base.comm);
         if rc == MPI_SUCCESS {
             TWINS.fetch_add(1, Ordering::Relaxed);
         }
         return rc;
     }
-    let p = pmpi::pmpi();
-    let mut inter = 0;
-    if comm == MPI_COMM_NULL || (p.PMPI_Comm_test_inter)(comm, &mut inter) != MPI_SUCCESS || inter != 0 {
-        return make(comm);
-    }
-    let mine = native_stream_of(comm).is_some() as c_int;
-    let mut any = 0;
-    let rc = (p.PMPI_Allreduce)(
-        &mine as *const c_int as *const c_void,
-        &mut any as *mut c_int as *mut c_void,
-        1,
-        MPI_INT,
-        MPI_MAX,
-        comm,
-    );
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    if any == 0 {
-        return make(comm);
-    }
-    let mut twin = match plain_split(comm) {
-        Ok(twin) => twin,
-        Err(rc) => return rc,
+    let mut twin = {
+        // A split of `comm`: inside its stream's endpoint, where this member has one.
+        let _claim = native_stream_of(comm).map(|s| s.claim());
+        match plain_split(comm) {
+            Ok(twin) => twin,
+            Err(rc) => return rc,
+        }
     };
     let rc = make(twin);
-    (p.PMPI_Comm_free)(&mut twin);
+    (pmpi::pmpi().PMPI_Comm_free)(&mut twin);
     if rc == MPI_SUCCESS {
         TWINS.fetch_add(1, Ordering::Relaxed);
     }

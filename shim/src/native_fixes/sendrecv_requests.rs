@@ -22,51 +22,35 @@
 //! receive; the send is left to complete (cancelling a send crashes native MPICH 5.0.2,
 //! tests/native_defects/cancel_send.c), and the request completes when both have.
 //!
-//! `MPI_Request_free` before completion: MPICH calls a generalized request's free function only once it
-//! completes, and polls it only from completion calls on it, so a request the application freed would
-//! never finish. Our `MPI_Request_free` interposer hands it to the freeing thread's own list, whose
-//! requests that thread completes in its next send-receive here, at its exit, or at `MPI_Finalize`
-//! (only a thread that waits on the stream drives its reserved VCI, which has no lock).
+//! `MPI_Request_free` before completion: MPICH polls a generalized request only from completion calls
+//! on it, so a request the application freed would never finish. Our `MPI_Request_free` interposer
+//! makes it an orphan, which the progress helper completes (`crate::orphans`, `greq::Open`); its state
+//! is shared with MPICH so that MPICH 4.1, which runs the free function inside `MPI_Request_free`,
+//! frees nothing the orphan still uses (`greq`).
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
-use crate::native_fixes::greq::poll_each;
-use crate::native_fixes::native_streams::{native_stream_of, progress_turn};
+use crate::native_fixes::greq::{poll_each, Open, Operation, Shared};
+use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn};
+use crate::orphans::Orphan;
 use crate::runtime;
-use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
-/// The open routed requests (handed out, not yet complete), by the handle the application holds: the
-/// `MPI_Request_free` interposer looks here.
-static OPEN: Mutex<Option<HashMap<MPI_Request, usize>>> = Mutex::new(None);
-/// How many are open; 0 keeps `MPI_Request_free` on its pass-through path.
-static OPEN_COUNT: AtomicUsize = AtomicUsize::new(0);
-/// Requests freed by the application before they completed, all threads together (each thread's are in
-/// its `FREED` list).
-static FREED_COUNT: AtomicUsize = AtomicUsize::new(0);
-
-/// One routed send-receive: the generalized request's extra state.
+/// One routed send-receive: the generalized request's operation.
 struct SendRecv {
-    slot: &'static StreamSlot,
+    /// The stream-table slot of its communicator's stream.
+    slot: usize,
     recv: MPI_Request,
     send: MPI_Request,
-    /// The request the application holds (`MPI_REQUEST_NULL` while none was made).
-    outer: MPI_Request,
     /// The receive's status, once it completed.
     status: MPI_Status,
     /// The first error of the inner operations or the unpack.
     error: c_int,
     /// The replace forms: where the message goes once both halves completed.
     unpack: Option<Unpack>,
-    /// `MPI_Grequest_complete` was called.
-    completed: bool,
 }
 
 struct Unpack {
@@ -76,218 +60,138 @@ struct Unpack {
     count: MPI_Count,
     datatype: MPI_Datatype,
 }
+// The pointer is the application's buffer, only passed back to MPICH once the operation completed.
+unsafe impl Send for Unpack {}
 
-/// The requests this thread freed before they completed (raw extra states: MPICH frees each, through
-/// `sr_free`, when the thread completes it).
-struct Freed(Vec<*mut SendRecv>);
+/// The routed send-receives handed out and not complete.
+static OPEN: Open<SendRecv> = Open::new();
 
-impl Freed {
-    /// Polls each once; forgets those that completed (their state is gone with them).
-    unsafe fn reap(&mut self) {
-        let before = self.0.len();
-        self.0.retain(|&st| !step(st));
-        FREED_COUNT.fetch_sub(before - self.0.len(), Ordering::AcqRel);
-    }
+/// Before `MPI_Request_free(request)`: a routed send-receive not yet complete becomes an orphan.
+///
+/// # Safety
+/// `request` is null or valid for a read.
+pub unsafe fn freeing(request: *const MPI_Request) -> Option<Box<dyn Orphan>> {
+    OPEN.freeing(request)
 }
 
-impl Drop for Freed {
-    /// The thread exits: nobody else may drive its streams, so its freed requests complete now.
-    fn drop(&mut self) {
-        if runtime::active().is_none() {
-            return;
-        }
-        while !self.0.is_empty() {
-            unsafe { self.reap() };
-            std::thread::yield_now();
-        }
-    }
-}
-
-thread_local! {
-    static FREED: RefCell<Freed> = const { RefCell::new(Freed(Vec::new())) };
-}
-
-/// Polls this thread's freed requests once (nothing while no thread has any).
-fn reap_freed() {
-    if FREED_COUNT.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    let _ = FREED.try_with(|f| {
-        if let Ok(mut f) = f.try_borrow_mut() {
-            unsafe { f.reap() };
-        }
-    });
-}
-
-/// At `MPI_Finalize`, before MPICH's: the calling thread's freed requests complete (the other threads'
-/// completed when they exited).
-pub fn finalize() {
-    while FREED.try_with(|f| f.try_borrow().is_ok_and(|f| !f.0.is_empty())).unwrap_or(false) {
-        reap_freed();
-        std::thread::yield_now();
-    }
-}
-
-/// `MPI_Request_free`, before the call: the handle, if it may be an open routed request (one relaxed
-/// load while none is open).
-#[inline(always)]
-pub unsafe fn freeing(request: *const MPI_Request) -> Option<MPI_Request> {
-    if OPEN_COUNT.load(Ordering::Relaxed) == 0 || request.is_null() {
-        None
-    } else {
-        Some(*request)
-    }
-}
-
-/// After `MPI_Request_free` of `handle` succeeded: an open routed request goes to this thread's freed
-/// list (MPICH keeps the request until we complete it).
-pub fn freed(handle: MPI_Request) {
-    if let Some(st) = forget(handle) {
-        FREED_COUNT.fetch_add(1, Ordering::AcqRel);
-        let kept =
-            FREED.try_with(|f| f.try_borrow_mut().map(|mut f| f.0.push(st as *mut SendRecv)).is_ok()).unwrap_or(false);
-        if !kept {
-            // The thread is exiting (no list any more), or its list is in use: complete it here.
-            FREED_COUNT.fetch_sub(1, Ordering::AcqRel);
-            while !unsafe { step(st as *mut SendRecv) } {
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-fn remember(outer: MPI_Request, st: *mut SendRecv) {
-    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    if open.get_or_insert_with(HashMap::new).insert(outer, st as usize).is_none() {
-        OPEN_COUNT.fetch_add(1, Ordering::Release);
-    }
-}
-
-fn forget(outer: MPI_Request) -> Option<usize> {
-    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    let st = open.as_mut().and_then(|m| m.remove(&outer));
-    if st.is_some() {
-        OPEN_COUNT.fetch_sub(1, Ordering::Release);
-    }
-    st
-}
-
-/// Starts a routed send-receive on `slot`'s communicator `comm`: `irecv` and `isend` make the inner
-/// calls (the receive into the packed copy of `unpack`, if any), then the request is handed out.
+/// Starts a routed send-receive on stream `slot`'s communicator: `irecv` and `isend` make the inner
+/// calls (the receive into the packed copy of `unpack`, if any), inside the stream's endpoint, then the
+/// request is handed out.
 unsafe fn start(
-    slot: &'static StreamSlot,
+    slot: usize,
     request: *mut MPI_Request,
     unpack: Option<Unpack>,
     irecv: impl FnOnce(*mut MPI_Request) -> c_int,
     isend: impl FnOnce(*mut MPI_Request) -> c_int,
 ) -> c_int {
-    reap_freed();
+    let Some(rt) = runtime::active() else { return MPI_ERR_OTHER };
     let p = pmpi::pmpi();
-    let st = Box::into_raw(Box::new(SendRecv {
+    let _claim = rt.streams.slot(slot).claim();
+    let mut op = SendRecv {
         slot,
         recv: MPI_REQUEST_NULL,
         send: MPI_REQUEST_NULL,
-        outer: MPI_REQUEST_NULL,
         status: MPI_Status { MPI_SOURCE: MPI_ANY_SOURCE, MPI_TAG: MPI_ANY_TAG, ..MPI_Status::default() },
         error: MPI_SUCCESS,
         unpack,
-        completed: false,
-    }));
+    };
     // The receive first, as MPICH's own send-receives do.
-    let rc = irecv(&mut (*st).recv);
+    let rc = irecv(&mut op.recv);
     if rc != MPI_SUCCESS {
-        drop(Box::from_raw(st));
         return rc;
     }
-    let rc = isend(&mut (*st).send);
+    let rc = isend(&mut op.send);
     if rc != MPI_SUCCESS {
-        (p.PMPI_Cancel)(&mut (*st).recv);
-        (p.PMPI_Request_free)(&mut (*st).recv);
-        drop(Box::from_raw(st));
+        (p.PMPI_Cancel)(&mut op.recv);
+        (p.PMPI_Request_free)(&mut op.recv);
         return rc;
     }
-    let rc =
-        (p.PMPIX_Grequest_start)(sr_query, sr_free, sr_cancel, sr_poll, Some(sr_wait), st.cast(), &mut (*st).outer);
+    let (send, recv) = (op.send, op.recv);
+    let shared = Shared::new(op);
+    let extra = Shared::into_extra(&shared);
+    let mut outer = MPI_REQUEST_NULL;
+    let rc = (p.PMPIX_Grequest_start)(sr_query, sr_free, sr_cancel, sr_poll, Some(sr_wait), extra, &mut outer);
     if rc != MPI_SUCCESS {
         // Cannot hand it out: complete the operation here rather than lose it.
-        (*st).outer = MPI_REQUEST_NULL;
-        while !step(st) {}
-        drop(Box::from_raw(st));
+        Shared::<SendRecv>::free(extra);
+        while !shared.op().step() {}
         return rc;
     }
+    shared.set_outer(outer);
+    OPEN.insert(&shared);
     // The tools library (if loaded) tracked the inner requests through the next definitions, and never
     // sees them complete (we test them through PMPI): it tracks the one the application waits on
     // instead, as the receive (its completion counts one).
-    crate::tools_link::tools_request_replaced((*st).send, (*st).outer);
-    crate::tools_link::tools_request_replaced((*st).recv, (*st).outer);
-    remember((*st).outer, st);
-    *request = (*st).outer;
+    crate::tools_link::tools_request_replaced(send, outer);
+    crate::tools_link::tools_request_replaced(recv, outer);
+    *request = outer;
     MPI_SUCCESS
 }
 
-/// One poll of a routed send-receive: a turn of its stream's progress, a test of each inner request
-/// not yet complete, and, once both are, the unpack and `MPI_Grequest_complete`. Returns whether it is
-/// complete; after it returns true for a request the application freed, `st` is gone.
-unsafe fn step(st: *mut SendRecv) -> bool {
-    let s = &mut *st;
-    if s.completed {
-        return true;
+impl Operation for SendRecv {
+    fn stream(&self) -> Option<usize> {
+        Some(self.slot)
     }
-    let p = pmpi::pmpi();
-    progress_turn(s.slot);
-    if s.recv != MPI_REQUEST_NULL {
-        let mut flag = 0;
-        let rc = (p.PMPI_Test)(&mut s.recv, &mut flag, &mut s.status);
-        if rc != MPI_SUCCESS {
-            s.failed(rc);
-            if s.recv != MPI_REQUEST_NULL {
-                // Not completed by the failing test: nobody will test it again.
-                (p.PMPI_Cancel)(&mut s.recv);
-                (p.PMPI_Request_free)(&mut s.recv);
+
+    /// One poll, inside the stream's endpoint or not at all now (a poll runs inside MPICH's wait and
+    /// must not wait for the thread inside it): a turn of its stream's progress, a test of each inner
+    /// request not yet complete, and, once both are, the unpack. Returns whether it is complete.
+    unsafe fn step(&mut self) -> bool {
+        if self.recv == MPI_REQUEST_NULL && self.send == MPI_REQUEST_NULL && self.unpack.is_none() {
+            return true;
+        }
+        let Some(rt) = runtime::active() else { return false };
+        let slot = rt.streams.slot(self.slot);
+        let Some(_claim) = slot.try_claim() else { return false };
+        let p = pmpi::pmpi();
+        progress_turn(slot);
+        if self.recv != MPI_REQUEST_NULL {
+            let mut flag = 0;
+            let rc = (p.PMPI_Test)(&mut self.recv, &mut flag, &mut self.status);
+            if rc != MPI_SUCCESS {
+                self.failed(rc);
+                if self.recv != MPI_REQUEST_NULL {
+                    // Not completed by the failing test: nobody will test it again.
+                    (p.PMPI_Cancel)(&mut self.recv);
+                    (p.PMPI_Request_free)(&mut self.recv);
+                }
             }
         }
-    }
-    if s.send != MPI_REQUEST_NULL {
-        let mut flag = 0;
-        let rc = (p.PMPI_Test)(&mut s.send, &mut flag, MPI_STATUS_IGNORE);
-        if rc != MPI_SUCCESS {
-            s.failed(rc);
-            if s.send != MPI_REQUEST_NULL {
-                (p.PMPI_Request_free)(&mut s.send);
+        if self.send != MPI_REQUEST_NULL {
+            let mut flag = 0;
+            let rc = (p.PMPI_Test)(&mut self.send, &mut flag, MPI_STATUS_IGNORE);
+            if rc != MPI_SUCCESS {
+                self.failed(rc);
+                if self.send != MPI_REQUEST_NULL {
+                    (p.PMPI_Request_free)(&mut self.send);
+                }
             }
         }
-    }
-    if s.recv != MPI_REQUEST_NULL || s.send != MPI_REQUEST_NULL {
-        return false;
-    }
-    if let Some(u) = s.unpack.take() {
-        // A cancelled or failed receive wrote nothing (count 0): the buffer keeps the sent data.
-        let mut bytes: MPI_Count = 0;
-        (p.PMPI_Get_count_c)(&s.status, MPI_BYTE, &mut bytes);
-        if s.error == MPI_SUCCESS && bytes > 0 {
-            let mut position: MPI_Count = 0;
-            // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
-            // communicator was freed; one process packs and unpacks alike on any communicator.
-            let rc = (p.PMPI_Unpack_c)(
-                u.packed.as_ptr().cast(),
-                bytes,
-                &mut position,
-                u.buf,
-                u.count,
-                u.datatype,
-                MPI_COMM_SELF,
-            );
-            s.failed(rc);
+        if self.recv != MPI_REQUEST_NULL || self.send != MPI_REQUEST_NULL {
+            return false;
         }
+        if let Some(u) = self.unpack.take() {
+            // A cancelled or failed receive wrote nothing (count 0): the buffer keeps the sent data.
+            let mut bytes: MPI_Count = 0;
+            (p.PMPI_Get_count_c)(&self.status, MPI_BYTE, &mut bytes);
+            if self.error == MPI_SUCCESS && bytes > 0 {
+                let mut position: MPI_Count = 0;
+                // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
+                // communicator was freed; one process packs and unpacks alike on any communicator.
+                let rc = (p.PMPI_Unpack_c)(
+                    u.packed.as_ptr().cast(),
+                    bytes,
+                    &mut position,
+                    u.buf,
+                    u.count,
+                    u.datatype,
+                    MPI_COMM_SELF,
+                );
+                self.failed(rc);
+            }
+        }
+        true
     }
-    s.completed = true;
-    let outer = s.outer;
-    if outer != MPI_REQUEST_NULL {
-        forget(outer);
-        // Frees `st` (through sr_free) if the application already freed the request.
-        (p.PMPI_Grequest_complete)(outer);
-    }
-    true
 }
 
 impl SendRecv {
@@ -300,8 +204,7 @@ impl SendRecv {
 
 unsafe extern "C" fn sr_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (poll)", || unsafe {
-        reap_freed();
-        step(extra.cast());
+        Shared::<SendRecv>::from_extra(extra).poll(&OPEN);
         MPI_SUCCESS
     })
 }
@@ -316,17 +219,16 @@ unsafe extern "C" fn sr_wait(count: c_int, states: *mut *mut c_void, _timeout: f
 /// call's error).
 unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (query)", || unsafe {
-        let s = &*(extra as *const SendRecv);
-        *status = s.status;
-        (*status).MPI_ERROR = s.error;
-        s.error
+        let op = Shared::<SendRecv>::from_extra(extra).op();
+        *status = op.status;
+        (*status).MPI_ERROR = op.error;
+        op.error
     })
 }
 
 unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (free)", || unsafe {
-        // Only after MPI_Grequest_complete (MPICH holds the request until then): nothing inner is open.
-        drop(Box::from_raw(extra as *mut SendRecv));
+        Shared::<SendRecv>::free(extra);
         MPI_SUCCESS
     })
 }
@@ -334,11 +236,13 @@ unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
 /// Cancels the receive, if it is still open; the send is left to complete (module doc).
 unsafe extern "C" fn sr_cancel(extra: *mut c_void, complete: c_int) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (cancel)", || unsafe {
-        let s = &mut *(extra as *mut SendRecv);
-        if complete != 0 || s.recv == MPI_REQUEST_NULL {
+        let mut op = Shared::<SendRecv>::from_extra(extra).op();
+        if complete != 0 || op.recv == MPI_REQUEST_NULL {
             return MPI_SUCCESS;
         }
-        (pmpi::pmpi().PMPI_Cancel)(&mut s.recv)
+        let Some(rt) = runtime::active() else { return MPI_SUCCESS };
+        let _claim = rt.streams.slot(op.slot).claim();
+        (pmpi::pmpi().PMPI_Cancel)(&mut op.recv)
     })
 }
 
@@ -358,7 +262,7 @@ pub unsafe fn isendrecv(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_of(comm) {
+    match native_stream_index_of(comm) {
         Some(slot) if !request.is_null() => start(
             slot,
             request,
@@ -388,7 +292,7 @@ pub unsafe fn isendrecv_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_of(comm) {
+    match native_stream_index_of(comm) {
         Some(slot) if !request.is_null() => start(
             slot,
             request,
@@ -406,7 +310,7 @@ pub unsafe fn isendrecv_c(
 /// completed (module doc).
 #[allow(clippy::too_many_arguments)]
 unsafe fn replace_on_stream(
-    slot: &'static StreamSlot,
+    slot: usize,
     buf: *mut c_void,
     count: MPI_Count,
     datatype: MPI_Datatype,
@@ -447,7 +351,7 @@ pub unsafe fn isendrecv_replace(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_of(comm) {
+    match native_stream_index_of(comm) {
         Some(slot) if !request.is_null() => {
             replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
         }
@@ -468,7 +372,7 @@ pub unsafe fn isendrecv_replace_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_of(comm) {
+    match native_stream_index_of(comm) {
         Some(slot) if !request.is_null() => {
             replace_on_stream(slot, buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
         }

@@ -27,9 +27,7 @@
 //! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
 //! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
-use crate::backend::Backend;
 pub use crate::comms::Base;
-use crate::config::Policy;
 use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
@@ -132,7 +130,7 @@ unsafe fn topology_copy(parent: MPI_Comm, split: MPI_Comm) -> Option<MPI_Comm> {
 }
 
 /// Whether `comm` carries a topology.
-unsafe fn has_topology(comm: MPI_Comm) -> bool {
+pub unsafe fn has_topology(comm: MPI_Comm) -> bool {
     let mut topology = MPI_UNDEFINED;
     (pmpi().PMPI_Topo_test)(comm, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
 }
@@ -165,10 +163,9 @@ pub unsafe fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
     }
 }
 
-/// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of `parent`, where it applies (explicit
-/// policy, native backend, a parent with a base, whose copy of the parent's topology, if it has one,
-/// MPICH's idup of the base copies into the child); `None`: MPICH's own idup. `info`:
-/// `MPI_Comm_idup_with_info`'s.
+/// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of its communicator `parent`
+/// (`ctor_plan`: `IdupOfBase`: native backend, a parent whose base carries its topology, if it has
+/// one, which MPICH's idup of the base copies into the child). `info`: `MPI_Comm_idup_with_info`'s.
 pub unsafe fn idup(
     rt: &Runtime,
     kind: CommCtor,
@@ -176,20 +173,17 @@ pub unsafe fn idup(
     newcomm: *mut MPI_Comm,
     info: Option<MPI_Info>,
     request: Option<*mut MPI_Request>,
-) -> Option<c_int> {
-    if rt.config.policy != Policy::Explicit || rt.backend != Backend::Native || kind.is_blocking() {
-        return None;
-    }
-    let request = request.filter(|r| !r.is_null())?;
-    if newcomm.is_null() {
-        return None;
-    }
+) -> c_int {
     let p = pmpi();
-    // Taken before any copy callback runs: from here on the call is ours, never MPICH's as well.
-    let base = current_base(parent)?;
-    if !base.topology && has_topology(parent) {
-        return None;
-    }
+    let (Some(request), false, Some(base)) =
+        (request.filter(|r| !r.is_null()), newcomm.is_null(), rt.comms.base(parent))
+    else {
+        // A null argument: MPICH's own idup reports it.
+        return match info {
+            Some(info) => (p.PMPI_Comm_idup_with_info)(parent, info, newcomm, request.unwrap_or(std::ptr::null_mut())),
+            None => (p.PMPI_Comm_idup)(parent, newcomm, request.unwrap_or(std::ptr::null_mut())),
+        };
+    };
     let base = base.comm;
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
     // started, so that a callback's error fails the call with nothing left behind.
@@ -215,7 +209,7 @@ pub unsafe fn idup(
             // As MPICH's idup: the callback's error through the parent's error handler, no communicator.
             *newcomm = MPI_COMM_NULL;
             (p.PMPI_Comm_call_errhandler)(parent, rc);
-            return Some(rc);
+            return rc;
         }
         if keep != 0 {
             copies.push((kv.keyval, out));
@@ -230,10 +224,10 @@ pub unsafe fn idup(
         _ => (p.PMPI_Comm_idup)(base, newcomm, request),
     };
     if rc != MPI_SUCCESS {
-        return Some(rc);
+        return rc;
     }
     for (keyval, value) in copies {
         (p.PMPI_Comm_set_attr)(*newcomm, keyval, value);
     }
-    Some(MPI_SUCCESS)
+    MPI_SUCCESS
 }

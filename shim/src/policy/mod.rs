@@ -2,14 +2,11 @@
 //! gets its own stream, so codes that give each thread its own communicator get dedicated endpoints.
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
 pub mod base;
-pub mod progress_rule;
 
 use crate::backend::Backend;
 use crate::comms::{Base, CommRecord, Origin, Route};
-use crate::config::Policy;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +21,7 @@ pub struct PolicyStats {
     /// Left on the implicit pool because MPICH refused a native stream.
     pub refused: AtomicU64,
     /// Left implicit because nothing could keep MPI's progress rule for a stream (MPICH 4.1 and 4.2:
-    /// `progress_rule::streams_served`).
+    /// `helper::serves_policy_streams`).
     pub unserved: AtomicU64,
     /// Left implicit because the constructor was nonblocking (`MPI_Comm_idup*`: attaching a stream is a
     /// blocking collective, which would change the program's synchronisation).
@@ -45,18 +42,14 @@ pub static STATS: PolicyStats = PolicyStats {
     retired: AtomicU64::new(0),
 };
 
-/// Gives the new communicator `*newcomm` a stream of its own. On the native backend this replaces it
-/// with a native stream communicator (a collective every member makes, whether or not its own pool is
-/// exhausted, so that all members take the same path). The blocking dups on the native backend do not
-/// come here: [`dup_directly`]. On the split backend the endpoint was agreed before the constructor ran
-/// (`agreed`, [`endpoint_before`]).
-pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm, agreed: Option<Agreed>) -> c_int {
+/// Gives the new communicator `*newcomm` (made by a blocking constructor: `ctor_plan`) a stream of its
+/// own. On the native backend this replaces it with a native stream communicator (a collective every
+/// member makes, whether or not its own pool is exhausted, so that all members take the same path). The
+/// blocking dups on the native backend do not come here: [`dup_directly`]. On the split backend the
+/// endpoint was agreed before the constructor ran (`agreed`, [`endpoint_before`]). An
+/// intercommunicator (every member's result is one) stays implicit.
+pub unsafe fn attach_stream(rt: &Runtime, newcomm: *mut MPI_Comm, agreed: Option<Agreed>) -> c_int {
     let p = pmpi();
-    if !kind.is_blocking() {
-        give_back(rt, agreed);
-        STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
-        return MPI_SUCCESS;
-    }
     let mut inter = 0;
     (p.PMPI_Comm_test_inter)(*newcomm, &mut inter);
     if inter != 0 {
@@ -75,36 +68,20 @@ pub unsafe fn attach_stream(rt: &Runtime, kind: CommCtor, newcomm: *mut MPI_Comm
 /// parent: `Some(None)` where no endpoint is free on every member (or this member has no slot).
 pub struct Agreed(Option<(usize, MPIX_Stream)>);
 
-/// On the split backend under the explicit policy, before the constructor `kind` runs over `parent`:
-/// the endpoint of the communicator it will make, agreed by every member of `parent` (Intel MPI's rule:
-/// both ends of a message on one endpoint number; and the `thread_id` must be on the communicator
-/// before its first collective, so the agreement cannot run over the new communicator itself). `None`
-/// where the constructor is not one that every member of `parent` calls (`MPI_Comm_create_group`, whose
-/// communicators stay on endpoint 0), or another rule than the policy's applies (the application's
-/// stream communicator as parent of a dup, intercommunicators, nonblocking constructors).
-pub unsafe fn endpoint_before(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> Option<Agreed> {
-    if rt.backend != Backend::Split
-        || rt.config.policy != Policy::Explicit
-        || !kind.is_blocking()
-        || kind == CommCtor::CreateGroup
-        || parent == MPI_COMM_NULL
-        || crate::multiplex::registry::lookup(parent).is_some()
-        || matches!(rt.comms.get(parent), Some(e) if e.origin == Origin::User && kind.inherits_stream())
-    {
-        return None;
-    }
-    let mut inter = 0;
-    if (pmpi().PMPI_Comm_test_inter)(parent, &mut inter) != MPI_SUCCESS || inter != 0 {
-        return None;
-    }
+/// On the split backend under the explicit policy, before a constructor every member of `parent`
+/// calls runs over it (`ctor_plan`: `PolicyAttach { endpoint_first }`): the endpoint of the
+/// communicator it will make, agreed by every member of `parent` (Intel MPI's rule: both ends of a
+/// message on one endpoint number; and the `thread_id` must be on the communicator before its first
+/// collective, so the agreement cannot run over the new communicator itself).
+pub unsafe fn endpoint_before(rt: &Runtime, parent: MPI_Comm) -> Agreed {
     let slot = rt.streams.allocate();
     match (slot, rt.backend.agree_endpoint(parent, slot.is_some())) {
-        (Some(i), Some(native)) => Some(Agreed(Some((i, native)))),
+        (Some(i), Some(native)) => Agreed(Some((i, native))),
         (slot, _) => {
             if let Some(i) = slot {
                 rt.streams.release(i);
             }
-            Some(Agreed(None))
+            Agreed(None)
         }
     }
 }
@@ -129,9 +106,8 @@ unsafe fn attach_endpoint(rt: &Runtime, comm: MPI_Comm, agreed: Option<Agreed>) 
                 give_back(rt, Some(Agreed(Some((i, native)))));
                 return rc;
             }
-            let slot = rt.streams.slot(i);
-            slot.native.store(native, Ordering::Release);
-            slot.policy_owned.store(true, Ordering::Release);
+            rt.streams.set_native(i, native, None);
+            rt.streams.slot(i).policy_owned.store(true, Ordering::Release);
             finish(rt, Some(i), None, comm)
         }
         Some(Agreed(None)) => {
@@ -150,37 +126,17 @@ enum Made {
     Dup(Option<Base>),
 }
 
-/// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's:
-/// the native stream communicator is made from `parent` itself (`MPIX_Stream_comm_create` is a dup, one
-/// collective), so MPICH runs the attribute copy callbacks exactly once, into the communicator the
-/// application receives, and no communicator it never sees is created and freed (which fired the
-/// delete callbacks); `info` (of `dup_with_info`) is then set on it with `MPI_Comm_set_info`. `None`:
-/// not such a dup (another constructor, the serial backend, a parent that is an intercommunicator, a
-/// multiplex communicator or the application's stream communicator): the constructor runs as usual.
-pub unsafe fn dup_directly(
-    rt: &Runtime,
-    kind: CommCtor,
-    parent: MPI_Comm,
-    newcomm: *mut MPI_Comm,
-    info: Option<MPI_Info>,
-) -> Option<c_int> {
-    if rt.config.policy != Policy::Explicit
-        || rt.backend != Backend::Native
-        || !matches!(kind, CommCtor::Dup | CommCtor::DupWithInfo)
-        || newcomm.is_null()
-        || parent == MPI_COMM_NULL
-    {
-        return None;
-    }
-    if crate::multiplex::registry::lookup(parent).is_some()
-        || matches!(rt.comms.get(parent), Some(e) if e.origin == Origin::User)
-    {
-        return None;
-    }
+/// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's
+/// (`ctor_plan`: `PolicyDup`): the native stream communicator is made from `parent` itself
+/// (`MPIX_Stream_comm_create` is a dup, one collective), so MPICH runs the attribute copy callbacks
+/// exactly once, into the communicator the application receives, and no communicator it never sees is
+/// created and freed (which fired the delete callbacks); `info` (of `dup_with_info`) is then set on it
+/// with `MPI_Comm_set_info`.
+pub unsafe fn dup_directly(rt: &Runtime, parent: MPI_Comm, newcomm: *mut MPI_Comm, info: Option<MPI_Info>) -> c_int {
     let p = pmpi();
-    let mut inter = 0;
-    if (p.PMPI_Comm_test_inter)(parent, &mut inter) != MPI_SUCCESS || inter != 0 {
-        return None;
+    if newcomm.is_null() {
+        // MPICH's own dup reports the null argument.
+        return (p.PMPI_Comm_dup)(parent, newcomm);
     }
     let (index, reused, native) = take_stream(rt);
     // Its base (policy_base.rs): one more collective over `parent`, made first so that the record has
@@ -192,23 +148,24 @@ pub unsafe fn dup_directly(
     if rc != MPI_SUCCESS {
         // As MPI_Comm_dup: a failed dup (an attribute copy callback's error) returns MPI_COMM_NULL.
         *newcomm = MPI_COMM_NULL;
-        return Some(rc);
+        return rc;
     }
     if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {
+        let _claim = index.map(|i| rt.streams.slot(i).claim());
         let rc = (p.PMPI_Comm_set_info)(*newcomm, info);
         if rc != MPI_SUCCESS {
-            return Some(rc);
+            return rc;
         }
     }
-    Some(MPI_SUCCESS)
+    MPI_SUCCESS
 }
 
 /// A stream for a new policy communicator: its slot, whether it is a retired one, its native stream.
 /// No slot (and `MPIX_STREAM_NULL`) where the pool is exhausted, MPICH refused a native stream or
-/// nothing could keep MPI's progress rule for one (`progress_rule::streams_served`): the process still
+/// nothing could keep MPI's progress rule for one (`helper::serves_policy_streams`): the process still
 /// takes part in the collective that makes the communicator, as its peers do.
 unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
-    if rt.backend == Backend::Native && !crate::policy::progress_rule::streams_served() {
+    if rt.backend == Backend::Native && !crate::helper::serves_policy_streams(rt) {
         STATS.unserved.fetch_add(1, Ordering::Relaxed);
         return (None, false, MPIX_STREAM_NULL);
     }
@@ -220,14 +177,9 @@ unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
         STATS.exhausted.fetch_add(1, Ordering::Relaxed);
         return (None, false, MPIX_STREAM_NULL);
     };
-    match rt.backend.create_stream() {
+    match rt.create_endpoint(i) {
         Ok(native) => {
-            let slot = rt.streams.slot(i);
-            slot.native.store(native, Ordering::Release);
-            slot.policy_owned.store(true, Ordering::Release);
-            if rt.backend == Backend::Native && crate::policy::progress_rule::watch(native, i) {
-                slot.progress_rule_thing.store(true, Ordering::Release);
-            }
+            rt.streams.slot(i).policy_owned.store(true, Ordering::Release);
             (Some(i), false, native)
         }
         Err(e) => {
@@ -256,6 +208,9 @@ unsafe fn attach_native(
         Made::Replaced => (true, None),
         Made::Dup(base) => (false, base),
     };
+    // The collectives over the new communicator run inside its stream's endpoint (a retired stream's
+    // endpoint may still be turned by the progress helper).
+    let _claim = index.map(|i| rt.streams.slot(i).claim());
     if rt.backend == Backend::Native {
         let mut streamed = MPI_COMM_NULL;
         let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
@@ -331,15 +286,20 @@ unsafe fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
     rc
 }
 
-/// Attaches the record of the new policy communicator `comm` (collective over it on the native
-/// backend, where every member agrees on where its collectives run: `agree`).
+/// Attaches the record of the new policy communicator `comm` on every member, with where its
+/// collectives run (`route_of`).
 unsafe fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> c_int {
     if rt.backend != Backend::Native {
         // No native stream communicators, so no routes: only the stream, where this process has one.
-        let Some(i) = index else { return MPI_SUCCESS };
-        return attach(rt, comm, CommRecord::on_stream(i, Origin::Policy));
+        // A record on every member, with a stream or not, so that every member plans a constructor of
+        // `comm` alike (`ctor_plan`).
+        return attach(
+            rt,
+            comm,
+            CommRecord { stream: index, origin: Origin::Policy, base: None, collectives: Route::Comm },
+        );
     }
-    let collectives = agree(index, base, comm);
+    let collectives = route_of(base);
     attach(rt, comm, CommRecord { stream: index, origin: Origin::Policy, base, collectives })
 }
 
@@ -361,32 +321,18 @@ unsafe fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
     MPI_SUCCESS
 }
 
-/// Where the nonblocking and persistent collectives of the new policy communicator `comm` run, agreed
-/// by all its members (one `MPI_Allreduce` over the base, on the implicit pool, or over `comm` where no
-/// member has a base: whether a base exists is itself a collective's outcome, a split's, the same on
-/// every member; the stream's endpoint carries only the program's traffic): on its base only if every
-/// member has the base
-/// and can serve it. A member serves the base where it has no stream on `comm` (it runs everything on
-/// the implicit pool anyway) or where something turns the implicit pool while its thread blocks on its
-/// stream (`progress_rule::implicit_pool_served`). Decided by each process alone from what it has (its
-/// stream, its base), members with and without a stream ran one collective on different communicators
-/// and it never completed.
-unsafe fn agree(index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> Route {
-    let serves = base.is_some() && (index.is_none() || crate::policy::progress_rule::implicit_pool_served());
-    let mine: [c_int; 2] = [serves as c_int, (serves && base.is_some_and(|b| b.topology)) as c_int];
-    let mut all: [c_int; 2] = [0; 2];
-    let rc = (pmpi().PMPI_Allreduce)(
-        mine.as_ptr() as *const std::os::raw::c_void,
-        all.as_mut_ptr() as *mut std::os::raw::c_void,
-        2,
-        MPI_INT,
-        MPI_MIN,
-        base.map_or(comm, |b| b.comm),
-    );
-    match (rc, all) {
-        (MPI_SUCCESS, [1, 1]) => Route::Base,
-        (MPI_SUCCESS, [1, 0]) => Route::BaseButNeighbourhood,
-        _ => Route::Comm,
+/// Where the nonblocking and persistent collectives of a new policy communicator run: on its base if it
+/// has one (all of them if the base carries the communicator's topology, else all but the
+/// neighbourhood ones), else on the communicator. Decided by each member alone from facts every member
+/// shares: whether the base exists and whether it carries the topology are the outcomes of collectives
+/// (the split that made it, the topology's copy), the same on every member; whether this member has a
+/// stream is not used (members with and without a stream once ran one collective on different
+/// communicators, and it never completed).
+fn route_of(base: Option<Base>) -> Route {
+    match base {
+        Some(b) if b.topology => Route::Base,
+        Some(_) => Route::BaseButNeighbourhood,
+        None => Route::Comm,
     }
 }
 

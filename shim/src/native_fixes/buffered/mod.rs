@@ -6,57 +6,25 @@
 //! reserved VCI").
 //!
 //! The route, on native stream communicators only: we buffer the message ourselves. The calling thread
-//! (the communicator's one user under the policy: the stream's owner) packs it into memory of ours,
-//! sends it with `MPI_Isend_c` (`MPI_PACKED`) on the same communicator, so it keeps its place among that
-//! thread's messages (a buffered send and a later `MPI_Send` to the same peer match in order), tests it
-//! once and returns: the call is local (MPI 4.1 §3.4), it never waits for the receiver
-//! (`tests/c/policy_bsend_local.c`). A message not yet
-//! complete stays in the thread's *lane* (its requests and memory) and holds its space in the attached
-//! buffer until its request completes.
-//!
-//! Who progresses a pending message while its thread lives: only that thread, its stream's owner (a
-//! reserved VCI has no lock). Its completion is collected (`MPI_Testsome` over the lane) by the thread's
-//! next buffered send, its completion calls (`MPI_Wait*`/`MPI_Test*` test the lane between their polls
-//! while it is not empty: `persistent.rs`), its `MPI_Buffer_detach` and `MPI_Finalize`, and every
-//! progress turn of one of its policy streams (`progress_own_from`, from the policy's async thing:
-//! `policy::progress_rule`), so a blocking call on a policy communicator keeps delivering them. A
-//! blocking call that turns none of them (on a communicator without such a stream: `before_blocking`)
-//! first waits until the small ones (`departs`) have left. MPICH's global progress cannot do it for us:
-//! an async thing on the implicit pool would have to turn the stream from inside MPICH's async-thing
-//! mutex of the implicit pool, which every progress turn takes again (it is not recursive).
+//! packs it into memory of ours and sends it with `MPI_Isend_c` (`MPI_PACKED`) on the same
+//! communicator, inside the stream's endpoint (claimed, as for any call there), so it keeps its place
+//! among that thread's messages (a buffered send and a later `MPI_Send` to the same peer match in
+//! order), tests it once and returns: the call is local (MPI 4.1 §3.4), it never waits for the receiver.
+//! A message not yet complete becomes an orphan (`crate::orphans`): nobody waits for it, and the
+//! progress helper (`crate::helper`) tests it until it completes, whatever its thread does meanwhile:
+//! blocks elsewhere (`MPI_Barrier` on `MPI_COMM_WORLD`), computes, or exits. Until then it holds its
+//! space in the attached buffer.
 //!
 //! Space: `MPI_Buffer_attach` records the buffer's size; the space our messages take (packed size +
 //! `MPI_BSEND_OVERHEAD` each) never exceeds it. A message larger than the buffer even when empty (or
 //! with no buffer) goes to MPICH's own call, which reports `MPI_ERR_BUFFER` through the communicator's
-//! handler. One that fits the empty buffer but finds no space waits for it: it tests its own lane, the
-//! exited threads' messages (below), and looks at the live threads' (`MPIX_Request_is_complete`, an
-//! atomic load, no progress: MPICH >= 4.3). MPI would allow `MPI_ERR_BUFFER` there instead; we wait, as
-//! MPICH's own `MPI_Bsend` tests its pending messages for space, and the wait never ends only if the
-//! messages holding the space wait for this thread's next step. The memory is ours (kept for reuse), so
-//! the attached buffer itself serves the other communicators' buffered sends, which pass through.
-//! `MPI_Ibsend` returns an already complete request (a send to `MPI_PROC_NULL`), as MPICH 5 does for a
-//! buffered send.
-//!
-//! A thread's exit never waits for a receiver: one last `MPI_Testsome` of its lane (no wait), and the
-//! lane, with what is still pending, is marked exited and stays in the registry. Such a message may
-//! still need its stream's progress after the receiver took it (a rendezvous send completes when the
-//! receiver's acknowledgement arrives on the sender's VCI; MPICH 4.3's shared memory copies a large
-//! message chunk by chunk as the receiver frees cells), and its stream has lost its owner. So until it
-//! completes it is tested, each time under its stream's driver claim (`StreamSlot::drive_for_call`:
-//! skipped while a progress thread or another call of ours drives the stream), by: the *hand-off
-//! thread* (under `MPI_THREAD_MULTIPLE`: a thread of ours started with the first lane, asleep while no
-//! exited thread's message is pending), a thread that waits for buffer space, `MPI_Buffer_detach` and
-//! `MPI_Finalize`; and the next thread that makes a buffered send on that stream takes it into its own
-//! lane (that thread owns the stream then, by the stream model). The rule: while a thread lives, only
-//! it drives the streams of its messages; once it has exited, we drive them until they complete. The
-//! cost: a program that gives an exited thread's communicator to another thread before those messages
-//! complete, and calls on it there with calls we do not see (`MPI_Recv`), has two drivers on that
-//! stream meanwhile; `MPI_Buffer_detach` before handing the communicator on rules it out (it waits for
-//! them). MPICH's own buffered sends do that for every pending message, a live thread's too: whichever
-//! thread looks for space or detaches waits on each buffered request on the request's VCI.
-//! `MPI_Buffer_detach` keeps MPI's rule: it returns when every routed message is complete, its own and
-//! the exited threads' tested as above, the live threads' observed complete (`MPIX_Request_is_complete`;
-//! before MPICH 4.3, their threads must test them: their next buffered send or completion call).
+//! handler. One that fits the empty buffer but finds no space waits for it, helping meanwhile (the
+//! messages holding the space complete through the helper). MPI would allow `MPI_ERR_BUFFER` there
+//! instead; we wait, as MPICH's own `MPI_Bsend` does. The memory is ours, so the attached buffer itself
+//! serves the other communicators' buffered sends, which pass through. `MPI_Ibsend` returns an already
+//! complete request (a send to `MPI_PROC_NULL`), as MPICH 5 does for a buffered send.
+//! `MPI_Buffer_detach` keeps MPI's rule: it returns once every routed message is complete, helping
+//! until then; so does `MPI_Finalize`.
 //!
 //! `MPI_Start` of a persistent buffered send made on such a communicator (recorded at `MPI_Bsend_init`)
 //! is the same routed buffered send with the recorded arguments; MPICH's request stays inactive, and
@@ -70,12 +38,10 @@
 //!
 //! Cost on everything else: the buffered-send interposers are one lookup (`native_stream_of`) and a
 //! call through `next!`; `MPI_Start`/`MPI_Startall`/`MPI_Request_free` one relaxed load while no
-//! persistent buffered send is recorded (always, under `implicit`).
-mod lanes;
+//! persistent request is recorded (always, under `implicit`).
 mod persistent_bsend;
 mod route;
 
-pub use lanes::{before_blocking, finalize, own_pending, progress_own, progress_own_from};
 pub use persistent_bsend::{freed, freeing, persistent_bsend_created, start, startall};
 pub use route::{buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c};
 
@@ -137,7 +103,9 @@ unsafe fn ibsend_routed(
     if rc != MPI_SUCCESS {
         return rc;
     }
-    (pmpi::pmpi().PMPI_Isend)(std::ptr::null(), 0, MPI_BYTE, MPI_PROC_NULL, tag, comm, request)
+    crate::native_fixes::claimed(comm, c"MPI_Ibsend", || unsafe {
+        (pmpi::pmpi().PMPI_Isend)(std::ptr::null(), 0, MPI_BYTE, MPI_PROC_NULL, tag, comm, request)
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

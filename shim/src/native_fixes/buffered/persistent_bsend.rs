@@ -2,6 +2,7 @@
 //! each `MPI_Start`/`MPI_Startall` of one is the routed buffered send with the recorded arguments.
 use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
+use crate::native_fixes::persistent;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::next;
@@ -83,10 +84,11 @@ pub fn freed(handle: MPI_Request) {
 }
 
 /// Starts one request: a recorded persistent buffered send as our routed buffered send (MPICH's
-/// request stays inactive), anything else through the next definition.
+/// request stays inactive), anything else through the next definition, inside the endpoint of the
+/// stream it was made on, if any (`persistent::claimed`).
 unsafe fn start_one(request: *mut MPI_Request) -> c_int {
     let Some(r) = recorded(*request) else {
-        return next!(MPI_Start)(request);
+        return persistent::claimed(*request, || unsafe { next!(MPI_Start)(request) });
     };
     if native_stream_of(r.comm).is_none() {
         // The communicator was freed under its persistent request: MPICH's own start reports it.
@@ -98,7 +100,7 @@ unsafe fn start_one(request: *mut MPI_Request) -> c_int {
 }
 
 pub unsafe fn start(request: *mut MPI_Request) -> c_int {
-    if none_live() || request.is_null() {
+    if (none_live() && persistent::none_recorded()) || request.is_null() {
         return next!(MPI_Start)(request);
     }
     // Out of line, so that the pass-through path above needs no stack frame.
@@ -111,7 +113,7 @@ pub unsafe fn start(request: *mut MPI_Request) -> c_int {
 }
 
 pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
-    if none_live() || array.is_null() || count <= 0 {
+    if (none_live() && persistent::none_recorded()) || array.is_null() || count <= 0 {
         return next!(MPI_Startall)(count, array);
     }
     // Out of line, so that the pass-through path above needs no stack frame.
@@ -120,7 +122,7 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
     unsafe fn slow(count: c_int, array: *mut MPI_Request) -> c_int {
         ffi_guard("MPI_Startall", || unsafe {
             let requests = std::slice::from_raw_parts(array, count as usize);
-            if requests.iter().all(|r| recorded(*r).is_none()) {
+            if requests.iter().all(|&r| recorded(r).is_none() && persistent::stream_of(r).is_none()) {
                 return next!(MPI_Startall)(count, array);
             }
             // MPI_Startall is MPI_Start on each request, in order (MPI 4.1 §3.9).

@@ -1,12 +1,13 @@
-//! The routed buffered send itself (pack, `MPI_Isend_c`, one test, the lane) and the attached buffer
-//! whose size bounds the routed messages' space.
-use super::lanes::{drain, others, with_own_lane, Held, IN_FLIGHT};
+//! The routed buffered send itself (pack, `MPI_Isend_c`, one test, then an orphan until it completes)
+//! and the attached buffer whose size bounds the routed messages' space.
 use crate::native_fixes::native_streams::native_stream_index_of;
+use crate::orphans::{self, Orphan};
+use crate::runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::next;
 use mpixstream_wrappers::pmpi;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// MPICH's `MPI_BSEND_OVERHEAD` (96 in the `mpi.h` of 4.0.2 and 5.0.2): the space each buffered
 /// message takes in the attached buffer besides its packed bytes.
@@ -16,10 +17,45 @@ const MPI_BUFFER_AUTOMATIC: *mut c_void = -2isize as *mut c_void;
 
 /// Size of the buffer attached with `MPI_Buffer_attach` (0: none; `i64::MAX`: automatic).
 static ATTACHED: AtomicI64 = AtomicI64::new(0);
-/// A message up to this size (packed) leaves without the receiver matching it (eager protocols: below
-/// MPICH's shared-memory cell, 8 KiB, and its single-copy threshold, `MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD`
-/// = 8 KiB); a larger one may need the receiver to match it first.
-const DEPART_MAX_BYTES: i64 = 4096;
+/// Space the routed messages not yet complete take (packed bytes + overhead each).
+static IN_FLIGHT: AtomicI64 = AtomicI64::new(0);
+/// How many routed messages are not yet complete.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// A routed message that did not complete at its first test: an orphan until it does (nobody waits
+/// for a buffered send), holding its packed bytes and its space in the attached buffer.
+struct Departing {
+    request: MPI_Request,
+    /// The packed message (MPICH reads it until the request completes).
+    _memory: Vec<u8>,
+    space: i64,
+    /// The stream-table slot of its communicator's stream.
+    slot: usize,
+}
+
+impl Orphan for Departing {
+    fn stream(&self) -> Option<usize> {
+        Some(self.slot)
+    }
+
+    unsafe fn poll(&mut self) -> bool {
+        let mut done = 0;
+        // Through PMPI: the tools library forgot the request when it was made (`send_routed`).
+        let rc = (pmpi::pmpi().PMPI_Test)(&mut self.request, &mut done, MPI_STATUS_IGNORE);
+        rc != MPI_SUCCESS || self.request == MPI_REQUEST_NULL
+    }
+}
+
+impl Drop for Departing {
+    fn drop(&mut self) {
+        if self.request != MPI_REQUEST_NULL {
+            // Failed: nobody will test it again.
+            unsafe { (pmpi::pmpi().PMPI_Request_free)(&mut self.request) };
+        }
+        IN_FLIGHT.fetch_sub(self.space, Ordering::AcqRel);
+        PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// After `MPI_Buffer_attach(_c)`.
 fn attached(rc: c_int, buffer: *mut c_void, size: i64) -> c_int {
@@ -36,6 +72,18 @@ pub unsafe fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
 
 pub unsafe fn buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
     attached(next!(MPI_Buffer_attach_c)(buffer, size), buffer, size)
+}
+
+/// Before `MPI_Buffer_detach(_c)`: MPI's detach returns once every buffered message has left, ours
+/// included. They complete through the progress helper; the detaching thread helps until they have.
+fn drain() {
+    let Some(rt) = runtime::active() else { return };
+    while PENDING.load(Ordering::Acquire) != 0 {
+        crate::helper::help(rt, false);
+        if PENDING.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
+    }
 }
 
 pub unsafe fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
@@ -56,14 +104,18 @@ pub unsafe fn buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) ->
     rc
 }
 
-/// What one try of a routed send did.
-enum Try {
-    /// Sent (or failed with this code).
-    Done(c_int),
-    /// No space now.
-    Wait,
-    /// MPICH's own call: the buffer was detached or shrank meanwhile.
-    Mpich,
+/// Takes `space` in the attached buffer: `Some(true)` taken, `Some(false)` not now (the messages in
+/// flight hold it), `None` never (the buffer went away or shrank meanwhile: MPICH's own call decides).
+fn take_space(space: i64) -> Option<bool> {
+    let limit = ATTACHED.load(Ordering::Acquire);
+    if space > limit {
+        return None;
+    }
+    if IN_FLIGHT.fetch_add(space, Ordering::AcqRel) + space > limit {
+        IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
+        return Some(false);
+    }
+    Some(true)
 }
 
 /// The routed buffered send of `count` elements of `datatype` at `buf` (see the module doc). `mpich`
@@ -85,75 +137,72 @@ pub(super) unsafe fn send_routed(
         return mpich();
     }
     let space = packed + BSEND_OVERHEAD;
-    let Some(slot) = native_stream_index_of(comm) else { return mpich() };
-    if space > ATTACHED.load(Ordering::Acquire) {
-        // Too large for the buffer even when empty, or no buffer: MPICH's MPI_ERR_BUFFER.
-        return mpich();
-    }
+    let (Some(slot), Some(rt)) = (native_stream_index_of(comm), runtime::active()) else { return mpich() };
+    // No space now: the messages holding it complete through the helpers; this thread helps (never
+    // inside the endpoint it is about to send on, so that its owner-free turn reaches it too).
     loop {
-        let step = with_own_lane(|lane| {
-            lane.adopt(slot);
-            lane.reap();
-            let limit = ATTACHED.load(Ordering::Acquire);
-            if space > limit {
-                return Try::Mpich;
-            }
-            if IN_FLIGHT.fetch_add(space, Ordering::AcqRel) + space > limit {
-                IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
-                return Try::Wait;
-            }
-            let mut memory = lane.memory(packed as usize);
-            let mut position: MPI_Count = 0;
-            let mut rc = (p.PMPI_Pack_c)(buf, count, datatype, memory.as_mut_ptr().cast(), packed, &mut position, comm);
-            let mut request = MPI_REQUEST_NULL;
-            if rc == MPI_SUCCESS {
-                rc = next!(MPI_Isend_c)(memory.as_ptr().cast(), position, MPI_PACKED, dest, tag, comm, &mut request);
-            }
-            if rc == MPI_SUCCESS {
-                // One test, never a wait: a message that left at once (eager, room in the queue) gives
-                // its space back now; any other stays pending (module doc).
-                let mut done = 0;
-                next!(MPI_Test)(&mut request, &mut done, MPI_STATUS_IGNORE);
-            }
-            if rc != MPI_SUCCESS || request == MPI_REQUEST_NULL {
-                IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
-                lane.spare.push(memory);
-                return Try::Done(rc);
-            }
-            let mut me = MPI_PROC_NULL;
-            (p.PMPI_Comm_rank)(comm, &mut me);
-            let departs = packed <= DEPART_MAX_BYTES && dest != me;
-            lane.push(request, Held { memory, space, slot, settled: false, departs });
-            Try::Done(MPI_SUCCESS)
-        });
-        match step {
-            Some(Try::Done(rc)) => return rc,
-            Some(Try::Wait) => {
-                // Our own were tested above; the other threads' may have completed unseen, and the
-                // exited threads' need a driver (module doc).
-                others(true);
+        match take_space(space) {
+            None => return mpich(),
+            Some(true) => break,
+            Some(false) => {
+                crate::helper::help(rt, false);
                 std::thread::yield_now();
             }
-            // The buffer went away meanwhile, or this thread's lane is busy (re-entered from MPICH's
-            // progress) or gone (the thread is exiting): MPICH's own call.
-            Some(Try::Mpich) | None => return mpich(),
         }
     }
+    let mut memory: Vec<u8> = Vec::with_capacity(packed.max(0) as usize);
+    let mut position: MPI_Count = 0;
+    let mut request = MPI_REQUEST_NULL;
+    let rc = {
+        // Inside the stream's endpoint, as any call on its communicator: the message takes its place
+        // among the calling thread's messages (a buffered send and a later `MPI_Send` to the same peer
+        // match in order).
+        let _claim = rt.streams.slot(slot).claim();
+        let mut rc = (p.PMPI_Pack_c)(buf, count, datatype, memory.as_mut_ptr().cast(), packed, &mut position, comm);
+        if rc == MPI_SUCCESS {
+            // Through the next definition, so that the tools library counts the send.
+            rc = next!(MPI_Isend_c)(memory.as_ptr().cast(), position, MPI_PACKED, dest, tag, comm, &mut request);
+        }
+        if rc == MPI_SUCCESS {
+            // It is ours to complete from here on (the tools library must not keep an entry for it:
+            // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
+            // room in the queue) gives its space back now.
+            crate::tools_link::tools_request_replaced(request, MPI_REQUEST_NULL);
+            let mut done = 0;
+            (p.PMPI_Test)(&mut request, &mut done, MPI_STATUS_IGNORE);
+        }
+        rc
+    };
+    if rc != MPI_SUCCESS || request == MPI_REQUEST_NULL {
+        IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
+        return rc;
+    }
+    PENDING.fetch_add(1, Ordering::AcqRel);
+    orphans::adopt(Box::new(Departing { request, _memory: memory, space, slot }));
+    MPI_SUCCESS
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `MPI_BUFFER_AUTOMATIC` never runs out; a failed attach records nothing.
+    /// `MPI_BUFFER_AUTOMATIC` never runs out; a failed attach records nothing; space is taken only
+    /// while it fits.
     #[test]
-    fn attach_records_the_size_only_on_success() {
+    fn attach_records_the_size_and_bounds_the_space() {
         assert_eq!(attached(MPI_ERR_BUFFER, std::ptr::null_mut(), 4096), MPI_ERR_BUFFER);
         assert_eq!(ATTACHED.load(Ordering::Relaxed), 0);
+        assert_eq!(take_space(1), None, "no buffer: never");
         attached(MPI_SUCCESS, MPI_BUFFER_AUTOMATIC, 0);
         assert_eq!(ATTACHED.load(Ordering::Relaxed), i64::MAX);
         attached(MPI_SUCCESS, 0x1000 as *mut c_void, 4096);
         assert_eq!(ATTACHED.load(Ordering::Relaxed), 4096);
+        assert_eq!(take_space(5000), None, "larger than the buffer: never");
+        assert_eq!(take_space(3000), Some(true));
+        assert_eq!(take_space(2000), Some(false), "held by the message in flight");
+        IN_FLIGHT.fetch_sub(3000, Ordering::AcqRel);
+        assert_eq!(take_space(2000), Some(true));
+        IN_FLIGHT.fetch_sub(2000, Ordering::AcqRel);
         ATTACHED.store(0, Ordering::Relaxed);
     }
 }

@@ -1,0 +1,116 @@
+//! The progress helper: MPI's progress rule for every stream, by one mechanism.
+//!
+//! MPI promises that while any thread of a process is blocked in MPI, every operation the process
+//! started advances. MPICH keeps that promise on its implicit pool only: its global progress never
+//! turns a stream's reserved endpoint, which only calls on that stream enter. A thread blocked in
+//! `MPI_Barrier` on `MPI_COMM_WORLD` therefore starves every stream whose owner is away, and a thread
+//! blocked on its stream starves the implicit pool.
+//!
+//! [`help`] is the one remedy: it turns every stream's endpoint that nobody is inside right now (the
+//! claim, `StreamSlot::try_claim`, makes "nobody" exact: a helper never enters an endpoint another
+//! thread is inside, and an owner's next call waits for the helper's one turn to end), completes the
+//! operations nobody waits for (`orphans`) and runs the destruction work kept out of MPICH's callbacks
+//! (`deferred`). It runs in every poll loop of ours (completion calls, routed probes, a buffered send
+//! waiting for space, `MPI_Buffer_detach`, `MPI_Finalize`) and, for the calls that block inside MPICH
+//! where we cannot run anything, in the helper thread: a thread of ours that helps every
+//! [`PERIOD`], and turns the implicit pool too (so a thread blocked on its stream no longer starves
+//! it). The thread needs `MPI_THREAD_MULTIPLE`, which the native backend therefore asks MPICH for
+//! (`interposed::init`).
+//!
+//! Cost: the owner's claim on each of its calls (one compare-and-swap and one store, measured in
+//! docs/performance.md) and the helper thread's turn every period.
+use crate::backend::Backend;
+use crate::runtime::Runtime;
+use crate::thread::{BackgroundThread, Turn};
+use mpixstream_wrappers::ffi::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How often the helper thread helps. Short enough that a peer waiting on a stream whose owner is
+/// away sees its protocol steps at this pace; long enough that its turns cost the program's threads
+/// nothing measurable (docs/performance.md).
+pub const PERIOD: Duration = Duration::from_micros(200);
+
+/// One help: a progress turn of every stream's reserved endpoint nobody is inside (and which no
+/// thread of ours drives as its registered driver: a progress thread or an enqueue engine turns it
+/// itself), the orphans, the deferred work; and, with `implicit`, a turn of the implicit pool.
+/// Never called from inside MPICH (a callback): only from our own loops, where the calling thread is
+/// inside no endpoint's progress, so that it may also turn the endpoints it owns further up.
+pub fn help(rt: &Runtime, implicit: bool) {
+    if rt.backend == Backend::Native && rt.streams.any_reserved() {
+        for (_, slot) in rt.streams.live() {
+            if slot.has_endpoint() && slot.driver().is_none() {
+                if let Some(_claim) = slot.try_claim() {
+                    rt.progress(slot.native());
+                }
+            }
+        }
+    }
+    crate::orphans::turn(rt);
+    if crate::deferred::pending() {
+        crate::deferred::run(rt);
+    }
+    if implicit {
+        rt.progress(MPIX_STREAM_NULL);
+    }
+}
+
+/// Whether a policy stream keeps MPI's progress rule on this MPICH: a thread blocked on its stream
+/// starves the implicit pool unless the helper thread turns it (MPICH >= 4.3 under the native backend;
+/// MPICH 4.1.3 broke beside a thread of ours on the implicit pool, docs/native-defects.md). Where it
+/// does not, the explicit policy gives no streams (`policy::take_stream`).
+pub fn serves_policy_streams(rt: &Runtime) -> bool {
+    rt.backend == Backend::Native && rt.helper_turns_implicit && rt.thread_multiple()
+}
+
+/// What the banner says after `policy explicit` about MPI's progress rule: nothing where the policy
+/// gives native streams, else why every communicator stays implicit.
+pub fn banner_note(rt: &Runtime) -> Option<&'static str> {
+    if rt.backend != Backend::Native || serves_policy_streams(rt) {
+        None
+    } else {
+        Some(
+            "MPICH 4.1 and 4.2 have no progress helper on the implicit pool, so nothing could keep MPI's progress \
+             rule for a stream: every communicator stays implicit",
+        )
+    }
+}
+
+/// The helper thread, while it runs.
+static THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
+
+/// How long the helper thread sleeps while no stream has a reserved endpoint.
+const IDLE: Duration = Duration::from_millis(10);
+
+/// Starts the helper thread at `MPI_Init*`, where it has endpoints to serve (the native backend) and
+/// may call MPI (`MPI_THREAD_MULTIPLE`, which the native backend asks MPICH for).
+pub fn start(rt: &'static Runtime) {
+    if rt.backend != Backend::Native || !rt.thread_multiple() {
+        return;
+    }
+    let mut guard = THREAD.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.is_some() {
+        return;
+    }
+    match BackgroundThread::spawn("mpixstream-helper", move |_| {
+        let serving = rt.streams.any_reserved() || crate::orphans::pending() != 0 || crate::deferred::pending();
+        std::thread::park_timeout(if serving { PERIOD } else { IDLE });
+        help(rt, serving && rt.helper_turns_implicit);
+        Turn::Again
+    }) {
+        Ok(t) => *guard = Some(t),
+        Err(e) => eprintln!("mpixstream: no progress helper thread ({e}); only waits of ours will help"),
+    }
+}
+
+/// Stops the helper thread (`MPI_Finalize`, before the last helps and `PMPI_Finalize`).
+pub fn stop() {
+    let thread = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(t) = thread {
+        t.request_stop();
+        if let Some(handle) = t.thread() {
+            handle.unpark();
+        }
+        t.stop();
+    }
+}
