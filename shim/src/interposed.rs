@@ -406,23 +406,23 @@ unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut 
         let record = std::sync::Arc::from_raw(value as *const CommRecord);
         let Some(rt) = runtime::active() else { return MPI_SUCCESS };
         let Some(last) = rt.comms.remove(&rt.streams, comm, &record) else { return MPI_SUCCESS };
-        // The multiplex record leaves the registry now (the handle may be reused at once).
-        let multiplex = crate::multiplex::registry::lookup(comm).map(|mx| crate::multiplex::comm_freed(rt, comm, mx));
+        // The multiplex record leaves the registry now (the handle may be reused at once); its hidden
+        // communicators go through `crate::deferred` too.
+        if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+            crate::multiplex::comm_freed(rt, comm, mx);
+        }
         let base = record.base;
         let retire = match (record.origin, record.stream) {
             (Origin::Policy, Some(s)) if last => Some(s),
             _ => None,
         };
-        if base.is_some() || retire.is_some() || multiplex.is_some() {
+        if base.is_some() || retire.is_some() {
             crate::deferred::defer(move |rt| {
                 if let Some(mut base) = base {
                     (pmpi().PMPI_Comm_free)(&mut base.comm);
                 }
                 if let Some(s) = retire {
                     policy::release_stream(rt, s);
-                }
-                if let Some(release) = multiplex {
-                    release(rt);
                 }
             });
         }

@@ -18,43 +18,45 @@ use std::sync::atomic::Ordering;
 /// is not initialised through us or `out` is too small.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
-    if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
-        return -1;
-    }
-    if mpixstream_wrappers::abi::standard() {
-        return crate::standard_abi::policy::describe(&mut *out);
-    }
-    let Some(rt) = runtime::active() else {
-        return -1;
-    };
-    let d = &mut *out;
-    d.backend = match rt.backend {
-        Backend::Serial => 0,
-        Backend::Native => 1,
-        Backend::Split => 2,
-    };
-    d.policy = match rt.config.policy {
-        Policy::Implicit => 0,
-        Policy::Explicit => 1,
-    };
-    d.pool = rt.streams.capacity() as c_int;
-    d.implicit_vcis = rt.backend.implicit_vcis() as c_int;
-    d.thread_level = rt.thread_level;
-    d.rank = rt.rank;
-    d.nranks = rt.size;
-    d.streams_in_use = rt.streams.in_use() as c_int;
-    d.policy_attached = policy::STATS.attached.load(Ordering::Relaxed);
-    d.policy_exhausted = policy::STATS.exhausted.load(Ordering::Relaxed);
-    d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
-    d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
-    d.policy_unserved = policy::STATS.unserved.load(Ordering::Relaxed);
-    d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
-    d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
-    d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
-    d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
-    copy_str(&mut d.library, &rt.library);
-    copy_str(&mut d.backend_reason, &rt.backend_reason);
-    0
+    mpixstream_wrappers::guard::guard_with("mpixstream_describe", -1, || unsafe {
+        if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
+            return -1;
+        }
+        if mpixstream_wrappers::abi::standard() {
+            return crate::standard_abi::policy::describe(&mut *out);
+        }
+        let Some(rt) = runtime::active() else {
+            return -1;
+        };
+        let d = &mut *out;
+        d.backend = match rt.backend {
+            Backend::Serial => 0,
+            Backend::Native => 1,
+            Backend::Split => 2,
+        };
+        d.policy = match rt.config.policy {
+            Policy::Implicit => 0,
+            Policy::Explicit => 1,
+        };
+        d.pool = rt.streams.capacity() as c_int;
+        d.implicit_vcis = rt.backend.implicit_vcis() as c_int;
+        d.thread_level = rt.thread_level;
+        d.rank = rt.rank;
+        d.nranks = rt.size;
+        d.streams_in_use = rt.streams.in_use() as c_int;
+        d.policy_attached = policy::STATS.attached.load(Ordering::Relaxed);
+        d.policy_exhausted = policy::STATS.exhausted.load(Ordering::Relaxed);
+        d.policy_nonblocking = policy::STATS.nonblocking.load(Ordering::Relaxed);
+        d.policy_intercomm = policy::STATS.intercomm.load(Ordering::Relaxed);
+        d.policy_unserved = policy::STATS.unserved.load(Ordering::Relaxed);
+        d.policy_retired = policy::STATS.retired.load(Ordering::Relaxed);
+        d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
+        d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
+        d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
+        copy_str(&mut d.library, &rt.library);
+        copy_str(&mut d.backend_reason, &rt.backend_reason);
+        0
+    })
 }
 
 fn copy_str(dst: &mut [c_char], src: &str) {
@@ -65,33 +67,47 @@ fn copy_str(dst: &mut [c_char], src: &str) {
     dst[n] = 0;
 }
 
+/// The stream whose reserved endpoint request (or matched message) `request` runs on, by the pool bits
+/// of its handle (`StreamTable::of_request`), or -1 (none, or MPI not initialised through us): what
+/// the completion calls claim.
+#[no_mangle]
+pub extern "C" fn mpixstream_request_stream(request: MPI_Request) -> c_int {
+    mpixstream_wrappers::guard::guard_with("mpixstream_request_stream", -1, || {
+        runtime::active().and_then(|rt| rt.streams.of_request(request)).map_or(-1, |s| s as c_int)
+    })
+}
+
 /// The stream index `comm` carries, or -1 (no stream, or MPI not initialised through us). A hidden
 /// communicator of a multiplex communicator carries the stream of the local index this process
 /// attached in it (`multiplex::registry::hidden_comm`).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
-    let Some(rt) = runtime::active() else {
-        return -1;
-    };
-    match rt.comms.get(comm) {
-        Some(r) => r.stream.map_or(-1, |s| s as c_int),
-        None => registry::hidden_comm(comm).and_then(|h| h.stream).map_or(-1, |s| s as c_int),
-    }
+    mpixstream_wrappers::guard::guard_with("mpixstream_comm_stream", -1, || {
+        let Some(rt) = runtime::active() else {
+            return -1;
+        };
+        match rt.comms.get(comm) {
+            Some(r) => r.stream.map_or(-1, |s| s as c_int),
+            None => registry::hidden_comm(comm).and_then(|h| h.stream).map_or(-1, |s| s as c_int),
+        }
+    })
 }
 
 /// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit
 /// policy, 3 a multiplex communicator's hidden communicator, with or without a stream).
 #[no_mangle]
 pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
-    let Some(rt) = runtime::active() else {
-        return Origin::None as c_int;
-    };
-    match rt.comms.get(comm) {
-        Some(r) if r.stream.is_some() => r.origin as c_int,
-        Some(_) => Origin::None as c_int,
-        None if registry::hidden_comm(comm).is_some() => Origin::Multiplex as c_int,
-        None => Origin::None as c_int,
-    }
+    mpixstream_wrappers::guard::guard_with("mpixstream_comm_origin", -1, || {
+        let Some(rt) = runtime::active() else {
+            return Origin::None as c_int;
+        };
+        match rt.comms.get(comm) {
+            Some(r) if r.stream.is_some() => r.origin as c_int,
+            Some(_) => Origin::None as c_int,
+            None if registry::hidden_comm(comm).is_some() => Origin::Multiplex as c_int,
+            None => Origin::None as c_int,
+        }
+    })
 }
 
 /// Where `comm` is a hidden communicator of a multiplex communicator, 1, with that communicator in
@@ -100,16 +116,18 @@ pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
 /// one multiplex communicator per index, whichever hidden communicator carried it.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_multiplex_of(comm: MPI_Comm, user: *mut MPI_Comm, index: *mut c_int) -> c_int {
-    let Some(h) = runtime::active().and_then(|_| registry::hidden_comm(comm)) else {
-        return 0;
-    };
-    if !user.is_null() {
-        *user = h.user;
-    }
-    if !index.is_null() {
-        *index = h.index.map_or(-1, |i| i as c_int);
-    }
-    1
+    mpixstream_wrappers::guard::guard_with("mpixstream_multiplex_of", -1, || unsafe {
+        let Some(h) = runtime::active().and_then(|_| registry::hidden_comm(comm)) else {
+            return 0;
+        };
+        if !user.is_null() {
+            *user = h.user;
+        }
+        if !index.is_null() {
+            *index = h.index.map_or(-1, |i| i as c_int);
+        }
+        1
+    })
 }
 
 /// Where `comm` is the plain base of a policy communicator with a stream (it carries that
@@ -117,19 +135,23 @@ pub unsafe extern "C" fn mpixstream_multiplex_of(comm: MPI_Comm, user: *mut MPI_
 /// else -1: the one-thread check of the policy communicator covers its base too.
 #[no_mangle]
 pub extern "C" fn mpixstream_base_owner_stream(comm: MPI_Comm) -> c_int {
-    runtime::active().and_then(|rt| rt.comms.owner_of_base(comm)).map_or(-1, |c| mpixstream_comm_stream(c))
+    mpixstream_wrappers::guard::guard_with("mpixstream_base_owner_stream", -1, || {
+        runtime::active().and_then(|rt| rt.comms.owner_of_base(comm)).map_or(-1, |c| mpixstream_comm_stream(c))
+    })
 }
 
 /// The VCI stream `index`'s traffic runs on, where we know it, else -1.
 #[no_mangle]
 pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
-    let Some(rt) = runtime::active() else {
-        return -1;
-    };
-    if index < 0 || index as usize >= rt.streams.capacity() {
-        return -1;
-    }
-    rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
+    mpixstream_wrappers::guard::guard_with("mpixstream_stream_vci", -1, || {
+        let Some(rt) = runtime::active() else {
+            return -1;
+        };
+        if index < 0 || index as usize >= rt.streams.capacity() {
+            return -1;
+        }
+        rt.backend.stream_vci(rt.streams.slot(index as usize).native()).map_or(-1, |v| v as c_int)
+    })
 }
 
 /// The standard ABI (handles are pointers, passed here pointer-wide): the stream index `comm` carries, or
@@ -137,12 +159,14 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
 /// policy; 0 with -1).
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_std_comm_stream(comm: usize, origin: *mut c_int) -> c_int {
-    let found =
-        if mpixstream_wrappers::abi::standard() { crate::standard_abi::policy::comm_stream(comm) } else { None };
-    if !origin.is_null() {
-        *origin = found.map_or(Origin::None as c_int, |(_, o)| o);
-    }
-    found.map_or(-1, |(i, _)| i as c_int)
+    mpixstream_wrappers::guard::guard_with("mpixstream_std_comm_stream", -1, || unsafe {
+        let found =
+            if mpixstream_wrappers::abi::standard() { crate::standard_abi::policy::comm_stream(comm) } else { None };
+        if !origin.is_null() {
+            *origin = found.map_or(Origin::None as c_int, |(_, o)| o);
+        }
+        found.map_or(-1, |(i, _)| i as c_int)
+    })
 }
 
 /// The standard ABI: where `comm` is a hidden communicator of a multiplex communicator, 1, with that
@@ -150,17 +174,19 @@ pub unsafe extern "C" fn mpixstream_std_comm_stream(comm: usize, origin: *mut c_
 /// process) and their streams (-1: none); else 0.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_std_multiplex_of(comm: usize, user: *mut usize, indices: *mut [c_int; 4]) -> c_int {
-    if !mpixstream_wrappers::abi::standard() {
-        return 0;
-    }
-    let Some(h) = crate::standard_abi::multiplex::hidden_of(comm) else {
-        return 0;
-    };
-    if !user.is_null() {
-        *user = h.user;
-    }
-    if !indices.is_null() {
-        *indices = [h.send_index, h.recv_index, h.send_stream, h.recv_stream];
-    }
-    1
+    mpixstream_wrappers::guard::guard_with("mpixstream_std_multiplex_of", -1, || unsafe {
+        if !mpixstream_wrappers::abi::standard() {
+            return 0;
+        }
+        let Some(h) = crate::standard_abi::multiplex::hidden_of(comm) else {
+            return 0;
+        };
+        if !user.is_null() {
+            *user = h.user;
+        }
+        if !indices.is_null() {
+            *indices = [h.send_index, h.recv_index, h.send_stream, h.recv_stream];
+        }
+        1
+    })
 }

@@ -8,9 +8,19 @@ use std::os::raw::c_int;
 
 #[inline(always)]
 pub fn ffi_guard(func: &str, body: impl FnOnce() -> c_int) -> c_int {
+    guard_with(func, MPI_ERR_INTERN, body)
+}
+
+/// The same guard for an entry point whose result is not an MPI error code (a query returning -1 for
+/// "none", a callback returning nothing): `on_panic` is what it returns after the report.
+#[inline(always)]
+pub fn guard_with<T>(func: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(rc) => rc,
-        Err(cause) => report(func, cause),
+        Ok(r) => r,
+        Err(cause) => {
+            report(func, cause);
+            on_panic
+        }
     }
 }
 
@@ -32,5 +42,6 @@ mod tests {
     fn a_panic_becomes_mpi_err_intern() {
         assert_eq!(super::ffi_guard("test", || panic!("on purpose")), crate::ffi::MPI_ERR_INTERN);
         assert_eq!(super::ffi_guard("test", || 7), 7);
+        assert_eq!(super::guard_with("test", -1, || -> i32 { panic!("on purpose") }), -1);
     }
 }

@@ -39,46 +39,48 @@ fn own_address() -> usize {
 }
 
 unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
-    let scan = &mut *(data as *mut Scan);
-    let info = &*info;
-    let base = info.dlpi_addr as usize;
-    let headers = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
-    let contains = |addr: usize| {
-        headers.iter().any(|h| {
-            h.p_type == libc::PT_LOAD && {
-                let start = base + h.p_vaddr as usize;
-                addr >= start && addr < start + h.p_memsz as usize
-            }
-        })
-    };
-    if contains(scan.mpi_code) || contains(scan.ours) || is_tools_library(info) {
-        return 0;
-    }
-    let Some(dynamic) = headers.iter().find(|h| h.p_type == libc::PT_DYNAMIC) else { return 0 };
-    let (mut strtab, mut strsz) = (0usize, 0usize);
-    let mut entry = (base + dynamic.p_vaddr as usize) as *const Dyn;
-    while (*entry).tag != 0 {
-        match (*entry).tag {
-            DT_STRTAB => strtab = (*entry).value as usize,
-            DT_STRSZ => strsz = (*entry).value as usize,
-            _ => {}
+    mpixstream_wrappers::guard::guard_with("visit", 0, || unsafe {
+        let scan = &mut *(data as *mut Scan);
+        let info = &*info;
+        let base = info.dlpi_addr as usize;
+        let headers = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+        let contains = |addr: usize| {
+            headers.iter().any(|h| {
+                h.p_type == libc::PT_LOAD && {
+                    let start = base + h.p_vaddr as usize;
+                    addr >= start && addr < start + h.p_memsz as usize
+                }
+            })
+        };
+        if contains(scan.mpi_code) || contains(scan.ours) || is_tools_library(info) {
+            return 0;
         }
-        entry = entry.add(1);
-    }
-    if strtab == 0 || strsz == 0 {
-        return 0;
-    }
-    // The loader relocates these addresses in place for ordinary objects, not for the vDSO.
-    if strtab < base {
-        strtab += base;
-    }
-    let table = std::slice::from_raw_parts(strtab as *const u8, strsz);
-    // A whole entry: the name preceded by the previous entry's NUL (the table starts with one).
-    if table.windows(scan.needle.len() + 1).any(|w| w[0] == 0 && &w[1..] == scan.needle) {
-        scan.found = true;
-        return 1;
-    }
-    0
+        let Some(dynamic) = headers.iter().find(|h| h.p_type == libc::PT_DYNAMIC) else { return 0 };
+        let (mut strtab, mut strsz) = (0usize, 0usize);
+        let mut entry = (base + dynamic.p_vaddr as usize) as *const Dyn;
+        while (*entry).tag != 0 {
+            match (*entry).tag {
+                DT_STRTAB => strtab = (*entry).value as usize,
+                DT_STRSZ => strsz = (*entry).value as usize,
+                _ => {}
+            }
+            entry = entry.add(1);
+        }
+        if strtab == 0 || strsz == 0 {
+            return 0;
+        }
+        // The loader relocates these addresses in place for ordinary objects, not for the vDSO.
+        if strtab < base {
+            strtab += base;
+        }
+        let table = std::slice::from_raw_parts(strtab as *const u8, strsz);
+        // A whole entry: the name preceded by the previous entry's NUL (the table starts with one).
+        if table.windows(scan.needle.len() + 1).any(|w| w[0] == 0 && &w[1..] == scan.needle) {
+            scan.found = true;
+            return 1;
+        }
+        0
+    })
 }
 
 /// The tools library (`libmpixstream_tools.so`) forwards every MPI call, so it names them all.

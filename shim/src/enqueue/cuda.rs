@@ -160,18 +160,22 @@ struct HostArg {
 }
 
 unsafe extern "C" fn host_write(arg: *mut c_void) {
-    let a = Box::from_raw(arg as *mut HostArg);
-    if a.word == READY_WORD {
-        a.shared.flags.signal_ready(a.value);
-    } else {
-        a.shared.flags.word(a.word).store(a.value, Ordering::Release);
-    }
+    mpixstream_wrappers::guard::guard_with("host_write", (), || unsafe {
+        let a = Box::from_raw(arg as *mut HostArg);
+        if a.word == READY_WORD {
+            a.shared.flags.signal_ready(a.value);
+        } else {
+            a.shared.flags.word(a.word).store(a.value, Ordering::Release);
+        }
+    })
 }
 
 unsafe extern "C" fn host_wait(arg: *mut c_void) {
-    let a = Box::from_raw(arg as *mut HostArg);
-    let seq = a.value;
-    a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
+    mpixstream_wrappers::guard::guard_with("host_wait", (), || unsafe {
+        let a = Box::from_raw(arg as *mut HostArg);
+        let seq = a.value;
+        a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
+    })
 }
 
 pub struct CudaQueue {

@@ -270,5 +270,5 @@ unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
 
 /// A dup cannot be cancelled (MPICH's own idup request ignores it too).
 unsafe extern "C" fn greq_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
-    MPI_SUCCESS
+    mpixstream_wrappers::guard::guard_with("greq_cancel", MPI_ERR_INTERN, || MPI_SUCCESS)
 }

@@ -208,23 +208,31 @@ pub fn errhandler_set(mx: &Multiplex) {
 /// At the destruction of a multiplex communicator (its record's delete callback): its streams are
 /// detached at once; its hidden communicators are freed as soon as no receive on it is pending, by the
 /// work returned (which calls MPI, so it runs outside MPICH's callback: `crate::deferred`).
-pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) -> impl FnOnce(&Runtime) + Send {
-    let held = registry::shared(mx);
-    let unregistered = registry::unregister(rt, handle, mx);
-    move |_| {
-        if unregistered {
-            held.maybe_release();
-        }
+pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) {
+    if registry::unregister(rt, handle, mx) {
+        mx.maybe_release();
     }
 }
 
 impl Multiplex {
     /// Frees the hidden communicators once the user has freed the communicator and no receive is
-    /// pending (a normal context: never from MPICH's free or cancel callbacks).
+    /// pending. Called where a receive completes, which may be inside MPICH (a generalized request's
+    /// poll in another thread's wait): the release, which calls MPI, is deferred to where the library
+    /// is in control (`crate::deferred`).
     pub(super) fn maybe_release(&self) {
         if !self.freed.load(Ordering::Acquire) || self.pending.load(Ordering::Acquire) != 0 {
             return;
         }
+        if self.release_scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let held = registry::shared(self);
+        crate::deferred::defer(move |_| held.release_now());
+    }
+
+    /// The release itself: messages nobody received taken out of MPICH (inside each index's endpoint),
+    /// the hidden communicators freed.
+    fn release_now(&self) {
         if self.released.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -79,6 +79,8 @@ pub struct Multiplex {
     pending: AtomicUsize,
     /// The user freed the communicator; the hidden ones go when `pending` reaches 0.
     freed: AtomicBool,
+    /// Their release is deferred (`crate::deferred`), once.
+    release_scheduled: AtomicBool,
     released: AtomicBool,
 }
 
@@ -118,6 +120,7 @@ impl Multiplex {
             engines,
             pending: AtomicUsize::new(0),
             freed: AtomicBool::new(false),
+            release_scheduled: AtomicBool::new(false),
             released: AtomicBool::new(false),
         }
     }
@@ -127,10 +130,22 @@ impl Multiplex {
     }
 
     /// The claim of local index `i`'s reserved endpoint, where its traffic runs on one (a call on the
-    /// index is inside it, as any call on a stream communicator).
+    /// index is inside it, as any call on a stream communicator). `call` on hidden communicator
+    /// `hidden`: what the tools library's check is told if another thread is inside the endpoint
+    /// (`tools_link::tools_contended`; `MPI_COMM_NULL`: nothing).
     #[inline(always)]
-    pub fn claim_index(&self, i: c_int) -> Option<crate::streams::Claim<'static>> {
-        self.engines.get(i as u32 as usize)?.endpoint.map(|slot| slot.claim())
+    pub fn claim_index(
+        &self,
+        i: c_int,
+        hidden: MPI_Comm,
+        call: &'static std::ffi::CStr,
+    ) -> Option<crate::streams::Claim<'static>> {
+        let slot = self.engines.get(i as u32 as usize)?.endpoint?;
+        Some(slot.claim_reporting(|| {
+            if hidden != MPI_COMM_NULL {
+                crate::tools_link::tools_contended(hidden, call)
+            }
+        }))
     }
 
     /// Whether the indexed traffic of this communicator runs on the streams' own endpoints.

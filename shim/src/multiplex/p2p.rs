@@ -228,7 +228,7 @@ unsafe fn recv(
         Err(rc) => return rc,
     };
     // A call on index `d`: inside its endpoint (the engine's turns below nest in this claim).
-    let _claim = mx.claim_index(d as c_int);
+    let _claim = mx.claim_index(d as c_int, MPI_COMM_NULL, c"MPI_Recv");
     if count < 0 {
         return raise(comm, Class::Count, f, &format!("count {count} is negative"));
     }
@@ -333,6 +333,7 @@ unsafe fn recv(
 macro_rules! indexed_p2p {
     ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $n:path, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
         #[no_mangle]
+        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
             count: $cnt,
@@ -343,64 +344,67 @@ macro_rules! indexed_p2p {
             source_stream_index: c_int,
             dest_stream_index: c_int,
         ) -> c_int {
-            // Handles by value are register-wide: the standard ABI's pointers go to its own
-            // implementation, MPICH's `int`s are narrowed and take the paths below.
-            if mpixstream_wrappers::abi::standard() {
-                return crate::runtime::standard_entry(stringify!($send), || unsafe {
-                    crate::standard_abi::multiplex::send(
-                        stringify!($send),
-                        buf,
-                        $n(count),
-                        datatype,
-                        dest,
-                        tag,
-                        comm,
-                        source_stream_index,
-                        dest_stream_index,
-                    )
-                });
-            }
-            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            if let Some((h, t, mx)) =
-                fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-            {
-                let _claim = mx.claim_index(source_stream_index);
-                return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
-            }
-            // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
-            // keeps a small frame.
-            #[cold]
-            #[inline(never)]
-            unsafe fn checked(
-                buf: *const c_void,
-                count: $cnt,
-                datatype: MPI_Datatype,
-                dest: c_int,
-                tag: c_int,
-                comm: MPI_Comm,
-                si: c_int,
-                di: c_int,
-            ) -> c_int {
-                let f = stringify!($send);
-                mpix_entry(f, |rt| unsafe {
-                    match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
-                        Err(rc) => rc,
-                        Ok(None) => MPI_SUCCESS,
-                        Ok(Some((MPI_COMM_NULL, t))) => {
-                            send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
+            // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($send), || unsafe {
+                // Handles by value are register-wide: the standard ABI's pointers go to its own
+                // implementation, MPICH's `int`s are narrowed and take the paths below.
+                if mpixstream_wrappers::abi::standard() {
+                    return crate::runtime::standard_entry(stringify!($send), || unsafe {
+                        crate::standard_abi::multiplex::send(
+                            stringify!($send),
+                            buf,
+                            $n(count),
+                            datatype,
+                            dest,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                        )
+                    });
+                }
+                let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                if let Some((h, t, mx)) =
+                    fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
+                {
+                    let _claim = mx.claim_index(source_stream_index, h, c"MPI_Send");
+                    return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
+                }
+                // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
+                // keeps a small frame.
+                #[cold]
+                #[inline(never)]
+                unsafe fn checked(
+                    buf: *const c_void,
+                    count: $cnt,
+                    datatype: MPI_Datatype,
+                    dest: c_int,
+                    tag: c_int,
+                    comm: MPI_Comm,
+                    si: c_int,
+                    di: c_int,
+                ) -> c_int {
+                    let f = stringify!($send);
+                    mpix_entry(f, |rt| unsafe {
+                        match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                            Err(rc) => rc,
+                            Ok(None) => MPI_SUCCESS,
+                            Ok(Some((MPI_COMM_NULL, t))) => {
+                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
+                            }
+                            Ok(Some((h, t))) => {
+                                let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
+                                forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
+                            }
                         }
-                        Ok(Some((h, t))) => {
-                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si));
-                            forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
-                        }
-                    }
-                })
-            }
-            checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
+                    })
+                }
+                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
+            })
         }
 
         #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
+        #[allow(clippy::too_many_arguments, unused_unsafe)]
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
             count: $cnt,
@@ -412,72 +416,76 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
-            // Handles by value are register-wide: the standard ABI's pointers go to its own
-            // implementation, MPICH's `int`s are narrowed and take the paths below.
-            if mpixstream_wrappers::abi::standard() {
-                return crate::runtime::standard_entry(stringify!($isend), || unsafe {
-                    crate::standard_abi::multiplex::isend(
-                        stringify!($isend),
-                        buf,
-                        $n(count),
-                        datatype,
-                        dest,
-                        tag,
-                        comm,
-                        source_stream_index,
-                        dest_stream_index,
-                        request.cast(),
-                    )
-                });
-            }
-            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            // One compiled entry on every target. MPICH's call keeps a frame of ours around it (nine
-            // arguments here against its seven: no tail call), so an error it returns reaches the
-            // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
-            // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
-            if !request.is_null() {
-                if let Some((h, t, mx)) =
-                    fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-                {
-                    let _claim = mx.claim_index(source_stream_index);
-                    return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
+            // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || unsafe {
+                // Handles by value are register-wide: the standard ABI's pointers go to its own
+                // implementation, MPICH's `int`s are narrowed and take the paths below.
+                if mpixstream_wrappers::abi::standard() {
+                    return crate::runtime::standard_entry(stringify!($isend), || unsafe {
+                        crate::standard_abi::multiplex::isend(
+                            stringify!($isend),
+                            buf,
+                            $n(count),
+                            datatype,
+                            dest,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            request.cast(),
+                        )
+                    });
                 }
-            }
-            #[cold]
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn checked(
-                buf: *const c_void,
-                count: $cnt,
-                datatype: MPI_Datatype,
-                dest: c_int,
-                tag: c_int,
-                comm: MPI_Comm,
-                si: c_int,
-                di: c_int,
-                request: *mut MPI_Request,
-            ) -> c_int {
-                let f = stringify!($isend);
-                mpix_entry(f, |rt| unsafe {
-                    match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
-                        Err(rc) => rc,
-                        Ok(None) => {
-                            forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
-                        }
-                        Ok(Some((MPI_COMM_NULL, t))) => {
-                            send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
-                        }
-                        Ok(Some((h, t))) => {
-                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si));
-                            forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
-                        }
+                let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                // One compiled entry on every target. MPICH's call keeps a frame of ours around it (nine
+                // arguments here against its seven: no tail call), so an error it returns reaches the
+                // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
+                // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
+                if !request.is_null() {
+                    if let Some((h, t, mx)) =
+                        fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
+                    {
+                        let _claim = mx.claim_index(source_stream_index, h, c"MPI_Isend");
+                        return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
                     }
-                })
-            }
-            checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
+                }
+                #[cold]
+                #[inline(never)]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn checked(
+                    buf: *const c_void,
+                    count: $cnt,
+                    datatype: MPI_Datatype,
+                    dest: c_int,
+                    tag: c_int,
+                    comm: MPI_Comm,
+                    si: c_int,
+                    di: c_int,
+                    request: *mut MPI_Request,
+                ) -> c_int {
+                    let f = stringify!($isend);
+                    mpix_entry(f, |rt| unsafe {
+                        match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
+                            Err(rc) => rc,
+                            Ok(None) => {
+                                forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                            }
+                            Ok(Some((MPI_COMM_NULL, t))) => {
+                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
+                            }
+                            Ok(Some((h, t))) => {
+                                let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Isend"));
+                                forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
+                            }
+                        }
+                    })
+                }
+                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
+            })
         }
 
         #[no_mangle]
+        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
             count: $cnt,
@@ -489,39 +497,43 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             status: *mut MPI_Status,
         ) -> c_int {
-            // Handles by value are register-wide: the standard ABI's pointers go to its own
-            // implementation, MPICH's `int`s are narrowed and take the paths below.
-            if mpixstream_wrappers::abi::standard() {
-                return crate::runtime::standard_entry(stringify!($recv), || unsafe {
-                    crate::standard_abi::multiplex::recv(
-                        stringify!($recv),
-                        buf,
-                        $n(count),
-                        datatype,
-                        source,
-                        tag,
-                        comm,
-                        source_stream_index,
-                        dest_stream_index,
-                        status.cast(),
-                    )
-                });
-            }
-            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            if let Some((h, mx)) =
-                fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-            {
-                let _claim = mx.claim_index(dest_stream_index);
-                return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
-            }
-            let f = stringify!($recv);
-            mpix_entry(f, |rt| unsafe {
-                let (si, di) = (source_stream_index, dest_stream_index);
-                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+            // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || unsafe {
+                // Handles by value are register-wide: the standard ABI's pointers go to its own
+                // implementation, MPICH's `int`s are narrowed and take the paths below.
+                if mpixstream_wrappers::abi::standard() {
+                    return crate::runtime::standard_entry(stringify!($recv), || unsafe {
+                        crate::standard_abi::multiplex::recv(
+                            stringify!($recv),
+                            buf,
+                            $n(count),
+                            datatype,
+                            source,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            status.cast(),
+                        )
+                    });
+                }
+                let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                if let Some((h, mx)) =
+                    fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
+                {
+                    let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Recv");
+                    return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
+                }
+                let f = stringify!($recv);
+                mpix_entry(f, |rt| unsafe {
+                    let (si, di) = (source_stream_index, dest_stream_index);
+                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+                })
             })
         }
 
         #[no_mangle]
+        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
             count: $cnt,
@@ -533,38 +545,41 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
             request: *mut MPI_Request,
         ) -> c_int {
-            // Handles by value are register-wide: the standard ABI's pointers go to its own
-            // implementation, MPICH's `int`s are narrowed and take the paths below.
-            if mpixstream_wrappers::abi::standard() {
-                return crate::runtime::standard_entry(stringify!($irecv), || unsafe {
-                    crate::standard_abi::multiplex::irecv(
-                        stringify!($irecv),
-                        buf,
-                        $n(count),
-                        datatype,
-                        source,
-                        tag,
-                        comm,
-                        source_stream_index,
-                        dest_stream_index,
-                        request.cast(),
-                    )
-                });
-            }
-            let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-            if !request.is_null() {
-                if let Some((h, mx)) =
-                    fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-                {
-                    let _claim = mx.claim_index(dest_stream_index);
-                    return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
+            // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || unsafe {
+                // Handles by value are register-wide: the standard ABI's pointers go to its own
+                // implementation, MPICH's `int`s are narrowed and take the paths below.
+                if mpixstream_wrappers::abi::standard() {
+                    return crate::runtime::standard_entry(stringify!($irecv), || unsafe {
+                        crate::standard_abi::multiplex::irecv(
+                            stringify!($irecv),
+                            buf,
+                            $n(count),
+                            datatype,
+                            source,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            request.cast(),
+                        )
+                    });
                 }
-            }
-            let f = stringify!($irecv);
-            mpix_entry(f, |rt| unsafe {
-                let (si, di) = (source_stream_index, dest_stream_index);
-                let out = RecvOut::Nonblocking(request);
-                recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+                let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                if !request.is_null() {
+                    if let Some((h, mx)) =
+                        fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
+                    {
+                        let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Irecv");
+                        return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
+                    }
+                }
+                let f = stringify!($irecv);
+                mpix_entry(f, |rt| unsafe {
+                    let (si, di) = (source_stream_index, dest_stream_index);
+                    let out = RecvOut::Nonblocking(request);
+                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+                })
             })
         }
     };

@@ -51,6 +51,13 @@ pub fn ensure_started(rt: &Runtime) {
             }
             mx.maybe_release();
         }
+        // What calls MPI for a destroyed communicator (its release above, among others), here where a
+        // thread of ours is in control (`crate::deferred`).
+        if crate::deferred::pending() {
+            if let Some(rt) = crate::runtime::active() {
+                crate::deferred::run(rt);
+            }
+        }
         Turn::Again
     });
     if let Ok(t) = spawned {

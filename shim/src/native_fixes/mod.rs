@@ -55,6 +55,29 @@ pub fn claimed_request(handle: MPI_Request, call: impl FnOnce() -> c_int) -> c_i
     }
 }
 
+/// `MPI_Intercomm_create`: collective over `local_comm`, and between the leaders over `peer_comm`:
+/// inside both communicators' stream endpoints, where they have them (claimed in ascending order, as
+/// every claim of several endpoints).
+pub unsafe fn intercomm_create(
+    local_comm: MPI_Comm,
+    local_leader: c_int,
+    peer_comm: MPI_Comm,
+    remote_leader: c_int,
+    tag: c_int,
+    newintercomm: *mut MPI_Comm,
+) -> c_int {
+    let call = || next!(MPI_Intercomm_create)(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    let (Some(rt), Some(_)) = (crate::runtime::active(), crate::streams::any_reserved().then_some(())) else {
+        return call();
+    };
+    let slots = [local_comm, peer_comm]
+        .iter()
+        .filter_map(|&c| native_streams::native_stream_index_of(c))
+        .fold(0u64, |m, s| m | 1 << s);
+    let _claims = rt.streams.claim_set(slots);
+    call()
+}
+
 /// `MPI_Request_free`: forgets the request in the records (persistent requests, persistent buffered
 /// sends); a routed nonblocking send-receive or collective not yet complete becomes an orphan, which
 /// the progress helper completes (`crate::orphans`). Each check is one relaxed load while nothing is

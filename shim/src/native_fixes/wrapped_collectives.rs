@@ -183,5 +183,5 @@ unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
 
 /// Nonblocking collectives cannot be cancelled (MPI 4.0 §6.12): nothing to do.
 unsafe extern "C" fn wrapped_cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
-    MPI_SUCCESS
+    mpixstream_wrappers::guard::guard_with("wrapped_cancel", MPI_ERR_INTERN, || MPI_SUCCESS)
 }

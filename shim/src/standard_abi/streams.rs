@@ -126,34 +126,38 @@ unsafe extern "C" fn copy_record(
     value_out: *mut c_void,
     flag: *mut c_int,
 ) -> c_int {
-    let record = &*(value_in as *const Record);
-    match record {
-        Record::Stream(i) => {
-            SLOTS[*i].attach();
-            *(value_out as *mut *mut Record) = Box::into_raw(Box::new(Record::Stream(*i)));
-            *flag = 1;
+    mpixstream_wrappers::guard::guard_with("copy_record", mpi::ERR_OTHER, || unsafe {
+        let record = &*(value_in as *const Record);
+        match record {
+            Record::Stream(i) => {
+                SLOTS[*i].attach();
+                *(value_out as *mut *mut Record) = Box::into_raw(Box::new(Record::Stream(*i)));
+                *flag = 1;
+            }
+            // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
+            // as on any other): new hidden communicators would be collectives inside the library's dup.
+            // A dup of a policy communicator gets its own stream from the policy, or none.
+            Record::Multiplex(_) | Record::Policy(_) => *flag = 0,
         }
-        // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
-        // as on any other): new hidden communicators would be collectives inside the library's dup.
-        // A dup of a policy communicator gets its own stream from the policy, or none.
-        Record::Multiplex(_) | Record::Policy(_) => *flag = 0,
-    }
-    mpi::SUCCESS
+        mpi::SUCCESS
+    })
 }
 
 unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
-    let record = Box::from_raw(value as *mut Record);
-    match *record {
-        Record::Stream(i) => SLOTS[i].detach(),
-        Record::Multiplex(mx) => mx.release(),
-        // A policy communicator is gone: its stream goes back to the pool.
-        Record::Policy(i) => {
-            SLOTS[i].detach();
-            release(i);
-            POLICY_RETIRED.fetch_add(1, Ordering::Relaxed);
+    mpixstream_wrappers::guard::guard_with("delete_record", mpi::ERR_OTHER, || unsafe {
+        let record = Box::from_raw(value as *mut Record);
+        match *record {
+            Record::Stream(i) => SLOTS[i].detach(),
+            Record::Multiplex(mx) => mx.release(),
+            // A policy communicator is gone: its stream goes back to the pool.
+            Record::Policy(i) => {
+                SLOTS[i].detach();
+                release(i);
+                POLICY_RETIRED.fetch_add(1, Ordering::Relaxed);
+            }
         }
-    }
-    mpi::SUCCESS
+        mpi::SUCCESS
+    })
 }
 
 /// The state, made on first use (local calls only: a keyval and a dup of `MPI_COMM_SELF`).
