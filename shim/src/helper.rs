@@ -92,10 +92,18 @@ pub fn start(rt: &'static Runtime) {
     if guard.is_some() {
         return;
     }
+    // The claim counts of the streams at the previous look (`StreamSlot::held_since`).
+    let mut seen = vec![0u32; rt.streams.capacity()];
     match BackgroundThread::spawn("mpixstream-helper", move |_| {
         let serving = rt.streams.any_reserved() || crate::orphans::pending() != 0 || crate::deferred::pending();
         std::thread::park_timeout(if serving { PERIOD } else { IDLE });
-        help(rt, serving && rt.helper_turns_implicit);
+        // The implicit pool only while a thread has been inside a stream's endpoint for a whole period
+        // (blocked in a call on the stream, whose progress turns nothing else): other threads in MPI
+        // turn the implicit pool themselves, and a needless turn contends for its locks with them.
+        let blocked = serving
+            && rt.helper_turns_implicit
+            && rt.streams.live().fold(false, |any, (i, s)| s.has_endpoint() && s.held_since(&mut seen[i]) || any);
+        help(rt, blocked);
         Turn::Again
     }) {
         Ok(t) => *guard = Some(t),

@@ -387,9 +387,7 @@ pub unsafe fn comm_disconnect(comm: *mut MPI_Comm) -> c_int {
 /// (`record_deleted`), whose calls into MPI run here, after MPICH returned.
 fn destroyed(rc: c_int) -> c_int {
     if let Some(rt) = runtime::active() {
-        if crate::deferred::pending() {
-            crate::deferred::run(rt);
-        }
+        crate::deferred::settle(rt);
     }
     rc
 }

@@ -113,7 +113,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
         }
         // Communicators freed where MPICH ran our callbacks in another call may still hold the stream
         // until their deferred destruction runs (`crate::deferred`): it runs now.
-        crate::deferred::run(rt);
+        crate::deferred::settle(rt);
         let (index, slot) = match stream_or_raise(rt, *stream, MPI_COMM_WORLD, F) {
             Ok(s) => s,
             Err(code) => return code,

@@ -30,6 +30,9 @@ pub struct StreamSlot {
     /// application's calls on its communicators and waits on its requests, our routes, progress
     /// threads, engines, the progress helper) holds this first (docs/architecture.md, "Ownership").
     owner: AtomicUsize,
+    /// Outermost claims taken so far (written by the owner only): a claim held across two looks of the
+    /// progress helper, with this count unchanged, is a thread blocked inside the endpoint.
+    claims: AtomicU32,
 }
 
 /// Who is registered as a stream's driver besides the application's own calls.
@@ -118,6 +121,7 @@ impl StreamSlot {
             progress: Mutex::new(None),
             driver: AtomicU8::new(0),
             owner: AtomicUsize::new(0),
+            claims: AtomicU32::new(0),
         }
     }
 
@@ -134,7 +138,7 @@ impl StreamSlot {
     pub fn claim(&self) -> Claim<'_> {
         let me = thread_token();
         match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => Claim { slot: self, outermost: true },
+            Ok(_) => self.taken(),
             Err(current) if current == me => Claim { slot: self, outermost: false },
             Err(_) => self.claim_contended(me),
         }
@@ -146,7 +150,7 @@ impl StreamSlot {
     pub fn claim_reporting(&self, contended: impl FnOnce()) -> Claim<'_> {
         let me = thread_token();
         match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => Claim { slot: self, outermost: true },
+            Ok(_) => self.taken(),
             Err(current) if current == me => Claim { slot: self, outermost: false },
             Err(_) => {
                 contended();
@@ -163,7 +167,7 @@ impl StreamSlot {
             if self.owner.load(Ordering::Relaxed) == 0
                 && self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
-                return Claim { slot: self, outermost: true };
+                return self.taken();
             }
             spins += 1;
             if spins < 64 {
@@ -182,10 +186,27 @@ impl StreamSlot {
     pub fn try_claim(&self) -> Option<Claim<'_>> {
         let me = thread_token();
         match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => Some(Claim { slot: self, outermost: true }),
+            Ok(_) => Some(self.taken()),
             Err(current) if current == me => Some(Claim { slot: self, outermost: false }),
             Err(_) => None,
         }
+    }
+
+    /// The claim just taken (outermost): counted.
+    #[inline(always)]
+    fn taken(&self) -> Claim<'_> {
+        // Only the owner writes the count: a load and a store, no read-modify-write.
+        self.claims.store(self.claims.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        Claim { slot: self, outermost: true }
+    }
+
+    /// Whether a thread is inside the endpoint in the same outermost claim as at the previous look
+    /// (`seen`, updated here): a call on the stream that has lasted at least since then.
+    pub fn held_since(&self, seen: &mut u32) -> bool {
+        let now = self.claims.load(Ordering::Relaxed);
+        let held = self.owned() && now == *seen;
+        *seen = now;
+        held
     }
 
     /// Whether the stream has a reserved endpoint of its own (native backend).

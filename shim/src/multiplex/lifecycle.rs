@@ -230,17 +230,23 @@ impl Multiplex {
         crate::deferred::defer(move |_| held.release_now());
     }
 
-    /// The release itself: messages nobody received taken out of MPICH (inside each index's endpoint),
-    /// the hidden communicators freed.
+    /// The release itself: messages nobody received taken out of MPICH (inside each index's endpoint;
+    /// while another thread is inside one, the release is deferred again), the hidden communicators
+    /// freed.
     fn release_now(&self) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        // Messages nobody received: take them out of MPICH so that nothing stays matched.
+        if !self.engines.iter().all(|e| unsafe { e.drain_unexpected() }) {
+            let held = registry::shared(self);
+            crate::deferred::defer(move |_| held.release_now());
+            return;
+        }
         if self.released.swap(true, Ordering::AcqRel) {
             return;
         }
         unsafe {
-            for e in self.engines.iter() {
-                // Messages nobody received: take them out of MPICH so that nothing stays matched.
-                e.drain_unexpected();
-            }
             registry::forget_hidden(self);
             self.endpoints.free();
         }

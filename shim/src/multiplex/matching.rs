@@ -452,8 +452,16 @@ impl MatchingEngine {
     }
 
     /// Takes every unreceived message out of MPICH (the communicator is being released).
-    pub unsafe fn drain_unexpected(&self) {
-        let _claim = self.endpoint.map(|slot| slot.claim());
+    /// Takes the messages nobody received out of MPICH, inside the index's endpoint; `false` (nothing
+    /// done) while another thread is inside it.
+    pub unsafe fn drain_unexpected(&self) -> bool {
+        let _claim = match self.endpoint {
+            Some(slot) => match slot.try_claim() {
+                Some(claim) => Some(claim),
+                None => return false,
+            },
+            None => None,
+        };
         let mut st = lock(&self.state);
         for mut u in st.unexpected.drain(..).filter(|u| u.local.is_none()) {
             let bytes = status_bytes(&u.status);
@@ -461,6 +469,7 @@ impl MatchingEngine {
             next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
         }
         self.sync_queued(&st);
+        true
     }
 }
 
