@@ -28,9 +28,12 @@ rc=$?
 verdict "no verdict in $(echo "$scripts" | wc -w) shell scripts reads a command substitution's status" $rc
 [ -n "$found" ] && echo "$found" | sed 's/^/    | /'
 
-bad='x.sh:1:  grep -q ok "$log"; check "ok ($(wc -l <"$log") lines)" $?'
-good='x.sh:1:  grep -q ok "$log"; rc=$?'
-[ -n "$(echo "$bad" | suspects)" ] && [ -z "$(echo "$good" | suspects)" ] && [ -z "$(echo 'x.sh:2: [ $((n + 1)) -gt 1 ]; v $?' | suspects)" ]
+# The samples' status is spelled `$st` here, so that this file is not one of its own suspects.
+st='$''?'
+bad="x.sh:1:  grep -q ok \"\$log\"; check \"ok (\$(wc -l <\"\$log\") lines)\" $st"
+good="x.sh:1:  grep -q ok \"\$log\"; rc=$st"
+arith="x.sh:2: [ \$((n + 1)) -gt 1 ]; v $st"
+[ -n "$(echo "$bad" | suspects)" ] && [ -z "$(echo "$good" | suspects)" ] && [ -z "$(echo "$arith" | suspects)" ]
 rc=$?
 verdict "the check catches a verdict after a substitution, and passes the corrected form and arithmetic" $rc
 exit $failed
