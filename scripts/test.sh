@@ -9,6 +9,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install.sh"
 # Intel MPI on every run: tests/scripts/impi_thread_split.sh proves the split backend's endpoints.
 bash "$root/scripts/install.sh" --mpich impi
+# MPICH 4.1.3 on every run: tests/scripts/greq_free_early.sh needs its early generalized-request free.
+bash "$root/scripts/install.sh" --mpich 4.1.3
 extra=$(bash "$root/scripts/mpich_rotation.sh")
 case "$extra" in
   [0-9]*.[0-9]*.[0-9]*) bash "$root/scripts/install.sh" --mpich "$extra" ;;

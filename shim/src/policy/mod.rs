@@ -360,7 +360,10 @@ pub fn release_stream(rt: &Runtime, index: usize) {
 /// Retired native policy streams, ready for the next policy communicator.
 static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
-/// A retired policy stream (its slot still holds its native stream), if any.
+/// A retired policy stream (its slot still holds its native stream), if any: the one retired longest
+/// ago, so that a request still pending on its freed communicator has had the most time to complete
+/// before another communicator shares its endpoint.
 fn take_retired() -> Option<usize> {
-    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+    (!retired.is_empty()).then(|| retired.remove(0))
 }
