@@ -12,15 +12,17 @@
 //! operations nobody waits for (`orphans`) and runs the destruction work kept out of MPICH's callbacks
 //! (`deferred`). It runs in every poll loop of ours (completion calls, routed probes, a buffered send
 //! waiting for space, `MPI_Buffer_detach`, `MPI_Finalize`) and, for the calls that block inside MPICH
-//! where we cannot run anything, in the helper thread: a thread of ours that helps every
-//! [`PERIOD`], and turns the implicit pool too (so a thread blocked on its stream no longer starves
-//! it). The thread needs `MPI_THREAD_MULTIPLE`, which the native backend therefore asks MPICH for
+//! where we cannot run anything, in the helper thread: a thread of ours that looks every [`PERIOD`]
+//! and turns the endpoints whose owner is away (nobody entered them since its previous look; an owner
+//! at work turns its own), and the implicit pool while a thread is blocked on its stream (so that
+//! thread no longer starves it); while every owner is at work its looks space out. The thread needs `MPI_THREAD_MULTIPLE`, which the native backend therefore asks MPICH for
 //! (`interposed::init`).
 //!
 //! Cost: the owner's claim on each of its calls (one compare-and-swap and one store, measured in
-//! docs/performance.md) and the helper thread's turn every period.
+//! docs/performance.md) and the helper thread's looks (a turn only where an owner is away).
 use crate::backend::Backend;
 use crate::runtime::Runtime;
+use crate::streams::{Presence, StreamSlot};
 use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
 use std::sync::Mutex;
@@ -40,12 +42,26 @@ pub fn help(rt: &Runtime, implicit: bool) {
     if rt.backend == Backend::Native && rt.streams.any_reserved() {
         for (_, slot) in rt.streams.live() {
             if slot.has_endpoint() && slot.driver().is_none() {
-                if let Some(_claim) = slot.try_claim() {
-                    rt.progress(slot.native());
-                }
+                turn(rt, slot);
             }
         }
     }
+    help_rest(rt, implicit);
+}
+
+/// A progress turn of the stream's endpoint unless a thread is inside it; whether it turned.
+fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
+    match slot.try_claim() {
+        Some(_claim) => {
+            rt.progress(slot.native());
+            true
+        }
+        None => false,
+    }
+}
+
+/// The orphans, the deferred work and, with `implicit`, a turn of the implicit pool.
+fn help_rest(rt: &Runtime, implicit: bool) {
     crate::orphans::turn(rt);
     if crate::deferred::pending() {
         crate::deferred::run(rt);
@@ -53,6 +69,41 @@ pub fn help(rt: &Runtime, implicit: bool) {
     if implicit {
         rt.progress(MPIX_STREAM_NULL);
     }
+}
+
+/// The helper thread's help: like [`help`], but only the endpoints whose owner is away (nobody entered
+/// them since the previous look, `seen`): an owner at work turns its endpoint in its own calls, and a
+/// turn of ours there would only make its next call wait. The implicit pool is turned only while a
+/// thread has been blocked inside a stream's endpoint for a whole period (its stream's progress turns
+/// nothing else; other threads in MPI turn the implicit pool themselves, and a needless turn contends
+/// for its locks with them). Whether anything may still need the helper soon: a stream away or
+/// blocked, orphans, deferred work.
+fn help_away(rt: &Runtime, seen: &mut [u32]) -> bool {
+    let mut needed = false;
+    let mut blocked = false;
+    if rt.backend == Backend::Native && rt.streams.any_reserved() {
+        for (i, slot) in rt.streams.live() {
+            if !slot.has_endpoint() || slot.driver().is_some() {
+                continue;
+            }
+            match slot.presence(&mut seen[i]) {
+                Presence::Entered => {}
+                Presence::Blocked => {
+                    blocked = true;
+                    needed = true;
+                }
+                Presence::Away => {
+                    needed = true;
+                    if turn(rt, slot) {
+                        // Our own claim is not the owner's return.
+                        seen[i] = slot.claim_count();
+                    }
+                }
+            }
+        }
+    }
+    help_rest(rt, blocked && rt.helper_turns_implicit);
+    needed || crate::orphans::pending() != 0 || crate::deferred::pending()
 }
 
 /// Whether a policy stream keeps MPI's progress rule on this MPICH: a thread blocked on its stream
@@ -82,6 +133,10 @@ static THREAD: Mutex<Option<BackgroundThread>> = Mutex::new(None);
 /// How long the helper thread sleeps while no stream has a reserved endpoint.
 const IDLE: Duration = Duration::from_millis(10);
 
+/// The longest the helper thread sleeps while every stream's owner is at work: the delay before it
+/// notices an owner gone away.
+const RELAXED: Duration = Duration::from_millis(2);
+
 /// Starts the helper thread at `MPI_Init*`, where it has endpoints to serve (the native backend) and
 /// may call MPI (`MPI_THREAD_MULTIPLE`, which the native backend asks MPICH for).
 pub fn start(rt: &'static Runtime) {
@@ -92,18 +147,22 @@ pub fn start(rt: &'static Runtime) {
     if guard.is_some() {
         return;
     }
-    // The claim counts of the streams at the previous look (`StreamSlot::held_since`).
+    // The claim counts of the streams at the previous look (`StreamSlot::presence`).
     let mut seen = vec![0u32; rt.streams.capacity()];
+    let mut sleep = PERIOD;
     match BackgroundThread::spawn("mpixstream-helper", move |_| {
+        std::thread::park_timeout(sleep);
         let serving = rt.streams.any_reserved() || crate::orphans::pending() != 0 || crate::deferred::pending();
-        std::thread::park_timeout(if serving { PERIOD } else { IDLE });
-        // The implicit pool only while a thread has been inside a stream's endpoint for a whole period
-        // (blocked in a call on the stream, whose progress turns nothing else): other threads in MPI
-        // turn the implicit pool themselves, and a needless turn contends for its locks with them.
-        let blocked = serving
-            && rt.helper_turns_implicit
-            && rt.streams.live().fold(false, |any, (i, s)| s.has_endpoint() && s.held_since(&mut seen[i]) || any);
-        help(rt, blocked);
+        // Every period while something may need a turn; while every owner is at work (or nothing has
+        // an endpoint), the looks space out up to `RELAXED`, `IDLE`.
+        sleep = if !serving {
+            help_rest(rt, false);
+            IDLE
+        } else if help_away(rt, &mut seen) {
+            PERIOD
+        } else {
+            (sleep * 2).min(RELAXED)
+        };
         Turn::Again
     }) {
         Ok(t) => *guard = Some(t),

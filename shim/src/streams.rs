@@ -30,9 +30,21 @@ pub struct StreamSlot {
     /// application's calls on its communicators and waits on its requests, our routes, progress
     /// threads, engines, the progress helper) holds this first (docs/architecture.md, "Ownership").
     owner: AtomicUsize,
-    /// Outermost claims taken so far (written by the owner only): a claim held across two looks of the
-    /// progress helper, with this count unchanged, is a thread blocked inside the endpoint.
+    /// Outermost claims taken so far (written by the owner only): the progress helper tells from it
+    /// whether the owner entered the endpoint since its previous look, is blocked inside it, or is away
+    /// ([`Presence`]).
     claims: AtomicU32,
+}
+
+/// A stream's endpoint between two looks of the progress helper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// A thread entered it since the previous look: its owner is at work and turns it.
+    Entered,
+    /// One thread has been inside it since before the previous look: blocked in a call on the stream.
+    Blocked,
+    /// Nobody entered it since the previous look: its owner is away, its operations wait for a turn.
+    Away,
 }
 
 /// Who is registered as a stream's driver besides the application's own calls.
@@ -200,13 +212,24 @@ impl StreamSlot {
         Claim { slot: self, outermost: true }
     }
 
-    /// Whether a thread is inside the endpoint in the same outermost claim as at the previous look
-    /// (`seen`, updated here): a call on the stream that has lasted at least since then.
-    pub fn held_since(&self, seen: &mut u32) -> bool {
+    /// What the progress helper sees of the endpoint's use since its previous look (`seen`: the claim
+    /// count then, updated here).
+    pub fn presence(&self, seen: &mut u32) -> Presence {
         let now = self.claims.load(Ordering::Relaxed);
-        let held = self.owned() && now == *seen;
+        let presence = if now != *seen {
+            Presence::Entered
+        } else if self.owned() {
+            Presence::Blocked
+        } else {
+            Presence::Away
+        };
         *seen = now;
-        held
+        presence
+    }
+
+    /// The claim count now (the progress helper's look after its own turn).
+    pub fn claim_count(&self) -> u32 {
+        self.claims.load(Ordering::Relaxed)
     }
 
     /// Whether the stream has a reserved endpoint of its own (native backend).
