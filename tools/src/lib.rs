@@ -129,8 +129,12 @@ pub extern "C" fn mpixstream_tools_finalize() {
 /// communicator's endpoint owned by another thread (`mpixstream_wrappers::tools::CONTENDED_SYMBOL`):
 /// under the check, another application thread inside a call on that stream is a violation, reported
 /// here, since the calling thread would otherwise wait for the endpoint and never reach the check.
+///
+/// # Safety
+/// `call` is null or a NUL-terminated string that outlives the call (the lean library passes a
+/// static C string literal).
 #[no_mangle]
-pub extern "C" fn mpixstream_tools_contended(comm: mpixstream_wrappers::ffi::MPI_Comm, call: *const libc::c_char) {
+pub unsafe extern "C" fn mpixstream_tools_contended(comm: mpixstream_wrappers::ffi::MPI_Comm, call: *const libc::c_char) {
     let r = std::panic::catch_unwind(|| {
         if !state::on() || state::check_mode() == 0 || call.is_null() {
             return;
