@@ -1,7 +1,7 @@
 //! The one way this library runs a thread of its own: a named background thread that repeats a turn
 //! until asked to stop (or until the turn says it is done), and is joined when stopped. Progress threads,
 //! the multiplex progress thread and the enqueue engine threads are all this; each owner decides what a
-//! turn does and which endpoint it may drive (docs/architecture.md, "Threads and endpoints").
+//! turn does and which endpoint it may drive (docs/architecture.md, "Ownership and the progress helper").
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
