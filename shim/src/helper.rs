@@ -26,7 +26,7 @@ use crate::streams::{Presence, StreamSlot};
 use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the helper thread helps. Short enough that a peer waiting on a stream whose owner is
 /// away sees its protocol steps at this pace; long enough that its turns cost the program's threads
@@ -75,10 +75,9 @@ fn help_rest(rt: &Runtime, implicit: bool) {
 /// them since the previous look, `seen`): an owner at work turns its endpoint in its own calls, and a
 /// turn of ours there would only make its next call wait. The implicit pool is turned only while a
 /// thread has been blocked inside a stream's endpoint for a whole period (its stream's progress turns
-/// nothing else; other threads in MPI turn the implicit pool themselves, and a needless turn contends
-/// for its locks with them). Whether anything may still need the helper soon: a stream away or
-/// blocked, orphans, deferred work.
-fn help_away(rt: &Runtime, seen: &mut [u32]) -> bool {
+/// nothing else), at the pace [`ImplicitPace`] sets. Whether anything may still need the helper soon:
+/// a stream away or blocked, orphans, deferred work.
+fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
     let mut needed = false;
     let mut blocked = false;
     if rt.backend == Backend::Native && rt.streams.any_reserved() {
@@ -102,8 +101,52 @@ fn help_away(rt: &Runtime, seen: &mut [u32]) -> bool {
             }
         }
     }
-    help_rest(rt, blocked && rt.helper_turns_implicit);
+    help_rest(rt, false);
+    if blocked && rt.helper_turns_implicit && pace.due() {
+        let start = Instant::now();
+        rt.progress(MPIX_STREAM_NULL);
+        pace.turned(start.elapsed());
+    }
     needed || crate::orphans::pending() != 0 || crate::deferred::pending()
+}
+
+/// How often the helper thread turns the implicit pool for a thread blocked on its stream: at every
+/// look while its turns are quick, ever more rarely (every 2nd, 4th … 256th look, one turn per 51 ms)
+/// while they are slow. A turn is MPICH's global progress; a slow one means other threads were inside
+/// the implicit pool (turning it themselves, so the turn was not needed) or the helper was preempted
+/// inside it, holding what those threads wait for. A turn at every look made `tests/c/policy_idup.c`
+/// at 4 ranks on MPICH 4.3.2 (4 threads on the implicit pool) take 73-91 s instead of 17-46 s without
+/// the turns; a fixed pace slow enough for it (every 256th look) starves the steps a lone blocked
+/// thread's peers need (`tests/c/policy_nbc_progress.c`: a 1 MiB `MPI_Iallreduce`'s rounds).
+struct ImplicitPace {
+    /// Looks between two turns.
+    gap: u32,
+    /// Looks since the last turn.
+    since: u32,
+}
+
+/// A turn of the implicit pool longer than this was contended.
+const SLOW_TURN: Duration = Duration::from_micros(50);
+
+/// The longest gap, in looks.
+const MAX_GAP: u32 = 256;
+
+impl ImplicitPace {
+    const fn new() -> ImplicitPace {
+        ImplicitPace { gap: 1, since: 0 }
+    }
+
+    /// Whether this look turns the implicit pool (counts the look).
+    fn due(&mut self) -> bool {
+        self.since += 1;
+        self.since >= self.gap
+    }
+
+    /// A turn took `took`: the next one after twice the gap if it was slow, half if it was quick.
+    fn turned(&mut self, took: Duration) {
+        self.since = 0;
+        self.gap = if took > SLOW_TURN { (self.gap * 2).min(MAX_GAP) } else { (self.gap / 2).max(1) };
+    }
 }
 
 /// Whether a policy stream keeps MPI's progress rule on this MPICH: a thread blocked on its stream
@@ -150,6 +193,7 @@ pub fn start(rt: &'static Runtime) {
     // The claim counts of the streams at the previous look (`StreamSlot::presence`).
     let mut seen = vec![0u32; rt.streams.capacity()];
     let mut sleep = PERIOD;
+    let mut pace = ImplicitPace::new();
     match BackgroundThread::spawn("mpixstream-helper", move |_| {
         std::thread::park_timeout(sleep);
         let serving = rt.streams.any_reserved() || crate::orphans::pending() != 0 || crate::deferred::pending();
@@ -158,7 +202,7 @@ pub fn start(rt: &'static Runtime) {
         sleep = if !serving {
             help_rest(rt, false);
             IDLE
-        } else if help_away(rt, &mut seen) {
+        } else if help_away(rt, &mut seen, &mut pace) {
             PERIOD
         } else {
             (sleep * 2).min(RELAXED)
@@ -179,5 +223,29 @@ pub fn stop() {
             handle.unpark();
         }
         t.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implicit_turns_space_out_while_slow_and_come_back_while_quick() {
+        let mut pace = ImplicitPace::new();
+        assert!(pace.due(), "the first blocked look turns");
+        let slow = SLOW_TURN * 2;
+        for _ in 0..20 {
+            pace.turned(slow);
+        }
+        assert_eq!(pace.gap, MAX_GAP);
+        assert_eq!((0..MAX_GAP).filter(|_| pace.due()).count(), 1, "one turn per MAX_GAP looks");
+        pace.turned(Duration::ZERO);
+        assert_eq!(pace.gap, MAX_GAP / 2);
+        for _ in 0..10 {
+            pace.turned(Duration::ZERO);
+        }
+        assert_eq!(pace.gap, 1);
+        assert!(pace.due(), "quick turns: every look");
     }
 }
