@@ -35,6 +35,7 @@ done
 passed=0
 failed=0
 known=0
+skipped=0
 failures=()
 logdir=$root/build/test-logs
 mkdir -p "$logdir"
@@ -141,6 +142,10 @@ for t in tests/scripts/*.sh; do
   timeout 900 bash "$t" >"$log" 2>&1
   rc=$?
   bash scripts/shm_cleanup.sh
+  # Exit 77: the test could not run here (its last "SKIP: reason" line says why); neither passed nor failed.
+  if [ $rc -eq 77 ]; then
+    echo "SKIP $name: $(grep '^SKIP: ' "$log" | tail -1 | cut -c7-)"; skipped=$((skipped + 1)); continue
+  fi
   verdict "$name" $rc "$log"
 done
 
@@ -173,5 +178,6 @@ if [ $failed -gt 0 ]; then
   echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
 [ $known -gt 0 ] && echo "$known known (timed out on a defect of that MPICH, reproduced without mpixstream: tests/c/KNOWN)"
+[ $skipped -gt 0 ] && echo "$skipped skipped (could not run on this machine; the SKIP lines above say why)"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
