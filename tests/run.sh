@@ -2,11 +2,12 @@
 # Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on each selected
 # MPICH, and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
 # Prints PASS/FAIL per test and closes with "N passed, M failed".
-#   tests/run.sh [--quick] [--only PATTERN] [--mpich LIST] [--hosts N]
+#   tests/run.sh [--quick] [--only PATTERN] [--skip PATTERN] [--mpich LIST] [--hosts N]
 #     --quick: skip the MPICH conformance harness and mpi4py's suite
 #     --only:  run only the tests whose name contains PATTERN (C table rows are named
 #              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone);
 #              PATTERN is a shell pattern with bash's extended forms, e.g. '@(stream_|policy_)*np=4'
+#     --skip:  leave out the tests whose name contains PATTERN (the same kind of pattern)
 #     --hosts: the C table's rows run across N simulated hosts (scripts/hosts.sh up N first), each
 #              row's ranks in blocks of ceil(np/N) per host; their names end in "hosts=N"
 #     --mpich: comma list of the MPICHs the C table runs on (names or prefixes, scripts/env.sh),
@@ -20,15 +21,17 @@ cd "$root"
 source scripts/env.sh
 quick=0
 only=""
+skip=""
 nhosts=0
 mpichs=deb,5
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
+    --skip) skip=$2; shift 2 ;;
     --mpich) mpichs=$2; shift 2 ;;
     --hosts) nhosts=$2; shift 2 ;;
-    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--mpich LIST] [--hosts N]" >&2; exit 2 ;;
+    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--skip PATTERN] [--mpich LIST] [--hosts N]" >&2; exit 2 ;;
   esac
 done
 case "$nhosts" in '' | *[!0-9]*) echo "tests/run.sh: --hosts wants a number, not '$nhosts'" >&2; exit 2 ;; esac
@@ -57,7 +60,7 @@ verdict() { # name status(0=pass) log
     [ -n "${3:-}" ] && [ -f "$3" ] && tail -n 15 "$3" | sed 's/^/    | /'
   fi
 }
-selected() { [ -z "$only" ] || [[ "$1" == *$only* ]]; }
+selected() { { [ -z "$only" ] || [[ "$1" == *$only* ]]; } && { [ -z "$skip" ] || [[ "$1" != *$skip* ]]; }; }
 # tests/c/KNOWN: the reason a row (build, program, nprocs) times out because of that MPICH, if listed.
 known_reason() {
   awk -v b="$1" -v p="$2" -v n="$3" '$1 == b && $2 == p && ("," $3 ",") ~ ("," n ",") {
