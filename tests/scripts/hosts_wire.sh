@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The proof on the wire, across two simulated hosts (scripts/hosts.sh): tests/scripts/programs/wire_streams.c
-# on 2 hosts x 2 ranks (Debian: 1 rank per host), each rank of h1 sending to one of h2 from 3 threads, each thread on its own
-# communicator (100, 200, 300 messages of 1 KiB), under each policy. While the job holds its connections
+# The proof on the wire, across two simulated hosts (scripts/hosts.sh): tests/scripts/programs/
+# wire_streams.c on 2 hosts x 2 ranks (Debian: 1 rank per host), each rank of h1 sending to one of h2
+# from 3 threads, each thread on its own communicator (100, 200, 300 messages of 1 KiB), under each
+# policy. While the job holds its connections
 # open, `ss` in each host's namespace reads every TCP connection's byte counters; tests/scripts/wire_check.py
 # ties each connection to an endpoint by the listening socket it was made to (one per VCI) and checks:
-#   - MPICH 5.0.2 over ch4:ofi (libfabric tcp between hosts, shared memory within), explicit policy:
-#     each stream's traffic between hosts travels on one connection of its own, the sender's and the
-#     receiver's counters agree, and its bytes equal the report's bytes for that endpoint plus one
-#     fixed header per message and one handshake per connection; other endpoints' connections carry
-#     none of it;
-#   - the same build under implicit, Debian's 4.0.2 (UCX: tcp between hosts, shared memory within;
+#   - MPICH 5.0.2 over ch4:ofi (libfabric tcp between hosts, shared memory within), explicit policy,
+#     and Intel MPI on the split backend, explicit policy: each stream's traffic between hosts travels
+#     on one connection of its own, the sender's and the receiver's counters agree, and its bytes equal
+#     the report's bytes for that endpoint plus one fixed header per message and one handshake per
+#     connection; other endpoints' connections carry less than any stream;
+#   - the same builds under implicit, Debian's 4.0.2 (UCX: tcp between hosts, shared memory within;
 #     serial backend) under both policies and MPICH 5.0.2 over ch4:ucx under implicit: one endpoint
 #     (VCI 0) carries it all; on the UCX builds the UCX probe's worker 0 posted the report's messages
 #     and no other worker sent anything.
@@ -34,16 +35,17 @@ bash "$root/tests/probe/build.sh" "$out" || { echo "FAIL building the UCX probe"
 failed=0
 verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
 
-# case NAME MPICH HOSTS POLICY own|one [probe]   (HOSTS: Hydra's -hosts list, in blocks)
+# case NAME MPICH HOSTS POLICY[:BACKEND] own|one [probe]   (HOSTS: Hydra's -hosts list, in blocks)
 run_case() {
-  local name=$1 mpich=$2 where=$3 policy=$4 mode=$5 probe=${6:-} d=$out/$1 bin pid rc i np envs=()
+  local name=$1 mpich=$2 where=$3 policy=${4%%:*} mode=$5 probe=${6:-} d=$out/$1 bin pid rc i np envs=()
+  [[ $4 == *:* ]] && envs+=(MPIXSTREAM_BACKEND="${4#*:}")
   np=$(( $(echo "$where" | tr ',' '\n' | cut -d: -f2 | paste -sd+) ))
   mpich_select "$mpich" || { verdict "$name: MPICH $mpich" 1; return; }
   bin=$out/wire_streams-$MPICH_NAME
   "$MPICC" -O2 -Wall "$root/tests/scripts/programs/wire_streams.c" -o "$bin" -lpthread ||
     { verdict "$name: compile" 1; return; }
   rm -rf "$d"; mkdir -p "$d"
-  [ -n "$probe" ] && envs=(UCXPROBE_DIR="$d/probe" MPIXRUN_PRELOAD_EXTRA="$out/ucxprobe.so") && mkdir -p "$d/probe"
+  [ -n "$probe" ] && envs+=(UCXPROBE_DIR="$d/probe" MPIXRUN_PRELOAD_EXTRA="$out/ucxprobe.so") && mkdir -p "$d/probe"
   env "${envs[@]}" WIRE_DIR="$d" MPIXSTREAM_POLICY="$policy" MPIXSTREAM_REPORT="$d/report.json" \
     timeout 30 "$root/scripts/mpixrun" --hosts "$where" -n $np "$bin" >"$d/out.txt" 2>&1 </dev/null &
   pid=$!
@@ -86,6 +88,14 @@ run_case ofi-implicit 5-ofi h1:2,h2:2 implicit one
 run_case deb-implicit deb h1:1,h2:1 implicit one probe
 run_case deb-explicit deb h1:1,h2:1 explicit one probe
 run_case ucx-implicit 5 h1:2,h2:2 implicit one probe
+# Intel MPI (shared memory within a host, ofi's tcp provider between hosts): the split backend's
+# thread-split endpoints, each on connections of its own; Intel's own mode, one endpoint.
+if [ -x "$root/.deps/impi/bin/mpicc" ]; then
+  run_case impi-split impi h1:2,h2:2 explicit:split own
+  run_case impi-implicit impi h1:2,h2:2 implicit one
+else
+  echo "SKIP: Intel MPI cases: not installed (scripts/install.sh --mpich impi)"
+fi
 # The checker can fail: the explicit run is not one endpoint's, the implicit run not one per stream.
 if [ -s "$out/ofi-explicit/report.json" ] && [ -s "$out/ofi-implicit/report.json" ]; then
   python3 "$root/tests/scripts/wire_check.py" "$out/ofi-explicit" one >/dev/null

@@ -21,7 +21,7 @@ Checks, for every sender -> receiver pair:
     one connection of its VCI carrying its traffic, and nothing else does: the sender's bytes_sent on
     it equals the receiver's bytes_received (each host's own counter) and equals b + h*m + c, with one
     per-message header h and one per-connection handshake c for every stream of the job; connections
-    of other VCIs carry less than a tenth of the smallest stream's bytes (MPICH's own messages);
+    of other VCIs carry less than the smallest stream's bytes (the MPI library's own messages);
   - one (the implicit policy; any policy on the serial backend): every process has one listener per
     implicit VCI, and the VCI-0 connections carry all of the pair's messages (their bytes_sent >= the
     bytes of every endpoint of the receiver in the report);
@@ -65,7 +65,8 @@ def parse_listeners(path):
 
 
 def parse_connections(path):
-    """[(pid, local, peer, bytes_sent, bytes_received)] of established TCP connections"""
+    """[(pid, local, peer, bytes sent, bytes_received)] of established TCP connections; bytes sent less
+    the retransmitted ones (a loaded machine drops segments on the bridge now and then)"""
     out, last = [], None
     for line in open(path):
         if not line[:1].isspace():
@@ -73,14 +74,14 @@ def parse_connections(path):
             last = None
             if len(f) >= 5 and f[0] == "ESTAB":
                 users = USER.findall(line)
-                last = [int(users[0][0]) if users else None, endpoint(f[3]), endpoint(f[4]), 0, 0]
+                last = [int(users[0][0]) if users else None, endpoint(f[3]), endpoint(f[4]), 0, 0, 0]
                 out.append(last)
         elif last is not None:
-            for key, i in (("bytes_sent", 3), ("bytes_received", 4)):
+            for key, i in (("bytes_sent", 3), ("bytes_received", 4), ("bytes_retrans", 5)):
                 m = re.search(key + r":(\d+)", line)
                 if m:
                     last[i] = int(m.group(1))
-    return [tuple(c) for c in out]
+    return [(pid, local, peer, sent - retrans, received) for pid, local, peer, sent, received, retrans in out]
 
 
 def main(argv):
@@ -100,8 +101,9 @@ def main(argv):
         conns += [c + (h,) for c in parse_connections(os.path.join(d, f"conn-{h}.txt"))]
     size = report["nranks"]
     # The pool is reserved (one listener per VCI) on the native backend wherever a stream can be made:
-    # under the explicit policy, or when the program can create one (wire_streams.c cannot).
-    pool = report["pool"] if report["backend"] == "native" and report["policy"] == "explicit" else 0
+    # under the explicit policy, or when the program can create one (wire_streams.c cannot); on Intel
+    # MPI's split backend, its thread-split endpoints 1..pool.
+    pool = report["pool"] if report["backend"] in ("native", "split") and report["policy"] == "explicit" else 0
     vcis = (report["implicit_vcis"] or 1) + pool
     ok = True
 
@@ -165,8 +167,8 @@ def main(argv):
                   f"{'OK' if good else 'MISMATCH'}")
             if good:
                 fits.append((m, b, carrying[0][0]))
-        # MPICH's own traffic (MPI_Comm_dup, MPI_Barrier) runs on VCI 0: a tenth of a stream at most.
-        smallest = min((e["received"]["bytes"] for e in streams), default=0) // 10
+        # The MPI library's own traffic (MPI_Comm_dup, MPI_Barrier) runs on VCI 0: less than any stream's.
+        smallest = min((e["received"]["bytes"] for e in streams), default=0)
         for v, xs in sorted(by_vci.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             if v in used:
                 continue
