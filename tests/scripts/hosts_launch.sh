@@ -14,11 +14,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
-hosts=$root/scripts/hosts.sh
-if ! why=$("$hosts" check); then
-  echo "SKIP: no simulated hosts on this machine: $why"
-  exit 77
-fi
+source "$root/tests/scripts/hosts_up.bash"
+hosts_or_skip
 failed=0
 verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
 out=$root/build/hosts-launch

@@ -11,14 +11,9 @@
 # Exits 1 if a row failed, 77 (SKIP) where hosts cannot be made here.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-hosts=$root/scripts/hosts.sh
-if ! why=$("$hosts" check); then
-  echo "SKIP: no simulated hosts on this machine: $why"
-  exit 77
-fi
-made=0
-"$hosts" owns h1 h2 || { "$hosts" up 2 || { echo "FAIL scripts/hosts.sh up 2"; exit 1; }; made=1; }
-[ $made -eq 1 ] && trap '"$hosts" down' EXIT
+source "$root/tests/scripts/hosts_up.bash"
+hosts_or_skip
+hosts_up
 log=$root/build/hosts-table.log
 bash "$root/tests/run.sh" --quick --mpich 5-ofi --hosts 2 \
   --only '@(stream_|multiplex_|policy_|enqueue_host)*np=4 mpich=5-ofi*' \

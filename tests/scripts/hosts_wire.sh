@@ -20,14 +20,9 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
-hosts=$root/scripts/hosts.sh
-if ! why=$("$hosts" check); then
-  echo "SKIP: no simulated hosts on this machine: $why"
-  exit 77
-fi
-made=0
-"$hosts" owns h1 h2 || { "$hosts" up 2 || { echo "FAIL scripts/hosts.sh up 2"; exit 1; }; made=1; }
-[ $made -eq 1 ] && trap '"$hosts" down' EXIT
+source "$root/tests/scripts/hosts_up.bash"
+hosts_or_skip
+hosts_up
 out=$root/build/hosts-wire
 mkdir -p "$out"
 export PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH}
