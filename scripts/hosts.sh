@@ -49,8 +49,16 @@ cannot() {
   if ! err=$(ip -n "$probe" link add brtest type bridge 2>&1); then
     ip netns del "$probe" 2>/dev/null; echo "no bridges: $err"; return
   fi
+  # What host_exec does: a hostname (UTS namespace) and a boot id bound over /proc's, in ip netns
+  # exec's mount namespace.
+  local id
+  id=$(mktemp)
+  cat /proc/sys/kernel/random/uuid >"$id"
+  err=$(ip netns exec "$probe" unshare --uts -- sh -c 'hostname probe && mount --bind "$0" /proc/sys/kernel/random/boot_id' "$id" 2>&1)
+  local rc=$?
+  rm -f "$id"
   ip netns del "$probe"
-  err=$(unshare --uts -- hostname probe 2>&1) || { echo "no UTS namespace: $err"; return; }
+  [ $rc -eq 0 ] || echo "cannot enter a host (hostname, boot id): $err"
 }
 
 # Kills the processes in the hosts' namespaces: TERM, then KILL what is left after 2 s.
