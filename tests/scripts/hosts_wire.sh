@@ -63,6 +63,11 @@ run_case() {
     # PMPI_Finalize): Debian's 4.0.2 hung in its own MPI_Finalize, as it does without mpixstream
     # (docs/native-defects.md). The counters were read before; the checks below still hold.
     echo "KNOWN $name: Debian's MPI_Finalize hung over UCX's tcp after the traffic (a defect of that MPICH)"
+    # The UCX probe writes its reports at exit, which a killed rank never reaches: the wire alone then.
+    if [ -n "$probe" ] && ! compgen -G "$d/probe/probe.*.txt" >/dev/null; then
+      echo "  (no probe reports: the ranks were killed before exit; the wire is checked without them)"
+      probe=
+    fi
   else
     verdict "$name: ranks on hosts $where (exit $rc)" $rc
     [ $rc -eq 0 ] || return
