@@ -18,15 +18,18 @@
 # repetitions) measures for about 2 minutes here.
 #   benches/imb_mt.sh [--mpich 5|deb] [--reps N] [--threads "1 2 4"] [--seconds S] [--variants "..."]
 #                     [--biband-bytes N (8)] [--lib-before PATH] [--extra 'NAME=KEY=VAL ...']... [--lock FILE] [--no-build]
+#                     [--hosts LIST]
 #   benches/imb_mt.sh --table CSV      (the table of a CSV this script wrote; writes nothing)
 # --lock FILE: each repetition runs under flock FILE (a machine shared with other jobs: the lock is
 # held one repetition at a time, never for the whole run). --no-build: no cargo, and the benchmark
-# binaries already in build/bench are used (a device machine: scripts/device_bench.sh).
+# binaries already in build/bench are used (a device machine: scripts/device_bench.sh). --hosts: every
+# run across these hosts (Hydra's -hosts list, e.g. h1,h2: one rank on each; simulated ones of
+# scripts/hosts.sh too).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-mpich=5; reps=9; threads="1 2 4"; seconds=0.1; warmup=0.02; variants=""; before=""; lock=""; extras=(); build=1; table=""; bibytes=8
+mpich=5; reps=9; threads="1 2 4"; seconds=0.1; warmup=0.02; variants=""; before=""; lock=""; extras=(); build=1; table=""; bibytes=8; hosts=""
 usage="usage: benches/imb_mt.sh [--mpich 5|deb] [--reps N] [--threads \"1 2 4\"] [--seconds S] [--variants \"none implicit explicit native\"] [--biband-bytes N] [--lib-before PATH] [--extra 'NAME=KEY=VAL ...'] [--lock FILE] [--no-build] | --table CSV"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
     --biband-bytes) bibytes=$2; shift 2 ;;
     --no-build) build=0; shift ;;
     --table) table=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
@@ -121,6 +125,11 @@ mkdir -p "$out" "$bin"
 if [ $build -eq 1 ]; then cargo build --release --quiet || exit 1; fi
 [ -f "$MPIXSTREAM_LIB" ] || { echo "imb_mt.sh: no $MPIXSTREAM_LIB (cargo build --release)" >&2; exit 2; }
 mpich_select "$mpich" || exit 2
+mpx=("$MPIEXEC") across=()
+if [ -n "$hosts" ]; then
+  mpiexec_across -hosts "$hosts" || exit 2
+  mpx=("${MPIEXEC_ACROSS[@]}") across=(--hosts "$hosts")
+fi
 compile() { # binary cflags...; with --no-build a binary already there is used as it is
   [ $build -eq 0 ] && [ -x "$1" ] && return 0
   local o=$1; shift
@@ -140,15 +149,15 @@ esac
 run_variant() { # variant T -> the RESULT line (or nothing)
   local v=$1 T=$2 args=("$bin/imb_mt-$MPICH_NAME" "$2" "$seconds" "$warmup" all "$bibytes") e
   case "$v" in
-    none) timeout 60 "$MPIEXEC" -n 2 "${args[@]}" ;;
-    implicit) MPIXSTREAM_POLICY=implicit timeout 60 scripts/mpixrun -n 2 "${args[@]}" ;;
-    explicit) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun -n 2 "${args[@]}" ;;
-    native) MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 60 "$MPIEXEC" -n 2 "$bin/imb_mt-$MPICH_NAME-mpix" "${args[@]:1}" ;;
-    explicit-before) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun --lib "$before" -n 2 "${args[@]}" ;;
+    none) timeout 60 "${mpx[@]}" -n 2 "${args[@]}" ;;
+    implicit) MPIXSTREAM_POLICY=implicit timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
+    explicit) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
+    native) MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 60 "${mpx[@]}" -n 2 "$bin/imb_mt-$MPICH_NAME-mpix" "${args[@]:1}" ;;
+    explicit-before) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun "${across[@]}" --lib "$before" -n 2 "${args[@]}" ;;
     *) for e in "${extras[@]}"; do
          [ "${e%%=*}" = "$v" ] || continue
          # shellcheck disable=SC2046
-         env MPIXSTREAM_POLICY=explicit $(echo "${e#*=}" | sed "s/{T}/$T/g") timeout 60 scripts/mpixrun -n 2 "${args[@]}"
+         env MPIXSTREAM_POLICY=explicit $(echo "${e#*=}" | sed "s/{T}/$T/g") timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}"
        done ;;
   esac
 }

@@ -22,12 +22,16 @@
 # counters and of the checking mode: results/check_cost.txt).
 # Each run measures for SECONDS per thread pair (time-bounded, so it lasts the same on a busy machine).
 #   benches/paper.sh [--reps N] [--threads "1 2 4"] [--seconds S] [--window W] [--quick] [--impi | --impi-only]
+#                    [--variants "..."] [--mpich NAME] [--hosts LIST] [--out DIR]
 # --impi-only: the three Intel MPI variants alone, into results/impi/, without benches/check_cost.sh.
+# --variants: these variants only; --mpich: the build of the mpich5-* variants (default 5; 5-ofi: over
+# ch4:ofi); --hosts: every run across these hosts (Hydra's -hosts list, e.g. h1,h2: one rank on each;
+# simulated ones of scripts/hosts.sh too), without benches/check_cost.sh; --out: the results' folder.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
-reps=5; threads="1 2 4"; seconds=0.4; window=64; warmup=0.05; cc_reps=5; impi=0
+reps=5; threads="1 2 4"; seconds=0.4; window=64; warmup=0.05; cc_reps=5; impi=0; only=""; m5=5; hosts=""; out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2 ;;
@@ -37,17 +41,21 @@ while [ $# -gt 0 ]; do
     --quick) reps=1; threads="1 2"; seconds=0.2; cc_reps=2; shift ;;
     --impi) impi=1; shift ;;
     --impi-only) impi=2; shift ;;
-    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--seconds S] [--window W] [--quick] [--impi | --impi-only]" >&2; exit 2 ;;
+    --variants) only=$2; shift 2 ;;
+    --mpich) m5=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: benches/paper.sh [--reps N] [--threads \"1 2 4\"] [--seconds S] [--window W] [--quick] [--impi | --impi-only] [--variants \"...\"] [--mpich NAME] [--hosts LIST] [--out DIR]" >&2; exit 2 ;;
   esac
 done
-out=$root/results; bin=$root/build/bench
-[ $impi -eq 2 ] && out=$root/results/impi
+bin=$root/build/bench
+if [ -z "$out" ]; then out=$root/results; [ $impi -eq 2 ] && out=$root/results/impi; fi
 mkdir -p "$out" "$bin"
 lib=$MPIXSTREAM_LIB
 [ -f "$lib" ] && [ -f "$(dirname "$lib")/libmpixstream_tools.so" ] || { echo "paper.sh: build first: cargo build --release" >&2; exit 2; }
 
 mpich_select deb; "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-deb" -lpthread || exit 1
-mpich_select 5
+mpich_select "$m5" || exit 2
 "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-5" -lpthread || exit 1
 "$MPICC" -O2 -Wno-stringop-overflow -DUSE_MPIX benches/paper_msgrate.c -o "$bin/paper-5-mpix" -lpthread || exit 1
 
@@ -60,34 +68,44 @@ if [ $impi -ge 1 ]; then
   variants="$variants impi-implicit impi-split-explicit impi-split-mpix"
   [ $impi -eq 2 ] && variants="impi-implicit impi-split-explicit impi-split-mpix"
 fi
+[ -n "$only" ] && variants=$only
 maxt=$(echo $threads | tr ' ' '\n' | sort -n | tail -1)
+# use NAME: selects that MPICH and sets mpx (its mpiexec, across --hosts) and across (mpixrun's --hosts).
+mpx=() across=()
+use() {
+  mpich_select "$1" || return
+  mpx=("$MPIEXEC") across=()
+  if [ -n "$hosts" ]; then
+    mpiexec_across -hosts "$hosts" && mpx=("${MPIEXEC_ACROSS[@]}") across=(--hosts "$hosts")
+  fi
+}
 
 run_variant() { # variant T -> prints the RESULT line (or nothing)
   local v=$1 T=$2 args=("$2" "$window" "$seconds" "$warmup")
   case "$v" in
-    deb-4.0.2) mpich_select deb; timeout 120 "$MPIEXEC" -n 2 "$bin/paper-deb" "${args[@]}" ;;
-    mpich5-implicit-1) mpich_select 5
-      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=1 timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
-    mpich5-implicit-T) mpich_select 5
-      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
-    mpich5-native) mpich_select 5
-      MPIR_CVAR_CH4_NUM_VCIS=1 MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 120 "$MPIEXEC" -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
-    mpich5-explicit) mpich_select 5
-      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
-    mpich5-mpix-lib) mpich_select 5
-      MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
-    mpich5-explicit-check) mpich_select 5
-      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_CHECK=1 timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" ;;
-    impi-implicit) mpich_select impi
-      MPIXSTREAM_POLICY=implicit timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi" "${args[@]}" ;;
-    impi-split-explicit) mpich_select impi
-      MPIXSTREAM_BACKEND=split MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi" "${args[@]}" ;;
-    impi-split-mpix) mpich_select impi
-      MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi -n 2 "$bin/paper-impi-mpix" "${args[@]}" ;;
-    mpich5-explicit-report) mpich_select 5
+    deb-4.0.2) use deb; timeout 120 "${mpx[@]}" -n 2 "$bin/paper-deb" "${args[@]}" ;;
+    mpich5-implicit-1) use "$m5"
+      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=1 timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-implicit-T) use "$m5"
+      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=$T timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-native) use "$m5"
+      MPIR_CVAR_CH4_NUM_VCIS=1 MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 120 "${mpx[@]}" -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
+    mpich5-explicit) use "$m5"
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-mpix-lib) use "$m5"
+      MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
+    mpich5-explicit-check) use "$m5"
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_CHECK=1 timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+    impi-implicit) use impi
+      MPIXSTREAM_POLICY=implicit timeout 120 scripts/mpixrun --mpich impi "${across[@]}" -n 2 "$bin/paper-impi" "${args[@]}" ;;
+    impi-split-explicit) use impi
+      MPIXSTREAM_BACKEND=split MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi "${across[@]}" -n 2 "$bin/paper-impi" "${args[@]}" ;;
+    impi-split-mpix) use impi
+      MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=$T timeout 120 scripts/mpixrun --mpich impi "${across[@]}" -n 2 "$bin/paper-impi-mpix" "${args[@]}" ;;
+    mpich5-explicit-report) use "$m5"
       local rep=$out/.report-tmp.json
       [ "$T" = "$maxt" ] && rep=$out/paper-report.json
-      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_REPORT=$rep timeout 120 scripts/mpixrun -n 2 "$bin/paper-5" "${args[@]}" 2>/dev/null ;;
+      MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T MPIXSTREAM_REPORT=$rep timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" 2>/dev/null ;;
   esac
 }
 
@@ -192,6 +210,6 @@ json.dump({"benchmark": "benches/paper_msgrate.c", "window": int(window), "secon
            "summary": summary, "ratios": ratios}, open(f"{out}/paper.json", "w"), indent=1)
 PY
 echo
-[ $impi -eq 2 ] || bash benches/check_cost.sh "$cc_reps" 200000
+[ $impi -eq 2 ] || [ -n "$hosts" ] || bash benches/check_cost.sh "$cc_reps" 200000
 PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH} python3 scripts/plot.py "$out/paper.csv" --report "$out/paper-report.json" -o "$out/paper.png" \
   && echo "wrote $out/paper.csv, paper.json, paper.txt, paper-report.json, paper.png, check_cost.txt ($(( $(date +%s) - start )) s)"

@@ -96,3 +96,24 @@ mpich_backend_of() {
   done
   echo serial
 }
+
+# mpiexec_across -hosts LIST | -f FILE: sets the array MPIEXEC_ACROSS to the command that starts
+# "$MPIEXEC" on those hosts (Hydra's -hosts list, HOST or HOST:RANKS comma-separated, or its host file,
+# a HOST[:RANKS] per line): entered through scripts/hosts.sh run when they are its simulated hosts
+# (mpiexec then runs on the first of them), else mpiexec with the option alone (a real cluster).
+# The caller appends mpiexec's other arguments.
+mpiexec_across() {
+  local names=()
+  case "$1" in
+    -hosts) IFS=, read -r -a names <<<"$2" ;;
+    -f) mapfile -t names < <(sed -e 's/#.*//' -e 's/[[:space:]:].*//' -e '/^$/d' "$2") ;;
+    *) echo "mpiexec_across: -hosts LIST or -f FILE, not '$1'" >&2; return 2 ;;
+  esac
+  MPIEXEC_ACROSS=()
+  if [ ${#names[@]} -gt 0 ] && [ -x "$MPIXSTREAM_ROOT/scripts/hosts.sh" ] &&
+    "$MPIXSTREAM_ROOT/scripts/hosts.sh" owns "${names[@]}"; then
+    MPIEXEC_ACROSS=("$MPIXSTREAM_ROOT/scripts/hosts.sh" run)
+  fi
+  MPIEXEC_ACROSS+=("${MPIEXEC:-mpiexec}" "$1" "$2")
+}
+

@@ -7,6 +7,7 @@
 #       - PyPI's MPICH 5.0.2 into .deps/mpich5: the "native" backend's reference build
 #       - python tools for the report/plot scripts (into .deps/py), mpi4py (into .deps/mpi4py)
 #       - cmake and pkg-config (the install test builds a program both ways)
+#       - iproute2 (ip, tc, ss: the simulated hosts of scripts/hosts.sh)
 #   scripts/install.sh --prefix DIR      builds (cargo build --release) and installs into DIR:
 #       lib/libmpixstream.so, lib/libmpixstream_tools.so, include/mpix_stream.h (and mpix_stream_abi.h), bin/mpixrun (finds
 #       the libraries relative to itself), share/mpixstream/ (mpixrun's helpers),
@@ -117,7 +118,7 @@ if [ -n "$prefix" ] || [ -n "$mpichs" ]; then
   exit 0
 fi
 
-apt_install mpich libmpich-dev gcc make python3-pip cmake pkg-config
+apt_install mpich libmpich-dev gcc make python3-pip cmake pkg-config iproute2
 pip_mpich 5.0.2
 
 if [ ! -f "$deps/py/.done" ]; then

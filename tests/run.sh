@@ -2,29 +2,42 @@
 # Runs every test of mpixstream: Rust unit tests, the C test table (tests/c/TESTS) on each selected
 # MPICH, and the script tests (tests/scripts/*.sh). Each run is a real job under mpiexec with a timeout.
 # Prints PASS/FAIL per test and closes with "N passed, M failed".
-#   tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]
+#   tests/run.sh [--quick] [--only PATTERN] [--skip PATTERN] [--mpich LIST] [--hosts N]
 #     --quick: skip the MPICH conformance harness and mpi4py's suite
 #     --only:  run only the tests whose name contains PATTERN (C table rows are named
-#              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone)
+#              "PROG np=N mpich=NAME ...", so --only mpich=4.3.2 runs the C table on that build alone);
+#              PATTERN is a shell pattern with bash's extended forms, e.g. '@(stream_|policy_)*np=4'
+#     --skip:  leave out the tests whose name contains PATTERN (the same kind of pattern)
+#     --hosts: the C table's rows run across N simulated hosts (scripts/hosts.sh up N first), each
+#              row's ranks in blocks of ceil(np/N) per host; their names end in "hosts=N"
 #     --mpich: comma list of the MPICHs the C table runs on (names or prefixes, scripts/env.sh),
 #              default deb,5; a row of TESTS for "serial" (or deb) runs on every selected build whose
 #              backend is serial, a row for "native" (or 5) on every native one. The script tests
 #              and the conformance harness always use deb and 5.
 set -uo pipefail
+shopt -s extglob
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 quick=0
 only=""
+skip=""
+nhosts=0
 mpichs=deb,5
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
+    --skip) skip=$2; shift 2 ;;
     --mpich) mpichs=$2; shift 2 ;;
-    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--mpich LIST]" >&2; exit 2 ;;
+    --hosts) nhosts=$2; shift 2 ;;
+    *) echo "usage: tests/run.sh [--quick] [--only PATTERN] [--skip PATTERN] [--mpich LIST] [--hosts N]" >&2; exit 2 ;;
   esac
 done
+case "$nhosts" in '' | *[!0-9]*) echo "tests/run.sh: --hosts wants a number, not '$nhosts'" >&2; exit 2 ;; esac
+if [ "$nhosts" -gt 0 ] && ! scripts/hosts.sh owns $(seq -f 'h%g' "$nhosts"); then
+  echo "tests/run.sh: --hosts $nhosts: no simulated hosts h1..h$nhosts (scripts/hosts.sh up $nhosts)"; echo "0 passed, 1 failed"; exit 1
+fi
 # Each selected build: its name and its backend class (what mpixstream will pick on it).
 builds=()
 for m in ${mpichs//,/ }; do
@@ -35,6 +48,7 @@ done
 passed=0
 failed=0
 known=0
+skipped=0
 failures=()
 logdir=$root/build/test-logs
 mkdir -p "$logdir"
@@ -46,7 +60,7 @@ verdict() { # name status(0=pass) log
     [ -n "${3:-}" ] && [ -f "$3" ] && tail -n 15 "$3" | sed 's/^/    | /'
   fi
 }
-selected() { [ -z "$only" ] || [[ "$1" == *$only* ]]; }
+selected() { { [ -z "$only" ] || [[ "$1" == *$only* ]]; } && { [ -z "$skip" ] || [[ "$1" != *$skip* ]]; }; }
 # tests/c/KNOWN: the reason a row (build, program, nprocs) times out because of that MPICH, if listed.
 known_reason() {
   awk -v b="$1" -v p="$2" -v n="$3" '$1 == b && $2 == p && ("," $3 ",") ~ ("," n ",") {
@@ -105,16 +119,25 @@ while read -r prog nps classes expect envs; do
     for np in ${nps//,/ }; do
       name="$prog np=$np mpich=$mpich${envs:+ [$envs]}"
       [ "$envs" = "-" ] && name="$prog np=$np mpich=$mpich"
+      where=()
+      if [ "$nhosts" -gt 0 ]; then
+        name+=" hosts=$nhosts"
+        # Blocks of ceil(np/N) ranks per host: h1 fills first, as a scheduler's allocation would.
+        per=$(( (np + nhosts - 1) / nhosts ))
+        where=(--hosts "$(seq -f "h%g:$per" "$nhosts" | paste -sd,)")
+      fi
       selected "$name" || continue
-      log=$logdir/$(echo "$prog-$mpich-$np-$envs" | tr -c 'A-Za-z0-9_.=-' '_').log
+      log=$logdir/$(echo "$prog-$mpich-$np-$envs${where[*]:+-hosts$nhosts}" | tr -c 'A-Za-z0-9_.=-' '_').log
       envargs=()
       [ "$envs" != "-" ] && for kv in $envs; do envargs+=("$kv"); done
-      env "${envargs[@]}" timeout 60 scripts/mpixrun -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1 </dev/null
+      env "${envargs[@]}" timeout 60 scripts/mpixrun "${where[@]}" -n "$np" "$build_dir/$mpich/$prog" >"$log" 2>&1 </dev/null
       rc=$?
       # The status in the log too: a run that fails with no output at all still says how it ended.
       echo "tests/run.sh: exit status $rc" >>"$log"
       # A rank killed (timeout, MPI_Abort) leaves MPICH's shared memory behind.
       [ $rc -ne 0 ] && bash scripts/shm_cleanup.sh
+      # ... and, across simulated hosts, ranks whose mpiexec was killed.
+      [ $rc -ne 0 ] && [ "$nhosts" -gt 0 ] && scripts/hosts.sh reap
       if [ $rc -eq 124 ] && reason=$(known_reason "$mpich" "$prog" "$np"); then
         echo "KNOWN $name: timed out; a defect of this MPICH: $reason"; known=$((known + 1)); continue
       fi
@@ -141,6 +164,10 @@ for t in tests/scripts/*.sh; do
   timeout 900 bash "$t" >"$log" 2>&1
   rc=$?
   bash scripts/shm_cleanup.sh
+  # Exit 77: the test could not run here (its last "SKIP: reason" line says why); neither passed nor failed.
+  if [ $rc -eq 77 ]; then
+    echo "SKIP $name: $(grep '^SKIP: ' "$log" | tail -1 | cut -c7-)"; skipped=$((skipped + 1)); continue
+  fi
   verdict "$name" $rc "$log"
 done
 
@@ -173,5 +200,6 @@ if [ $failed -gt 0 ]; then
   echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
 [ $known -gt 0 ] && echo "$known known (timed out on a defect of that MPICH, reproduced without mpixstream: tests/c/KNOWN)"
+[ $skipped -gt 0 ] && echo "$skipped skipped (could not run on this machine; the SKIP lines above say why)"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

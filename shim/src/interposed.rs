@@ -75,8 +75,12 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
         }
         match start_runtime(p, config, detected) {
             Ok(rt) => {
-                if rt.config.verbose && rt.rank == 0 {
-                    eprintln!("{}", banner(rt));
+                if rt.config.verbose {
+                    // Collective: the hosts of the job and their pools, on rank 0.
+                    let hosts = backend::hosts::gather(p, rt.rank, rt.size, rt.streams.capacity() as u32);
+                    if rt.rank == 0 {
+                        eprintln!("{}", banner(rt, hosts.as_deref()));
+                    }
                 }
                 crate::helper::start(rt);
                 crate::tools_link::tools_init();
@@ -130,7 +134,8 @@ unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -
     }))
 }
 
-pub fn banner(rt: &Runtime) -> String {
+/// `hosts`: where the ranks run (`backend::hosts`), else their number alone.
+pub fn banner(rt: &Runtime, hosts: Option<&str>) -> String {
     let level = ["MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"]
         .get(rt.thread_level as usize)
         .copied()
@@ -154,7 +159,7 @@ pub fn banner(rt: &Runtime) -> String {
         _ => String::new(),
     };
     format!(
-        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {}{} | {} | {} ranks | {}",
+        "mpixstream {}: {} | backend {} ({}) | pool: {} | policy {}{} | {} | {} | {}",
         env!("CARGO_PKG_VERSION"),
         rt.library,
         rt.backend.name(),
@@ -163,7 +168,7 @@ pub fn banner(rt: &Runtime) -> String {
         rt.config.policy,
         progress,
         level,
-        rt.size,
+        hosts.map_or_else(|| format!("{} ranks", rt.size), str::to_string),
         rt.config.describe()
     )
 }

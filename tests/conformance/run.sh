@@ -6,7 +6,7 @@
 #   run.sh [--mpich NAME|PREFIX] [--policy implicit|explicit]
 #          [--preload PATH | --no-preload] [--list FILE | --all [--dirs D1,D2..]]
 #          [--known FILE] [--max-np N] [--timeout S] [--logs DIR]
-#          [--check-known] [-v|--verbose]
+#          [--check-known] [--hosts LIST] [-v|--verbose]
 #
 #   --mpich       MPICH to build against and run with: deb, 5, 5-ofi, a PyPI version X.Y.Z
 #                 (scripts/install.sh --mpich X.Y.Z) or a prefix (scripts/env.sh), default deb
@@ -24,6 +24,8 @@
 #   --max-np      cap on the number of processes, default 4
 #   --timeout     per-test limit in seconds where the testlist sets none, default 30
 #   --logs        per-test output and times.tsv, default results/conformance/<run>
+#   --hosts       run each test across these hosts (Hydra's -hosts list, e.g. h1,h2: ranks round
+#                 robin; simulated hosts of scripts/hosts.sh are entered through it)
 #   --check-known re-run each KNOWN failure without the library; it stays KNOWN
 #                 only if it fails there with the same reason
 #   -v            print the first lines of the output of each test not passed
@@ -43,7 +45,7 @@ source "$root/scripts/env.sh"
 
 mpich=deb policy=implicit preload=default list="$here/selection.txt"
 known="$here/known-failures.txt" max_np=4 def_timeout=30 logs="" verbose=0
-check_known=0 all=0 dirs="" slice=""
+check_known=0 all=0 dirs="" slice="" hosts=""
 usage() { sed -n '2,/^set /p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,6 +62,7 @@ while [ $# -gt 0 ]; do
     --timeout) def_timeout=$2; shift ;;
     --logs) logs=$2; shift ;;
     --check-known) check_known=1 ;;
+    --hosts) hosts=$2; shift ;;
     -v|--verbose) verbose=1 ;;
     -h|--help) usage 0 ;;
     *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
@@ -68,6 +71,11 @@ while [ $# -gt 0 ]; do
 done
 case "$policy" in implicit|explicit) ;; *) echo "run.sh: --policy must be implicit or explicit" >&2; exit 2 ;; esac
 mpich_select "$mpich" || exit 2
+launch=("$MPIEXEC")
+if [ -n "$hosts" ]; then
+  mpiexec_across -hosts "$hosts" || exit 2
+  launch=("${MPIEXEC_ACROSS[@]}")
+fi
 [ -n "$dirs" ] && [ $all -eq 0 ] && { echo "run.sh: --dirs needs --all" >&2; exit 2; }
 slice_k=0 slice_n=1
 if [ -n "$slice" ]; then
@@ -95,7 +103,7 @@ src_parent=$root/.deps/mpich-src
 src_ver=4.0.2
 src=$src_parent/mpich-$src_ver/test/mpi
 build=$src_parent/tests-$MPICH_NAME
-tag=$MPICH_NAME-$policy-$([ "$preload" = none ] && echo nopreload || echo preload)$([ $all -eq 1 ] && echo -all)
+tag=$MPICH_NAME-$policy-$([ "$preload" = none ] && echo nopreload || echo preload)$([ $all -eq 1 ] && echo -all)${hosts:+-hosts}
 logs=${logs:-$root/results/conformance/$tag}
 mkdir -p "$src_parent" "$logs"
 
@@ -305,12 +313,14 @@ run_one() {
     R_REASON="not built, see $build/build.log"; echo "$R_REASON" >"$log"; return
   fi
   start=$(date +%s.%N)
-  (cd "$build/$d" && exec timeout -k 5 "$tl" "$MPIEXEC" -n "$np" "${mpx[@]}" "${genv[@]}" "./$p" "${args[@]}") \
+  (cd "$build/$d" && exec timeout -k 5 "$tl" "${launch[@]}" -n "$np" "${mpx[@]}" "${genv[@]}" "./$p" "${args[@]}") \
     </dev/null >"$log" 2>"$log.stderr"
   rc=$?
   R_RC=$rc
   # A rank killed by the timeout leaves MPICH's shared memory behind; enough of it fills /dev/shm.
   { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && bash "$here/../../scripts/shm_cleanup.sh"
+  # ... and, across simulated hosts, the ranks its killed mpiexec left there.
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ ${#launch[@]} -gt 1 ] && "$root/scripts/hosts.sh" reap 2>/dev/null
   R_SECS=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   # The verdict is the program's standard output: MPICH's own warnings on standard error (MPICH 5.0.2's
   # "Builtin communicator ... has pending 1 references" at the end of pt2pt/rqfreeb, with and without
@@ -352,7 +362,7 @@ read_selection
 build_selected
 flock -u 9
 
-echo "conformance: MPICH=$MPICH_NAME ($MPIEXEC) policy=$policy" \
+echo "conformance: MPICH=$MPICH_NAME ($MPIEXEC${hosts:+ on hosts $hosts}) policy=$policy" \
      "preload=$([ "$preload" = none ] && echo none || echo "$preload") tests=${#T_NAME[@]}"
 pass=0 fail=0 knownc=0 nativec=0 skipped=0 unbuilt=0 t0=$(date +%s)
 rm -f "$logs"/*.np[0-9]*.log "$logs"/*.np[0-9]*.log.nopreload

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # mpi4py's own test suite under the explicit policy, module by module.
-#   tests/mpi4py/run.sh [--mpich deb|5] [--np LIST] [--only MODULE-PATTERN]
+#   tests/mpi4py/run.sh [--mpich deb|5] [--np LIST] [--only MODULE-PATTERN] [--policy explicit|implicit]
+#                       [--hosts LIST]
+# --policy: the policy of the runs with mpixstream (default explicit); --hosts: every run across these
+# hosts (Hydra's -hosts list, e.g. h1,h2: ranks round robin; simulated ones of scripts/hosts.sh too).
 # The suite comes from mpi4py's PyPI source distribution (the same version as the installed wheel),
 # fetched into .deps/ on first use; nothing of it is kept in the repository. Each test module runs as
 # its own mpiexec job (so an exhausted pool or a hang in one module cannot hide another), first without
@@ -16,7 +19,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
-mpich=5; nps="1 2"; only=""
+mpich=5; nps="1 2"; only=""; policy=explicit; hosts=""
 # Each job's limit in seconds: every module takes under 10 s without mpixstream on the 2-core machine.
 limit=${MPIXTEST_MPI4PY_TIMEOUT:-60}
 while [ $# -gt 0 ]; do
@@ -24,7 +27,9 @@ while [ $# -gt 0 ]; do
     --mpich) mpich=$2; shift 2 ;;
     --np) nps=${2//,/ }; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) echo "usage: tests/mpi4py/run.sh [--mpich deb|5] [--np LIST] [--only PATTERN]" >&2; exit 2 ;;
+    --policy) policy=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
+    *) echo "usage: tests/mpi4py/run.sh [--mpich deb|5] [--np LIST] [--only PATTERN] [--policy explicit|implicit] [--hosts LIST]" >&2; exit 2 ;;
   esac
 done
 version=4.1.2
@@ -38,6 +43,12 @@ if [ ! -f "$src/test/runtests.py" ]; then
     { echo "mpi4py $version source distribution unavailable"; echo "0 passed, 1 failed"; exit 1; }
 fi
 mpich_select "$mpich" || { echo "0 passed, 1 failed"; exit 1; }
+case "$policy" in explicit) ptag="" ;; implicit) ptag=" policy=implicit" ;; *) echo "--policy: explicit or implicit" >&2; exit 2 ;; esac
+launch=("$MPIEXEC") across=()
+if [ -n "$hosts" ]; then
+  mpiexec_across -hosts "$hosts" || exit 2
+  launch=("${MPIEXEC_ACROSS[@]}") across=(--hosts "$hosts")
+fi
 # mpi4py's wheel loads libmpi.so.12; Debian names its library libmpich.so.12.
 libdir=$MPICH_PREFIX/lib
 if [ "$mpich" = deb ]; then
@@ -63,7 +74,7 @@ outcome() {
 }
 # run_reference LOG: runs module $m at $np ranks without mpixstream into LOG; prints its outcome
 run_reference() {
-  timeout "$limit" "$MPIEXEC" -genv LD_LIBRARY_PATH "$libdir" -n "$np" python3 runtests.py --no-builddir -q "$m" \
+  timeout "$limit" "${launch[@]}" -genv LD_LIBRARY_PATH "$libdir" -n "$np" python3 runtests.py --no-builddir -q "$m" \
     >"$1" 2>&1 </dev/null
   outcome "$1" $?
   bash "$root/scripts/shm_cleanup.sh" >/dev/null 2>&1
@@ -74,9 +85,9 @@ for f in test_*.py; do
   [ "$m" = test_spawn ] && continue
   [ -n "$only" ] && [[ "$m" != *$only* ]] && continue
   for np in $nps; do
-    ref=$out/$m-np$np-reference.log exp=$out/$m-np$np-explicit.log
+    ref=$out/$m-np$np-reference.log exp=$out/$m-np$np-$policy.log
     r1=$(run_reference "$ref")
-    MPIXSTREAM_POLICY=explicit timeout "$limit" "$root/scripts/mpixrun" --mpich "$mpich" -genv LD_LIBRARY_PATH "$libdir" \
+    MPIXSTREAM_POLICY=$policy timeout "$limit" "$root/scripts/mpixrun" --mpich "$mpich" "${across[@]}" -genv LD_LIBRARY_PATH "$libdir" \
       -n "$np" python3 runtests.py --no-builddir -q "$m" >"$exp" 2>&1 </dev/null
     r2=$(outcome "$exp" $?)
     bash "$root/scripts/shm_cleanup.sh" >/dev/null 2>&1
@@ -89,7 +100,7 @@ for f in test_*.py; do
       flaked="${flaked:+$flaked; }$r1"
       r1=$(run_reference "$out/$m-np$np-reference-retry$retry.log")
     done
-    name="mpi4py $m np=$np mpich=$MPICH_NAME"
+    name="mpi4py $m np=$np mpich=$MPICH_NAME${hosts:+ hosts=$hosts}${ptag}"
     if [ "${r1%%:*}" = "${r2%%:*}" ]; then
       passed=$((passed + 1))
       case "$r1" in

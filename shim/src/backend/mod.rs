@@ -9,6 +9,7 @@
 //!   number, a stream communicator a dup whose info names it.
 //!
 //! One code path for the API; the few operations that differ are here.
+pub mod hosts;
 mod native;
 mod pool_size;
 mod program_scan;

@@ -19,8 +19,9 @@ const MPICH5_LIMIT: u64 = (1 << 31) - 1;
 const CELL_BYTES: u64 = 16384;
 const PAIR_OVERHEAD: u64 = 8768;
 
-/// The node as MPI_Init will see it: ranks on this node (Hydra's `MPI_LOCALNRANKS`; 1 if unknown),
-/// whether MPICH's shared memory is in use, and the queue depth.
+/// The node as MPI_Init will see it: ranks on this node (Hydra's `MPI_LOCALNRANKS`; under Slurm's
+/// `srun`, which sets none, the most tasks any node of the step runs; 1 if unknown), whether MPICH's
+/// shared memory is in use, and the queue depth.
 #[derive(Clone, Copy, Debug)]
 pub struct Node {
     pub local_ranks: u64,
@@ -35,7 +36,10 @@ impl Node {
         let num = |k: &str| env(k).and_then(|v| v.trim().parse::<u64>().ok());
         let on = |k: &str| env(k).is_some_and(|v| matches!(v.trim(), "1" | "yes" | "true" | "on"));
         Node {
-            local_ranks: num("MPI_LOCALNRANKS").filter(|&n| n >= 1).unwrap_or(1),
+            local_ranks: num("MPI_LOCALNRANKS")
+                .filter(|&n| n >= 1)
+                .or_else(|| slurm_busiest_node(&env("SLURM_STEP_TASKS_PER_NODE")?))
+                .unwrap_or(1),
             shared_memory: !on("MPIR_CVAR_NOLOCAL"),
             cells: num("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS").filter(|&n| n >= 1).unwrap_or(64),
             shm_free: shm_free(),
@@ -84,6 +88,17 @@ impl Node {
     }
 }
 
+/// The most tasks on one node in Slurm's `SLURM_STEP_TASKS_PER_NODE` (`2(x3),1`: three nodes with 2,
+/// one with 1). Every node of the step then sizes the same pool, for its busiest node: this node's own
+/// count cannot be told apart reliably (the step's node list need not be the allocation's).
+fn slurm_busiest_node(per_node: &str) -> Option<u64> {
+    per_node
+        .split(',')
+        .map(|entry| entry.split('(').next().and_then(|n| n.trim().parse::<u64>().ok()))
+        .try_fold(0, |most, n| n.map(|n| most.max(n)))
+        .filter(|&n| n >= 1)
+}
+
 fn shm_free() -> Option<u64> {
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) };
@@ -110,6 +125,21 @@ mod tests {
         assert_eq!(node(2).vci_queue_bytes(2), 8_458_752);
         assert_eq!(node(2).vci_queue_bytes(9), 171_289_728);
         assert_eq!(node(8).vci_queue_bytes(5), 211_468_800);
+    }
+
+    #[test]
+    fn ranks_on_the_node_from_hydra_or_slurm() {
+        let from = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            Node::from_env(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())).local_ranks
+        };
+        assert_eq!(from(&[("MPI_LOCALNRANKS", "3")]), 3);
+        assert_eq!(from(&[("SLURM_STEP_TASKS_PER_NODE", "2(x3),5,1")]), 5);
+        assert_eq!(from(&[("SLURM_STEP_TASKS_PER_NODE", "4(x2)")]), 4);
+        // Hydra's count wins (mpirun inside a Slurm allocation); a malformed Slurm value counts as unknown.
+        assert_eq!(from(&[("MPI_LOCALNRANKS", "2"), ("SLURM_STEP_TASKS_PER_NODE", "8")]), 2);
+        assert_eq!(from(&[("SLURM_STEP_TASKS_PER_NODE", "x")]), 1);
+        assert_eq!(from(&[]), 1);
     }
 
     #[test]
