@@ -7,7 +7,11 @@
 # (docs/native-defects.md). tests/run.sh --hosts 2 runs the rows; left out:
 #   - policy_windows_files: its MPI_Win_allocate_shared needs every rank on one node;
 #   - multiplex_basic, multiplex_idup, multiplex_lifetime: they time out on this build on one host too;
-#   - multiplex_stress: KNOWN on this build (tests/c/KNOWN), 60 s to time out.
+#   - multiplex_stress: KNOWN on this build (tests/c/KNOWN), 60 s to time out;
+#   - multiplex_n_to_1: across hosts it hung in 12 of 13 runs on 2026-12-04 (the receiving thread's
+#     MPI_Improbe never sees the senders' last messages; the same with the library of before the
+#     ownership rework, 3 of 3), while it passes on one host: not understood yet, an open item of the
+#     hosts work (docs/cluster.md), not a pass.
 # Exits 1 if a row failed, 77 (SKIP) where hosts cannot be made here.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +21,7 @@ hosts_up
 log=$root/build/hosts-table.log
 bash "$root/tests/run.sh" --quick --mpich 5-ofi --hosts 2 \
   --only '@(stream_|multiplex_|policy_|enqueue_host)*np=4 mpich=5-ofi*' \
-  --skip '@(policy_windows_files|multiplex_basic|multiplex_idup|multiplex_lifetime|multiplex_stress) ' >"$log" 2>&1
+  --skip '@(policy_windows_files|multiplex_basic|multiplex_idup|multiplex_lifetime|multiplex_stress|multiplex_n_to_1) ' >"$log" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|KNOWN) |^    \| ' "$log"
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
