@@ -134,7 +134,10 @@ pub extern "C" fn mpixstream_tools_finalize() {
 /// `call` is null or a NUL-terminated string that outlives the call (the lean library passes a
 /// static C string literal).
 #[no_mangle]
-pub unsafe extern "C" fn mpixstream_tools_contended(comm: mpixstream_wrappers::ffi::MPI_Comm, call: *const libc::c_char) {
+pub unsafe extern "C" fn mpixstream_tools_contended(
+    comm: mpixstream_wrappers::ffi::MPI_Comm,
+    call: *const libc::c_char,
+) {
     let r = std::panic::catch_unwind(|| {
         if !state::on() || state::check_mode() == 0 || call.is_null() {
             return;
