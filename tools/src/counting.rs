@@ -7,18 +7,23 @@
 //! on completion, with the size from the status (we pass our own status where the application passed
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
-use crate::check;
+use crate::entry;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
+use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
 
+/// Whether to follow a request in the table: on a checked communicator (its completion is checked),
+/// a receive (counted at completion, from its status), or, for the profile, one whose handle does not
+/// name its endpoint (`named` false: a nonblocking collective's, a persistent one's, or any on an MPI
+/// whose handles say nothing: `state::requests_name_endpoints`).
 #[inline]
-fn wants_tracking(r: &CommRec, recv: bool) -> bool {
-    r.checked_stream.is_some() || (recv && report_on())
+fn wants_tracking(r: &CommRec, recv: bool, named: bool) -> bool {
+    r.checked_stream.is_some() || (report_on() && (recv || !named))
 }
 
-/// Starts tracking `*request`. A builtin request (`handles::is_builtin`: shared and pre-completed) keys
+/// Starts tracking `*request` (`named`: its handle names its endpoint). A builtin request (`handles::is_builtin`: shared and pre-completed) keys
 /// nothing, and has nothing left to attribute or to check.
 ///
 /// A request that is not tracked removes any entry its handle still has: another thread's operation
@@ -26,11 +31,11 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool) {
+pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
     if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
         return;
     }
-    if wants_tracking(r, recv) {
+    if wants_tracking(r, recv, named) {
         state::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
         state::requests().remove(&*request);
@@ -43,6 +48,14 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
         return None;
     }
     state::requests().get(&h).map(|e| *e)
+}
+
+/// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
+#[inline]
+unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
+    if !request.is_null() && report_on() {
+        r.note_request(*request);
+    }
 }
 
 /// A tracked operation completed: forget it and count a receive.
@@ -69,7 +82,7 @@ pub unsafe fn send(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && dest != MPI_PROC_NULL && report_on()) {
         r.count_send(count, datatype);
@@ -90,13 +103,14 @@ pub unsafe fn isend(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        track(request, r, false, false);
+        noted(r, request);
+        track(request, r, false, false, state::requests_name_endpoints());
     }
     rc
 }
@@ -121,7 +135,7 @@ unsafe fn counted_recv(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
@@ -151,10 +165,11 @@ unsafe fn tracked_irecv(
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        track(request, r, true, false);
+        noted(r, request);
+        track(request, r, true, false, true);
     }
     rc
 }
@@ -172,7 +187,7 @@ pub unsafe fn sendrecv(
         return call(status);
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
@@ -189,7 +204,7 @@ pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c
     if !on() {
         return call();
     }
-    let _g = check::enter(name, rec(comm));
+    let _g = entry::enter(name, rec(comm));
     call()
 }
 
@@ -211,7 +226,7 @@ pub unsafe fn mprobe(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
         remember_message(r, message);
@@ -230,7 +245,7 @@ pub unsafe fn improbe(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 {
         remember_message(r, message);
@@ -280,9 +295,10 @@ pub unsafe fn wait(
     }
     let h = *request;
     let Some(info) = tracked(h) else {
+        let _p = entry::enter_untracked(h);
         return call(status);
     };
-    let _g = check::enter(name, Some(info.rec));
+    let _g = entry::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
@@ -304,9 +320,10 @@ pub unsafe fn test(
     }
     let h = *request;
     let Some(info) = tracked(h) else {
+        let _p = entry::enter_untracked(h);
         return call(status);
     };
-    let _g = check::enter(name, Some(info.rec));
+    let _g = entry::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
@@ -380,10 +397,10 @@ pub unsafe fn waitall(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -406,10 +423,10 @@ pub unsafe fn testall(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -433,10 +450,10 @@ unsafe fn any_common(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(status);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = MPI_Status::default();
     let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
     let st = if need { &mut local as *mut MPI_Status } else { status };
@@ -488,10 +505,10 @@ unsafe fn some_common(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -554,7 +571,7 @@ pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce()
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -572,13 +589,14 @@ pub unsafe fn icollective(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if report_on() {
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        track(request, r, false, false);
+        // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
+        track(request, r, false, false, false);
     }
     rc
 }
