@@ -5,7 +5,7 @@ it at once), the communicators with the endpoint MPICH gave them and what the ex
 with each, the verdict of every rank and of the job, profile.json, and a timeline PNG (threads x time,
 coloured by endpoint, overlaps marked).
 
-  profile.py REPORT.json [--out DIR] [--command TEXT]
+  contention.py REPORT.json [--out DIR] [--command TEXT]
 
 Used by `mpixrun --profile` (and, for its columns, by compare.py). The PNG needs matplotlib
 (scripts/install.sh puts it in .deps/py); without it the table and the JSON are still written.
