@@ -38,7 +38,7 @@ pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv:
     if wants_tracking(r, recv, named) {
         state::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
-        state::requests().remove(&*request);
+        state::requests().remove(*request);
     }
 }
 
@@ -47,7 +47,7 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
     if h == MPI_REQUEST_NULL || is_builtin(h) {
         return None;
     }
-    state::requests().get(&h).map(|e| *e)
+    state::requests().get(h)
 }
 
 /// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
@@ -61,7 +61,7 @@ unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
 /// A tracked operation completed: forget it and count a receive.
 #[inline]
 unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
-    state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+    state::requests().remove_own(h, info.seq);
     if info.recv
         && report_on()
         && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
@@ -557,7 +557,7 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     let rc = call();
     if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
         // Its completion will never be seen: a freed receive is not counted.
-        state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+        state::requests().remove_own(h, info.seq);
     }
     if rc == MPI_SUCCESS && h != MPI_REQUEST_NULL && !is_builtin(h) {
         // A persistent request's handle goes back to MPICH here.

@@ -17,10 +17,7 @@ pub struct Entered {
 pub fn enter(name: &'static str, rec: Option<&'static CommRec>) -> Entered {
     let check = check::enter(name, rec);
     let profile = match rec {
-        Some(r) if profile::on() => {
-            r.threads.add_me();
-            profile::enter([r.slot()])
-        }
+        Some(r) => profile::enter_comm(r.slot(), &r.threads),
         _ => Inside::none(),
     };
     Entered { _profile: profile, _check: check }

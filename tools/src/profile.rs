@@ -8,11 +8,12 @@
 //! communicator ([`unnamed`]).
 //!
 //! Cost per call: two timestamps (`clock`), a compare-and-swap on the endpoint's state when the call
-//! enters and one when it leaves (plus an add to its busy time), plain stores into the calling
-//! thread's own counters and timeline. No lock, no allocation, no lookup: the slot is an index. An
-//! endpoint's state packs the number of threads inside with the time of its last change, so each
-//! change adds the time since the last one to the busy time (one thread or more inside) and to the
-//! overlap time (two or more) exactly, whatever the interleaving.
+//! enters and one when it leaves, plain stores into the calling thread's own counters and timeline. No
+//! lock, no allocation, no lookup: the slot is an index. An endpoint's state packs the number of
+//! threads inside with the time of its last change, so each change adds the time since the last one to
+//! the overlap (two or more inside) exactly, whatever the interleaving. The busy time (one or more
+//! inside) is the threads' time inside less the excess counted while two or more were inside (the
+//! integral of threads inside beyond one), so a thread alone on its endpoint adds nothing else.
 use crate::clock;
 use crate::thread::thread_id;
 use std::cell::Cell;
@@ -30,17 +31,18 @@ const OCC_BITS: u32 = 10;
 const OCC_MASK: u64 = (1 << OCC_BITS) - 1;
 const TIME_MASK: u64 = (1 << (64 - OCC_BITS)) - 1;
 
-/// One endpoint: threads inside and the time of the last change, packed; the accumulated times.
+/// One endpoint: threads inside and the time of the last change, packed; the time two or more were
+/// inside, and the excess (the integral of threads inside beyond the first).
 #[repr(align(64))]
 pub struct Endpoint {
     state: AtomicU64,
-    busy: AtomicU64,
     overlap: AtomicU64,
+    excess: AtomicU64,
 }
 
 impl Endpoint {
     const fn new() -> Endpoint {
-        Endpoint { state: AtomicU64::new(0), busy: AtomicU64::new(0), overlap: AtomicU64::new(0) }
+        Endpoint { state: AtomicU64::new(0), overlap: AtomicU64::new(0), excess: AtomicU64::new(0) }
     }
 
     /// One thread enters (`up`) or leaves at `now` (ticks since the clock's origin); returns how many
@@ -56,11 +58,9 @@ impl Endpoint {
             match self.state.compare_exchange_weak(old, (at << OCC_BITS) | next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
                     let span = at - last;
-                    if inside >= 1 && span > 0 {
-                        self.busy.fetch_add(span, Ordering::Relaxed);
-                        if inside >= 2 {
-                            self.overlap.fetch_add(span, Ordering::Relaxed);
-                        }
+                    if inside >= 2 && span > 0 {
+                        self.overlap.fetch_add(span, Ordering::Relaxed);
+                        self.excess.fetch_add((inside - 1) * span, Ordering::Relaxed);
                     }
                     return inside;
                 }
@@ -69,9 +69,10 @@ impl Endpoint {
         }
     }
 
-    /// (busy ticks, overlap ticks) so far.
-    pub fn times(&self) -> (u64, u64) {
-        (self.busy.load(Ordering::Relaxed), self.overlap.load(Ordering::Relaxed))
+    /// (busy ticks, overlap ticks), given the threads' time inside it (`inside_ticks`, summed).
+    pub fn times(&self, inside_ticks: u64) -> (u64, u64) {
+        let overlap = self.overlap.load(Ordering::Relaxed);
+        (inside_ticks.saturating_sub(self.excess.load(Ordering::Relaxed)).max(overlap), overlap)
     }
 }
 
@@ -133,6 +134,8 @@ pub struct ThreadProfile {
     recorded: AtomicU64,
     /// Inside a profiled call already (a call made from inside another is not counted twice).
     inside: Cell<bool>,
+    /// The thread set this thread last joined (a communicator's; most calls are on the same one).
+    joined: Cell<*const ThreadSet>,
 }
 
 // The cells are written by the owning thread only; the report reads them after every application
@@ -181,6 +184,7 @@ fn register() -> &'static ThreadProfile {
         events: (0..TIMELINE).map(|_| Cell::new(Event::default())).collect(),
         recorded: AtomicU64::new(0),
         inside: Cell::new(false),
+        joined: Cell::new(std::ptr::null()),
     }));
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     ME.with(|m| m.set(t));
@@ -218,24 +222,40 @@ pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
+/// At most this many endpoints per call are profiled (a wait on requests of more endpoints counts on
+/// the first ones).
+const PER_CALL: usize = 4;
+
 /// A call inside the endpoints it entered; leaves them when dropped.
 pub struct Inside {
     me: Option<&'static ThreadProfile>,
     start: u64,
-    slots: smallvec::SmallVec<[(Slot, bool); 2]>,
+    n: u8,
+    slots: [(Slot, bool); PER_CALL],
 }
 
 impl Inside {
     /// Nothing entered (the profile is off, or the call is inside another).
     #[inline]
     pub fn none() -> Inside {
-        Inside { me: None, start: 0, slots: smallvec::SmallVec::new() }
+        Inside { me: None, start: 0, n: 0, slots: [(0, false); PER_CALL] }
     }
 }
 
 /// Enters the endpoints `slots` (each once) for one call of the calling thread.
 #[inline]
 pub fn enter(slots: impl IntoIterator<Item = Slot>) -> Inside {
+    enter_as(slots, None)
+}
+
+/// Enters endpoint `slot` for a call on a communicator whose threads are `set` (the thread joins it).
+#[inline]
+pub fn enter_comm(slot: Slot, set: &ThreadSet) -> Inside {
+    enter_as([slot], Some(set))
+}
+
+#[inline]
+fn enter_as(slots: impl IntoIterator<Item = Slot>, set: Option<&ThreadSet>) -> Inside {
     if !on() {
         return Inside::none();
     }
@@ -243,13 +263,21 @@ pub fn enter(slots: impl IntoIterator<Item = Slot>) -> Inside {
     if me.inside.get() {
         return Inside::none();
     }
+    if let Some(set) = set {
+        if !std::ptr::eq(me.joined.get(), set) {
+            set.add(me.index);
+            me.joined.set(set);
+        }
+    }
     me.inside.set(true);
     let start = clock::now().wrapping_sub(clock::origin());
-    let mut inside = Inside { me: Some(me), start, slots: smallvec::SmallVec::new() };
+    let mut inside = Inside { me: Some(me), start, n: 0, slots: [(0, false); PER_CALL] };
     for s in slots {
-        if inside.slots.iter().all(|x| x.0 != s) {
+        let n = inside.n as usize;
+        if n < PER_CALL && inside.slots[..n].iter().all(|x| x.0 != s) {
             let others = ENDPOINTS[s as usize].change(start, true);
-            inside.slots.push((s, others > 0));
+            inside.slots[n] = (s, others > 0);
+            inside.n += 1;
         }
     }
     inside
@@ -260,7 +288,7 @@ impl Drop for Inside {
     fn drop(&mut self) {
         let Some(me) = self.me else { return };
         let end = clock::now().wrapping_sub(clock::origin()).max(self.start);
-        for &(s, contended) in &self.slots {
+        for &(s, contended) in &self.slots[..self.n as usize] {
             ENDPOINTS[s as usize].change(end, false);
             let u = &me.usage[s as usize];
             // Written by this thread alone: no read-modify-write needed.
@@ -283,13 +311,10 @@ pub struct ThreadSet {
 }
 
 impl ThreadSet {
-    /// Adds the calling thread (its report number + 1 in a slot; 0 is free).
+    /// Adds thread number `index` (kept as `index + 1`; 0 is a free slot).
     #[inline]
-    pub fn add_me(&self) {
-        if !on() {
-            return;
-        }
-        let me = me().index + 1;
+    fn add(&self, index: u32) {
+        let me = index + 1;
         for s in &self.slots {
             match s.load(Ordering::Relaxed) {
                 x if x == me => return,
@@ -320,24 +345,34 @@ mod tests {
     #[test]
     fn overlap_is_the_time_two_were_inside() {
         let e = Endpoint::new();
-        // A alone 0..10, B joins at 10, A leaves at 25, B leaves at 30: busy 30, overlap 15.
+        // A inside 0..25, B inside 10..30 (45 ticks inside together): busy 30, overlap 15.
         assert_eq!(e.change(0, true), 0);
         assert_eq!(e.change(10, true), 1);
         assert_eq!(e.change(25, false), 2);
         assert_eq!(e.change(30, false), 1);
-        assert_eq!(e.times(), (30, 15));
-        // In turns: nothing overlaps.
+        assert_eq!(e.times(45), (30, 15));
+        // In turns (two more calls of 10): nothing overlaps.
         e.change(40, true);
         e.change(50, false);
         e.change(50, true);
         e.change(60, false);
-        assert_eq!(e.times(), (50, 15));
-        // A timestamp older than the last change counts from the last change (never backwards).
+        assert_eq!(e.times(65), (50, 15));
+        // A timestamp older than the last change counts from the last change (never backwards): calls
+        // 100..120 and 90(->100)..130, overlap 20.
         e.change(100, true);
         e.change(90, true);
         e.change(120, false);
         e.change(130, false);
-        assert_eq!(e.times(), (80, 35));
+        assert_eq!(e.times(65 + 20 + 30), (80, 35));
+        // Three inside at once for 10: overlap 10, busy 10 (30 ticks inside together).
+        let e = Endpoint::new();
+        for _ in 0..3 {
+            e.change(0, true);
+        }
+        for _ in 0..3 {
+            e.change(10, false);
+        }
+        assert_eq!(e.times(30), (10, 10));
     }
 
     #[test]
@@ -360,13 +395,14 @@ mod tests {
             })
             .collect();
         let contended: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
-        let (busy, overlap) = endpoint(slot).times();
+        let inside: u64 = threads().iter().map(|t| t.usage[slot as usize].ticks.load(Ordering::Relaxed)).sum();
+        let (busy, overlap) = endpoint(slot).times(inside);
         // Both were inside for about 5 ms together: one of the two found the other there.
         assert_eq!(contended, 1);
         assert!(overlap > 0 && overlap <= busy, "busy {busy} overlap {overlap}");
         let set = ThreadSet::default();
-        set.add_me();
-        set.add_me();
+        drop(enter_comm(slot, &set));
+        drop(enter_comm(slot, &set));
         assert_eq!(set.list().0.len(), 1);
     }
 }

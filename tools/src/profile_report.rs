@@ -160,7 +160,8 @@ pub fn rank_profile(
         }
         let comms: Vec<usize> = (0..records.len()).filter(|&i| records[i].slot() == s).collect();
         let names: Vec<&str> = comms.iter().map(|&i| labels[i].as_str()).collect();
-        let (busy, overlap) = profile::endpoint(s).times();
+        let inside: u64 = threads.iter().map(|t| t.usage[s as usize].ticks.load(Ordering::Relaxed)).sum();
+        let (busy, overlap) = profile::endpoint(s).times(inside);
         let notes = round_robin_note(s, &comms, records);
         endpoints.push(EndpointRow {
             label: slot_label(s, backend, &names),
