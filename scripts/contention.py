@@ -110,14 +110,16 @@ def print_table(s, command=""):
     print(f"  all ranks: {s['overlap_ns'] / 1e6:.3f} ms of {s['busy_ns'] / 1e6:.3f} ms busy with two or more threads "
           f"inside one endpoint ({100 * s['overlap_share']:.1f} %); {s['contended_calls']} of {s['calls']} calls found "
           "another thread inside")
-    seen = []
+    # The details of the first rank of each outcome; the other ranks of that outcome by number.
+    by_outcome = {}
     for r in s["ranks"]:
-        body = r["verdict"][1:]
-        if not body or body in seen:
-            continue
-        seen.append(body)
-        print(f"  rank {r['rank']}: {r['verdict'][0]}")
-        for line in body:
+        by_outcome.setdefault(r["outcome"], []).append(r)
+    for outcome, ranks in by_outcome.items():
+        first = ranks[0]
+        rest = ", ".join(str(r["rank"]) for r in ranks[1:])
+        others = f" (also rank{'s' if len(ranks) > 2 else ''} {rest})" if rest else ""
+        print(f"  rank {first['rank']}{others}: {first['verdict'][0]}")
+        for line in first["verdict"][1:]:
             print(f"    {line.strip()}")
 
 

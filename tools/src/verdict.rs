@@ -135,7 +135,9 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         let mut sep_threads: Vec<u32> = separable.iter().map(|c| c.threads[0]).collect();
         sep_threads.sort_unstable();
         sep_threads.dedup();
-        for c in alone.iter() {
+        // Only the communicators of threads that met another inside this endpoint matter here.
+        let met_here: Vec<u32> = e.users.iter().filter(|u| u.contended > 0).map(|u| u.thread).collect();
+        for c in alone.iter().filter(|c| met_here.contains(&c.threads[0])) {
             match c.explicit {
                 Explicit::StaysImplicit(why) => lines.push(format!(
                     "  {} (thread {}) stays on MPICH's endpoint under the explicit policy: {why}",
