@@ -187,6 +187,12 @@ def main():
             print(line)
     else:
         print("\nno traffic report (the report runs failed or wrote nothing)")
+    note = next((contention.mpich_note({"library": result["policies"][p].get("library"),
+                                          "backend": result["policies"][p].get("backend")})
+                 for p in policies if result["policies"][p].get("library")), None)
+    if note:
+        result["note"] = note
+        print(f"\n{note}")
     profiled = [p for p in policies if "profile" in result["policies"][p]]
     if profiled:
         print("\ncontention profile (report runs): how long two or more threads were inside one endpoint at once")

@@ -28,6 +28,24 @@ SENTENCE = {
 }
 
 
+def mpich_note(report):
+    """MPICH >= 4.1's yield after every progress poll (docs/performance.md, 'MPICH 5.0.2 against Debian
+    4.0.2'): what a run on one node can set about it, or None for another MPI."""
+    lib = report.get("library") or ""
+    if not lib.startswith("MPICH ") or report.get("backend") == "split":
+        return None
+    try:
+        major, minor = (int(x) for x in lib.split()[1].rstrip(",").split(".")[:2])
+    except ValueError:
+        return None
+    if (major, minor) < (4, 1):
+        return None
+    return ("note: MPICH >= 4.1 yields the core (sched_yield) after every progress poll of a blocking call, and on one "
+            "node its shared-memory path completes about one message per poll: on the paper benchmark (T=1) that is "
+            "2.5 sched_yield calls per message. With all ranks on one node, MPIR_CVAR_NOLOCAL=1 (messages through UCX, "
+            "as Debian's MPICH 4.0.2 sends them) made it 3.2x faster on a 2-core machine: docs/performance.md")
+
+
 def job_outcome(outcomes):
     """One outcome for the job: the ranks' most telling (helps and cannot-help together: partly)."""
     found = set(outcomes)
@@ -68,6 +86,7 @@ def summarize(report):
         "overlap_share": overlap / busy if busy else 0.0,
         "shared_endpoints": len(shared),
         "contended_calls": sum(e["contended_calls"] for r in ranks for e in r["endpoints"]),
+        "note": mpich_note(report),
         "calls": sum(e["calls"] for r in ranks for e in r["endpoints"]),
         "ranks": ranks,
     }
@@ -106,6 +125,8 @@ def print_table(s, command=""):
             name = c["name"] or c["handle"]
             print(f"{r['rank']:>4}  {c['id']:>3} {name[:20]:<20} {made[:24]:<24} {vci!s:>4} {source:<12} "
                   f"{','.join(f'T{t}' for t in c['threads'])[:10]:<10} {what}")
+    if s.get("note"):
+        print(f"\n{s['note']}")
     print(f"\nverdict: {SENTENCE.get(s['outcome'], s['outcome'])}")
     print(f"  all ranks: {s['overlap_ns'] / 1e6:.3f} ms of {s['busy_ns'] / 1e6:.3f} ms busy with two or more threads "
           f"inside one endpoint ({100 * s['overlap_share']:.1f} %); {s['contended_calls']} of {s['calls']} calls found "
