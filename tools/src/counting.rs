@@ -8,6 +8,7 @@
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
 use crate::entry;
+use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
@@ -36,9 +37,9 @@ pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv:
         return;
     }
     if wants_tracking(r, recv, named) {
-        state::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
+        request_table::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
-        state::requests().remove(*request);
+        request_table::requests().remove(*request);
     }
 }
 
@@ -47,7 +48,7 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
     if h == MPI_REQUEST_NULL || is_builtin(h) {
         return None;
     }
-    state::requests().get(h)
+    request_table::requests().get(h)
 }
 
 /// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
@@ -61,7 +62,7 @@ unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
 /// A tracked operation completed: forget it and count a receive.
 #[inline]
 unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
-    state::requests().remove_own(h, info.seq);
+    request_table::requests().remove_own(h, info.seq);
     if info.recv
         && report_on()
         && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
@@ -557,7 +558,7 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     let rc = call();
     if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
         // Its completion will never be seen: a freed receive is not counted.
-        state::requests().remove_own(h, info.seq);
+        request_table::requests().remove_own(h, info.seq);
     }
     if rc == MPI_SUCCESS && h != MPI_REQUEST_NULL && !is_builtin(h) {
         // A persistent request's handle goes back to MPICH here.
@@ -611,12 +612,12 @@ mod tests {
         // even when one is in the table, it is never looked up.
         let rec: &'static CommRec = Box::leak(Box::new(CommRec::for_test(MPI_COMM_WORLD)));
         for h in [0x6c00_0001, 0x6c00_0002] {
-            state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 1 });
+            request_table::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 1 });
             assert!(tracked(h).is_none());
         }
         // A direct request handle is a real one.
         let h = 0xac00_0003u32 as i32;
-        state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
+        request_table::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }

@@ -16,8 +16,8 @@
 //!   profile through [`entry`]);
 //! - [`report`]: the report, from what it is given, with its profile section ([`profile_report`]) and
 //!   [`verdict`]; [`check`]: the one-thread check;
-//! - [`state`]: the records of communicators, requests and messages, and what is switched on (the
-//!   requests in [`request_table`]);
+//! - [`request_table`]: the requests followed to their completion;
+//! - [`state`]: the records of communicators, messages and persistent requests, and what is switched on;
 //! - [`round_robin`]: MPICH's own VCI for a communicator without a stream (its interposers of the window
 //!   and topology constructors count what moves it); [`profile`]: the profile's endpoints and threads;
 //! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
@@ -209,9 +209,9 @@ pub extern "C" fn mpixstream_tools_request_replaced(
         }
         // `outer` MPI_REQUEST_NULL: the lean library completes `inner` itself (a routed buffered
         // send): only forget it.
-        if let Some(info) = state::requests().remove(inner) {
+        if let Some(info) = request_table::requests().remove(inner) {
             if outer != mpixstream_wrappers::ffi::MPI_REQUEST_NULL {
-                state::requests().insert(outer, info);
+                request_table::requests().insert(outer, info);
             }
         }
     });

@@ -11,6 +11,7 @@
 use crate::state::{HandleMap, ReqInfo};
 use mpixstream_wrappers::ffi::MPI_Request;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 const BITS: u32 = 14;
 const SLOTS: usize = 1 << BITS;
@@ -35,6 +36,13 @@ fn key(h: MPI_Request) -> u64 {
 
 fn index(h: MPI_Request) -> usize {
     ((h as u32).wrapping_mul(0x9E37_79B1) >> (32 - BITS)) as usize
+}
+
+static REQUESTS: OnceLock<RequestTable> = OnceLock::new();
+
+/// The process's table.
+pub fn requests() -> &'static RequestTable {
+    REQUESTS.get_or_init(RequestTable::default)
 }
 
 pub struct RequestTable {

@@ -5,7 +5,6 @@
 //! The bottom of the tools library (above only the query API of `shim` and `thread`): it calls nothing
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
 use crate::profile::{self, Slot, ThreadSet};
-use crate::request_table::RequestTable;
 use crate::round_robin::{self, Made};
 use crate::shim::{self, Origin};
 use crate::thread::thread_id;
@@ -534,13 +533,9 @@ pub struct Persistent {
     pub send: Option<(MPI_Count, MPI_Datatype)>,
 }
 
-static REQUESTS: OnceLock<RequestTable> = OnceLock::new();
 static MESSAGES: OnceLock<HandleMap<&'static CommRec>> = OnceLock::new();
 static PERSISTENT: OnceLock<HandleMap<Persistent>> = OnceLock::new();
 
-pub fn requests() -> &'static RequestTable {
-    REQUESTS.get_or_init(RequestTable::default)
-}
 pub fn messages() -> &'static HandleMap<&'static CommRec> {
     MESSAGES.get_or_init(HandleMap::default)
 }
