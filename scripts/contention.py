@@ -131,13 +131,14 @@ def print_table(s, command=""):
     print(f"  all ranks: {s['overlap_ns'] / 1e6:.3f} ms of {s['busy_ns'] / 1e6:.3f} ms busy with two or more threads "
           f"inside one endpoint ({100 * s['overlap_share']:.1f} %); {s['contended_calls']} of {s['calls']} calls found "
           "another thread inside")
-    # The details of the first rank of each outcome; the other ranks of that outcome by number.
+    # The details of one rank of each outcome, the one with the most overlap (its figures are the telling
+    # ones: another rank of the same outcome may have met only for microseconds); the others by number.
     by_outcome = {}
     for r in s["ranks"]:
         by_outcome.setdefault(r["outcome"], []).append(r)
     for outcome, ranks in by_outcome.items():
-        first = ranks[0]
-        rest = ", ".join(str(r["rank"]) for r in ranks[1:])
+        first = max(ranks, key=lambda r: (sum(e["overlap_ns"] for e in r["endpoints"]), -r["rank"]))
+        rest = ", ".join(str(r["rank"]) for r in ranks if r is not first)
         others = f" (also rank{'s' if len(ranks) > 2 else ''} {rest})" if rest else ""
         print(f"  rank {first['rank']}{others}: {first['verdict'][0]}")
         for line in first["verdict"][1:]:
