@@ -42,8 +42,8 @@ def mpich_note(report):
         return None
     return ("note: MPICH >= 4.1 yields the core (sched_yield) after every progress poll of a blocking call, and on one "
             "node its shared-memory path completes about one message per poll: on the paper benchmark (T=1) that is "
-            "2.5 sched_yield calls per message. With all ranks on one node, MPIR_CVAR_NOLOCAL=1 (messages through UCX, "
-            "as Debian's MPICH 4.0.2 sends them) made it 3.1x faster on a 2-core machine: docs/performance.md")
+            "2.6-2.8 sched_yield calls per message. With all ranks on one node, MPIR_CVAR_NOLOCAL=1 (messages through "
+            "UCX, as Debian's MPICH 4.0.2 sends them) made it 2.7-3.1x faster on a 2-core machine: docs/performance.md")
 
 
 def job_outcome(outcomes):
