@@ -11,8 +11,8 @@
 //! Fed by the lean library (`mpixstream_tools_comm_created`, after each constructor it interposes) and by
 //! the tools library's own interposers of the window and topology constructors ([`comm_made`],
 //! [`comm_made_inside`]). Not seen, so not counted: the lean library's own communicators (the explicit
-//! policy's, a multiplex communicator's hidden ones, MPIX stream communicators), files, spawn and
-//! intercommunicator merges. Where the count is off, the requests disagree: the report shows the VCI
+//! policy's, a multiplex communicator's hidden ones, MPIX stream communicators), files, spawn,
+//! intercommunicator merges and `MPI_Cart_sub` (a split inside MPICH, not interposed here). Where the count is off, the requests disagree: the report shows the VCI
 //! that MPICH's requests came from beside the model's.
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_comm;
