@@ -3,7 +3,9 @@
 # its own communicator, 8-byte messages, windowed Isend/Irecv) in every variant, one run:
 #   deb-4.0.2           Debian MPICH 4.0.2, unmodified (MPI_Comm_dup) binary, no library: global lock
 #   mpich5-implicit-1   MPICH 5.0.2, unmodified binary under libmpixstream.so, policy implicit, NUM_VCIS=1
-#   mpich5-implicit-T   the same with MPIR_CVAR_CH4_NUM_VCIS=T (MPICH hashes communicators onto T VCIs)
+#   mpich5-implicit-T   the same with MPIR_CVAR_CH4_NUM_VCIS=T (MPICH's round robin puts communicators on T VCIs)
+#   mpich5-nolocal-1    mpich5-implicit-1 with MPIR_CVAR_NOLOCAL=1: same-node messages through UCX, as Debian's
+#                       4.0.2 sends them, instead of MPICH's shared memory (docs/performance.md, the gap to Debian)
 #   mpich5-native       MPIX-API binary (stream comms) on MPICH 5.0.2, WITHOUT our library, RESERVE_VCIS=T
 #   mpich5-explicit     the unmodified binary under our explicit policy (MPIXSTREAM_STREAMS=T)
 #   mpich5-mpix-lib     the MPIX-API binary under our library (MPIXSTREAM_STREAMS=T)
@@ -59,7 +61,7 @@ mpich_select "$m5" || exit 2
 "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-5" -lpthread || exit 1
 "$MPICC" -O2 -Wno-stringop-overflow -DUSE_MPIX benches/paper_msgrate.c -o "$bin/paper-5-mpix" -lpthread || exit 1
 
-variants="deb-4.0.2 mpich5-implicit-1 mpich5-implicit-T mpich5-native mpich5-explicit mpich5-mpix-lib mpich5-explicit-check mpich5-explicit-report"
+variants="deb-4.0.2 mpich5-implicit-1 mpich5-nolocal-1 mpich5-implicit-T mpich5-native mpich5-explicit mpich5-mpix-lib mpich5-explicit-check mpich5-explicit-report"
 if [ $impi -ge 1 ]; then
   mpich_select impi || { echo "paper.sh: --impi needs scripts/install.sh --mpich impi" >&2; exit 2; }
   "$MPICC" -O2 -Wno-stringop-overflow benches/paper_msgrate.c -o "$bin/paper-impi" -lpthread || exit 1
@@ -86,8 +88,10 @@ run_variant() { # variant T -> prints the RESULT line (or nothing)
     deb-4.0.2) use deb; timeout 120 "${mpx[@]}" -n 2 "$bin/paper-deb" "${args[@]}" ;;
     mpich5-implicit-1) use "$m5"
       MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=1 timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+    mpich5-nolocal-1) use "$m5"
+      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=1 MPIR_CVAR_NOLOCAL=1 timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
     mpich5-implicit-T) use "$m5"
-      MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=$T timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
+      MPIXSTREAM_POLICY=implicit MPIR_CVAR_CH4_NUM_VCIS=$T timeout 120 scripts/mpixrun "${across[@]}" -n 2 "$bin/paper-5" "${args[@]}" ;;
     mpich5-native) use "$m5"
       MPIR_CVAR_CH4_NUM_VCIS=1 MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 120 "${mpx[@]}" -n 2 "$bin/paper-5-mpix" "${args[@]}" ;;
     mpich5-explicit) use "$m5"
@@ -163,6 +167,8 @@ RATIOS = [
     ("mpix-under-lib / native-stream", "mpich5-mpix-lib", "mpich5-native"),
     ("native-stream / implicit-1", "mpich5-native", "mpich5-implicit-1"),
     ("implicit-1 / deb-4.0.2", "mpich5-implicit-1", "deb-4.0.2"),
+    ("nolocal-1 / implicit-1 (shm vs UCX)", "mpich5-nolocal-1", "mpich5-implicit-1"),
+    ("nolocal-1 / deb-4.0.2", "mpich5-nolocal-1", "deb-4.0.2"),
     ("checked / explicit (check cost)", "mpich5-explicit-check", "mpich5-explicit"),
     ("counted / explicit (report cost)", "mpich5-explicit-report", "mpich5-explicit"),
     ("impi split-explicit / impi implicit", "impi-split-explicit", "impi-implicit"),

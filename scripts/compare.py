@@ -6,7 +6,9 @@ directory.
   compare.py --runs OUT/runs.tsv --out OUT --policies implicit,explicit [--command TEXT]
 
 runs.tsv (written by mpixrun): policy, rep, kind (timed: no report, no counters; report: one run with
-MPIXSTREAM_REPORT=OUT/report-POLICY.json), exit status, wall seconds, log path.
+MPIXSTREAM_REPORT=OUT/report-POLICY.json), exit status, wall seconds, log path. The report runs carry
+the contention profile (contention.py): a second table gives, per policy, how long threads were inside
+one endpoint at once and the profile's verdict; timeline-POLICY.png shows each report run's calls.
 The PNG needs matplotlib; without it the table and the JSON are still written (and a note says so).
 Exit status 1 when the program failed under some policy.
 """
@@ -16,6 +18,9 @@ import os
 import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contention  # noqa: E402
 
 ERROR_LINE = re.compile(
     r"error|abort|fatal|assert|segmentation|signal|killed|terminated|exception|panic|not found|cannot", re.I
@@ -112,6 +117,14 @@ def main():
                 entry["library"] = report.get("library")
                 entry["report"] = path
                 entry["endpoints"] = endpoint_traffic(report)
+                summary = contention.summarize(report)
+                if summary["ranks"]:
+                    entry["profile"] = {k: summary[k] for k in ("outcome", "busy_ns", "overlap_ns", "overlap_share",
+                                                                "shared_endpoints", "contended_calls", "calls")}
+                    entry["profile"]["verdicts"] = {r["rank"]: r["verdict"] for r in summary["ranks"]}
+                    png = os.path.join(a.out, f"timeline-{p}.png")
+                    if contention.plot_timeline(report, png, f"{p}: {a.command}") is None:
+                        entry["profile"]["timeline"] = png
             except (OSError, ValueError) as e:
                 entry["report_error"] = str(e)
         result["policies"][p] = entry
@@ -174,6 +187,24 @@ def main():
             print(line)
     else:
         print("\nno traffic report (the report runs failed or wrote nothing)")
+    note = next((contention.mpich_note({"library": result["policies"][p].get("library"),
+                                          "backend": result["policies"][p].get("backend")})
+                 for p in policies if result["policies"][p].get("library")), None)
+    if note:
+        result["note"] = note
+        print(f"\n{note}")
+    profiled = [p for p in policies if "profile" in result["policies"][p]]
+    if profiled:
+        print("\ncontention profile (report runs): how long two or more threads were inside one endpoint at once")
+        print(f"{'policy':<{w}} {'shared endpoints':>16} {'overlap ms / busy ms':>24} {'share':>7} {'contended calls':>22}  verdict")
+        for p in profiled:
+            q = result["policies"][p]["profile"]
+            print(f"{p:<{w}} {q['shared_endpoints']:>16} {q['overlap_ns'] / 1e6:>11.3f} / {q['busy_ns'] / 1e6:<10.3f} "
+                  f"{100 * q['overlap_share']:>6.1f}% {q['contended_calls']:>10} of {q['calls']:<9}  {q['outcome']}")
+        for p in profiled:
+            q = result["policies"][p]["profile"]
+            print(f"{p}: {contention.SENTENCE.get(q['outcome'], q['outcome'])}")
+        print("(per endpoint, thread and communicator: scripts/contention.py REPORT; timelines: timeline-POLICY.png)")
 
     json_path = os.path.join(a.out, "compare.json")
     with open(json_path, "w") as f:

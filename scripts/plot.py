@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 STYLE = {
     "deb-4.0.2": ("Debian MPICH 4.0.2 (global lock)", "tab:gray", "s", ":"),
     "mpich5-implicit-1": ("MPICH 5 implicit, 1 VCI", "tab:blue", "o", "--"),
+    "mpich5-nolocal-1": ("MPICH 5 implicit, 1 VCI, MPIR_CVAR_NOLOCAL=1", "tab:olive", "o", ":"),
     "mpich5-implicit-T": ("MPICH 5 implicit, T VCIs", "tab:cyan", "o", "--"),
     "mpich5-native": ("MPICH 5 native stream comms (no lib)", "tab:green", "^", "-"),
     "mpich5-explicit": ("unmodified binary, our explicit policy", "tab:red", "D", "-"),

@@ -281,6 +281,7 @@ pub unsafe fn comm_constructed(
                 // The split backend's endpoint for the new communicator, agreed over `parent` first.
                 let agreed = if endpoint_first { Some(policy::endpoint_before(rt, parent)) } else { None };
                 let rc = create(pmpi());
+                made(rc, kind, parent, newcomm);
                 if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
                     policy::give_back(rt, agreed);
                     return rc;
@@ -289,6 +290,7 @@ pub unsafe fn comm_constructed(
             }
             Plan::Plain | Plan::PlainNonblocking | Plan::Inherit | Plan::MultiplexDup => {
                 let rc = create(pmpi());
+                made(rc, kind, parent, newcomm);
                 if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
                     return rc;
                 }
@@ -306,6 +308,14 @@ pub unsafe fn comm_constructed(
             }
         }
     })
+}
+
+/// MPICH's constructor returned `rc`: the tools library (if loaded) counts what it made, as MPICH's
+/// round robin over its implicit VCIs does (`*newcomm` may be `MPI_COMM_NULL`: this process got none).
+unsafe fn made(rc: c_int, kind: CommCtor, parent: MPI_Comm, newcomm: *mut MPI_Comm) {
+    if rc == MPI_SUCCESS && !newcomm.is_null() {
+        crate::tools_link::tools_comm_created(kind, parent, *newcomm);
+    }
 }
 
 /// The facts of a constructor of `parent` that every member shares (`ctor_plan`).

@@ -1,15 +1,20 @@
 //! What the lean library tells the companion library `libmpixstream_tools.so`, when it is preloaded:
-//! that MPI is up, that it is about to go down, and which request the application holds in place of
-//! one of ours. The entry points are looked up once at `MPI_Init*` (they exist only when the tools
-//! library is preloaded, i.e. when a report or the check is asked for). What the tools library asks
-//! us is `query`.
+//! that MPI is up, that it is about to go down, which request the application holds in place of one
+//! of ours, which call found its endpoint owned by another thread, and which communicators its
+//! constructors made. The entry points are looked up once at `MPI_Init*` (they exist only when the
+//! tools library is preloaded, i.e. when a report or the check is asked for). What the tools library
+//! asks us is `query`.
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::tools::{CONTENDED_SYMBOL, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL};
+use mpixstream_wrappers::interpose::CommCtor;
+use mpixstream_wrappers::tools::{
+    COMM_CREATED_SYMBOL, CONTENDED_SYMBOL, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
 static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
 static CONTENDED_HOOK: AtomicUsize = AtomicUsize::new(0);
+static COMM_CREATED_HOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
@@ -20,6 +25,8 @@ pub fn tools_init() {
     REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
     let contended = unsafe { libc::dlsym(libc::RTLD_DEFAULT, CONTENDED_SYMBOL.as_ptr()) };
     CONTENDED_HOOK.store(contended as usize, Ordering::Release);
+    let created = unsafe { libc::dlsym(libc::RTLD_DEFAULT, COMM_CREATED_SYMBOL.as_ptr()) };
+    COMM_CREATED_HOOK.store(created as usize, Ordering::Release);
     if !init.is_null() {
         let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
         f();
@@ -49,6 +56,17 @@ pub fn tools_contended(comm: MPI_Comm, call: &'static std::ffi::CStr) {
     if hook != 0 {
         let f: extern "C" fn(MPI_Comm, *const std::os::raw::c_char) = unsafe { std::mem::transmute(hook) };
         f(comm, call.as_ptr());
+    }
+}
+
+/// A constructor we interpose made `newcomm` (`MPI_COMM_NULL` on a process that got none) from
+/// `parent`: the tools library counts it as MPICH's round robin over its implicit VCIs does.
+pub fn tools_comm_created(kind: CommCtor, parent: MPI_Comm, newcomm: MPI_Comm) {
+    let hook = COMM_CREATED_HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        let code = CommCtor::ALL.iter().position(|&k| k == kind).unwrap_or(usize::MAX) as std::os::raw::c_int;
+        let f: extern "C" fn(std::os::raw::c_int, MPI_Comm, MPI_Comm) = unsafe { std::mem::transmute(hook) };
+        f(code, parent, newcomm);
     }
 }
 

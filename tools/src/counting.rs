@@ -7,18 +7,24 @@
 //! on completion, with the size from the status (we pass our own status where the application passed
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
-use crate::check;
+use crate::entry;
+use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
+use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
 
+/// Whether to follow a request in the table: on a checked communicator (its completion is checked),
+/// a receive (counted at completion, from its status), or, for the profile, one whose handle does not
+/// name its endpoint (`named` false: a nonblocking collective's, a persistent one's, or any on an MPI
+/// whose handles say nothing: `state::requests_name_endpoints`).
 #[inline]
-fn wants_tracking(r: &CommRec, recv: bool) -> bool {
-    r.checked_stream.is_some() || (recv && report_on())
+fn wants_tracking(r: &CommRec, recv: bool, named: bool) -> bool {
+    r.checked_stream.is_some() || (report_on() && (recv || !named))
 }
 
-/// Starts tracking `*request`. A builtin request (`handles::is_builtin`: shared and pre-completed) keys
+/// Starts tracking `*request` (`named`: its handle names its endpoint). A builtin request (`handles::is_builtin`: shared and pre-completed) keys
 /// nothing, and has nothing left to attribute or to check.
 ///
 /// A request that is not tracked removes any entry its handle still has: another thread's operation
@@ -26,14 +32,14 @@ fn wants_tracking(r: &CommRec, recv: bool) -> bool {
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool) {
+pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
     if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
         return;
     }
-    if wants_tracking(r, recv) {
-        state::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
+    if wants_tracking(r, recv, named) {
+        request_table::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
-        state::requests().remove(&*request);
+        request_table::requests().remove(*request);
     }
 }
 
@@ -42,13 +48,21 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
     if h == MPI_REQUEST_NULL || is_builtin(h) {
         return None;
     }
-    state::requests().get(&h).map(|e| *e)
+    request_table::requests().get(h)
+}
+
+/// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
+#[inline]
+unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
+    if !request.is_null() && report_on() {
+        r.note_request(*request);
+    }
 }
 
 /// A tracked operation completed: forget it and count a receive.
 #[inline]
 unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
-    state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+    request_table::requests().remove_own(h, info.seq);
     if info.recv
         && report_on()
         && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
@@ -69,7 +83,7 @@ pub unsafe fn send(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && dest != MPI_PROC_NULL && report_on()) {
         r.count_send(count, datatype);
@@ -90,13 +104,14 @@ pub unsafe fn isend(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        track(request, r, false, false);
+        noted(r, request);
+        track(request, r, false, false, state::requests_name_endpoints());
     }
     rc
 }
@@ -121,7 +136,7 @@ unsafe fn counted_recv(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
@@ -151,10 +166,11 @@ unsafe fn tracked_irecv(
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        track(request, r, true, false);
+        noted(r, request);
+        track(request, r, true, false, true);
     }
     rc
 }
@@ -172,7 +188,7 @@ pub unsafe fn sendrecv(
         return call(status);
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
@@ -189,7 +205,7 @@ pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c
     if !on() {
         return call();
     }
-    let _g = check::enter(name, rec(comm));
+    let _g = entry::enter(name, rec(comm));
     call()
 }
 
@@ -211,7 +227,7 @@ pub unsafe fn mprobe(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
         remember_message(r, message);
@@ -230,7 +246,7 @@ pub unsafe fn improbe(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 {
         remember_message(r, message);
@@ -280,9 +296,10 @@ pub unsafe fn wait(
     }
     let h = *request;
     let Some(info) = tracked(h) else {
+        let _p = entry::enter_untracked(h);
         return call(status);
     };
-    let _g = check::enter(name, Some(info.rec));
+    let _g = entry::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
@@ -304,9 +321,10 @@ pub unsafe fn test(
     }
     let h = *request;
     let Some(info) = tracked(h) else {
+        let _p = entry::enter_untracked(h);
         return call(status);
     };
-    let _g = check::enter(name, Some(info.rec));
+    let _g = entry::enter(name, Some(info.rec));
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
@@ -380,10 +398,10 @@ pub unsafe fn waitall(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -406,10 +424,10 @@ pub unsafe fn testall(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -433,10 +451,10 @@ unsafe fn any_common(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(status);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = MPI_Status::default();
     let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
     let st = if need { &mut local as *mut MPI_Status } else { status };
@@ -488,10 +506,10 @@ unsafe fn some_common(
     }
     let mut infos = Tracked::new();
     tracked_among(n, requests, &mut infos);
+    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
     if infos.is_empty() {
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2.rec));
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
@@ -540,7 +558,7 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     let rc = call();
     if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
         // Its completion will never be seen: a freed receive is not counted.
-        state::requests().remove_if(&h, |_, v| v.seq == info.seq);
+        request_table::requests().remove_own(h, info.seq);
     }
     if rc == MPI_SUCCESS && h != MPI_REQUEST_NULL && !is_builtin(h) {
         // A persistent request's handle goes back to MPICH here.
@@ -554,7 +572,7 @@ pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce()
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -572,13 +590,14 @@ pub unsafe fn icollective(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
         if report_on() {
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        track(request, r, false, false);
+        // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
+        track(request, r, false, false, false);
     }
     rc
 }
@@ -593,12 +612,12 @@ mod tests {
         // even when one is in the table, it is never looked up.
         let rec: &'static CommRec = Box::leak(Box::new(CommRec::for_test(MPI_COMM_WORLD)));
         for h in [0x6c00_0001, 0x6c00_0002] {
-            state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 1 });
+            request_table::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 1 });
             assert!(tracked(h).is_none());
         }
         // A direct request handle is a real one.
         let h = 0xac00_0003u32 as i32;
-        state::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
+        request_table::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }

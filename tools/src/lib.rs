@@ -3,6 +3,8 @@
 //! `MPIXSTREAM_REPORT` or `MPIXSTREAM_CHECK` is set):
 //! - traffic counters per communicator and per stream/endpoint (messages and bytes, sent and received),
 //!   and a report at `MPI_Finalize` (a table on rank 0's stderr and a JSON file, `docs/report.schema.json`);
+//! - in the report, the contention profile: per endpoint, the threads inside MPI on it and for how long
+//!   two or more were inside at once, with a verdict on what explicit endpoints would change;
 //! - the one-thread-per-communicator check of the explicit policy (`MPIXSTREAM_CHECK`).
 //!
 //! The modules, from the top down (each uses only those below it):
@@ -10,27 +12,42 @@
 //!   role) and the two calls of the lean library, which start the state and the check at `MPI_Init` and
 //!   write the report at `MPI_Finalize`;
 //! - [`persistent`]: what the persistent requests' interposers do (their constructors, `MPI_Start*`);
-//! - [`counting`]: what each other interposer does (count, track requests, enter the check);
-//! - [`check`]: the one-thread check; [`report`]: the report, from what it is given;
-//! - [`state`]: the records of communicators, requests and messages, and what is switched on;
+//! - [`counting`]: what each other interposer does (count, track requests, enter the check and the
+//!   profile through [`entry`]);
+//! - [`report`]: the report, from what it is given, with its profile section ([`profile_report`]) and
+//!   [`verdict`]; [`check`]: the one-thread check;
+//! - [`request_table`]: the requests followed to their completion;
+//! - [`state`]: the records of communicators, messages and persistent requests, and what is switched on;
+//! - [`round_robin`]: MPICH's own VCI for a communicator without a stream (its interposers of the window
+//!   and topology constructors count what moves it); [`profile`]: the profile's endpoints and threads;
 //! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
-//!   [`json`], [`thread`].
+//!   [`mpich_cvar`], [`clock`], [`json`], [`text`], [`thread`].
 #![allow(clippy::missing_safety_doc)]
 
 pub mod check;
+pub mod clock;
 pub mod counting;
+pub mod entry;
 pub mod json;
+pub mod mpich_cvar;
 pub mod persistent;
+pub mod profile;
+pub mod profile_report;
 pub mod report;
+pub mod request_table;
+pub mod round_robin;
 pub mod shim;
 pub mod state;
 pub mod std_abi;
+pub mod text;
 pub mod thread;
+pub mod verdict;
 
 /// What the generated interposers call: the hooks of `counting` and of `persistent`.
 mod hooks {
     pub use crate::counting::*;
     pub use crate::persistent::{persistent, persistent_send, start, startall};
+    pub use crate::round_robin::{comm_made, comm_made_inside};
     pub use crate::std_abi;
 }
 mpixstream_wrappers::comm_call_interposers!(crate::hooks);
@@ -46,6 +63,7 @@ pub extern "C" fn mpixstream_tools_init() {
         if let Some(setup) = state::init() {
             let d = setup.description;
             check::init(d.map_or(0, |d| d.pool.max(0) as usize), d.map_or(-1, |d| d.rank));
+            start_profile(setup.report_path.is_some());
             state::start();
         }
     });
@@ -85,8 +103,17 @@ fn std_abi_init() {
         check::init(description.map_or(0, |d| d.pool.max(0) as usize), description.map_or(-1, |d| d.rank));
     }
     if std_abi::init(check) {
+        start_profile(report_path.is_some());
         let _ = STD_SETUP.set(state::Setup { description, report_path });
         STD_CHECK.store(check, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The contention profile goes with the report.
+fn start_profile(report: bool) {
+    if report {
+        clock::start();
+        profile::start();
     }
 }
 
@@ -97,6 +124,8 @@ pub extern "C" fn mpixstream_tools_finalize() {
         if mpixstream_wrappers::abi::standard() {
             if let Some(setup) = STD_SETUP.get().filter(|s| s.report_path.is_some()) {
                 std_abi::stop();
+                profile::stop();
+                clock::stop();
                 let (rank, size) = std_abi::world();
                 let d = shim::get().describe().or(setup.description);
                 report::write_with(
@@ -116,6 +145,8 @@ pub extern "C" fn mpixstream_tools_finalize() {
             return;
         }
         if let (true, Some(setup)) = (state::report_on(), state::setup()) {
+            profile::stop();
+            clock::stop();
             report::write(setup, &state::all_records(), state::check_mode());
         }
         state::stop();
@@ -153,6 +184,25 @@ pub unsafe extern "C" fn mpixstream_tools_contended(
     }
 }
 
+/// Called by the lean library after each communicator constructor it interposes
+/// (`mpixstream_wrappers::tools::COMM_CREATED_SYMBOL`, `kind` a `CommCtor`'s position in
+/// `CommCtor::ALL`): MPICH's round robin counts it (`round_robin`).
+#[no_mangle]
+pub extern "C" fn mpixstream_tools_comm_created(
+    kind: std::os::raw::c_int,
+    parent: mpixstream_wrappers::ffi::MPI_Comm,
+    newcomm: mpixstream_wrappers::ffi::MPI_Comm,
+) {
+    use mpixstream_wrappers::interpose::CommCtor;
+    let r = std::panic::catch_unwind(|| {
+        let Some(&ctor) = usize::try_from(kind).ok().and_then(|k| CommCtor::ALL.get(k)) else { return };
+        round_robin::made(ctor.name(), round_robin::commits_of(ctor), parent, newcomm, ctor.is_blocking());
+    });
+    if r.is_err() {
+        eprintln!("mpixstream-tools: internal error while following a communicator's creation");
+    }
+}
+
 /// Called by the lean library when it hands the application `outer` in place of `inner`
 /// (`mpixstream_wrappers::tools::REQUEST_REPLACED_SYMBOL`): the entry of `inner` moves to `outer`.
 #[no_mangle]
@@ -166,9 +216,9 @@ pub extern "C" fn mpixstream_tools_request_replaced(
         }
         // `outer` MPI_REQUEST_NULL: the lean library completes `inner` itself (a routed buffered
         // send): only forget it.
-        if let Some((_, info)) = state::requests().remove(&inner) {
+        if let Some(info) = request_table::requests().remove(inner) {
             if outer != mpixstream_wrappers::ffi::MPI_REQUEST_NULL {
-                state::requests().insert(outer, info);
+                request_table::requests().insert(outer, info);
             }
         }
     });

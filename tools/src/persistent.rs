@@ -3,8 +3,8 @@
 //! `MPI_Request_free`: `counting::request_free`), so that each `MPI_Start`/`MPI_Startall` counts a start
 //! of its kind and a send's message, tracks the request as any nonblocking operation (a receive is
 //! counted when it completes) and is checked on its communicator.
-use crate::check;
 use crate::counting::track;
+use crate::entry;
 use crate::state::{self, on, rec, report_on, Persistent, StartKind};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
@@ -47,7 +47,7 @@ unsafe fn created(
         return call();
     }
     let r = rec(comm);
-    let _g = check::enter(name, r);
+    let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && !request.is_null()) {
         if *request != MPI_REQUEST_NULL && !is_builtin(*request) {
@@ -78,7 +78,8 @@ unsafe fn started(request: *mut MPI_Request, p: Persistent) {
     }
     // A persistent receive's message is counted when it completes, from its status, as a nonblocking
     // receive's is.
-    track(request, p.rec, p.kind == StartKind::Recv, true);
+    // A persistent request's handle does not name its endpoint (MPICH makes it from pool 0).
+    track(request, p.rec, p.kind == StartKind::Recv, true, false);
 }
 
 pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
@@ -88,7 +89,7 @@ pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl Fn
     let Some(p) = persistent_of(*request) else {
         return call();
     };
-    let _g = check::enter(name, Some(p.rec));
+    let _g = entry::enter(name, Some(p.rec));
     let rc = call();
     if rc == MPI_SUCCESS {
         started(request, p);
@@ -111,7 +112,7 @@ pub unsafe fn startall(
     if found.is_empty() {
         return call();
     }
-    let _g = check::enter_many(name, found.iter().map(|x| x.1.rec));
+    let _g = entry::enter_many(name, found.iter().map(|x| x.1.rec));
     let rc = call();
     if rc == MPI_SUCCESS {
         for &(i, p) in &found {

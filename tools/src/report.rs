@@ -5,23 +5,21 @@
 //! Given everything it reports as parameters (the setup, the records, the check mode): it reads no
 //! state of its own.
 use crate::json::{self, opt, traffic};
+use crate::profile;
+use crate::profile_report;
 use crate::shim;
 use crate::state::{CommRec, MultiplexPart, Setup, StartKind};
+use crate::text::{cstr, truncate};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::pmpi::pmpi;
 use mpixstream_wrappers::tools::Description;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
 
 pub const FORMAT: &str = "mpixstream-report";
 pub const VERSION: u32 = 1;
-
-fn cstr(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
 
 fn backend_name(d: Option<&Description>) -> &'static str {
     match d.map(|d| d.backend) {
@@ -91,10 +89,18 @@ struct Snapshot {
     recv: (u64, u64),
     collectives: u64,
     starts: Starts,
+    /// The profile's fields of the communicator's JSON object (`profile_report::comm_fields`).
+    profile: String,
 }
 
-fn snapshot(r: &CommRec) -> Snapshot {
+fn snapshot(r: &CommRec, explicit_policy: bool) -> Snapshot {
     let c = &r.counters;
+    // MPICH's own word where its requests named one VCI for a communicator without a stream.
+    let seen = r.seen_vcis();
+    let vci = match (r.stream, seen.as_slice()) {
+        (None, [v]) => Some(*v),
+        _ => r.vci,
+    };
     Snapshot {
         id: r.id,
         handle: if r.wide != 0 { r.wide as u64 } else { r.handle as u32 as u64 },
@@ -102,18 +108,42 @@ fn snapshot(r: &CommRec) -> Snapshot {
         size: r.size,
         stream: r.stream,
         origin: r.origin.name(),
-        vci: r.vci,
+        vci,
         freed: r.freed.load(Ordering::Acquire),
         multiplex: r.multiplex,
         sent: (c.sent_msgs.load(Ordering::Relaxed), c.sent_bytes.load(Ordering::Relaxed)),
         recv: (c.recv_msgs.load(Ordering::Relaxed), c.recv_bytes.load(Ordering::Relaxed)),
         collectives: c.collectives.load(Ordering::Relaxed),
         starts: std::array::from_fn(|k| c.starts[k].load(Ordering::Relaxed)),
+        profile: format!("\"vci_model\":{},{}", opt(r.vci), profile_report::comm_fields(r, explicit_policy)),
     }
 }
 
-/// This rank's part: (JSON object, table lines).
-fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (String, String) {
+/// A communicator's name in the tables: its name, else its handle; a multiplex communicator's
+/// indexed traffic, one row per index: `NAME [index I]` (or `[pool]`; its handle's own row, if any, is
+/// its ordinary traffic).
+fn label_of(c: &Snapshot) -> String {
+    let label = if c.name.is_empty() { format!("0x{:08x}", c.handle) } else { c.name.clone() };
+    match c.multiplex {
+        Some(m) => {
+            format!("{} [{}]", truncate(&label, 10), m.index.map_or("pool".to_string(), |i| format!("index {i}")))
+        }
+        None => label,
+    }
+}
+
+/// This rank's profile, where it ran: (JSON object, table lines, verdict lines).
+type ProfilePart = (String, String, Vec<String>);
+
+/// This rank's part: (JSON object, table lines: the communicators, the endpoints, the profile and its
+/// verdict, separated by form feeds).
+fn rank_part(
+    rank: c_int,
+    d: Option<&Description>,
+    comms: &[Snapshot],
+    labels: &[String],
+    profile: Option<ProfilePart>,
+) -> (String, String) {
     let mut j = String::new();
     let _ = write!(j, "{{\"rank\":{rank}");
     match d {
@@ -144,7 +174,7 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
         let multiplex = c.multiplex.map_or("null".to_string(), |m| format!("{{\"index\":{}}}", opt(m.index)));
         let _ = write!(
             j,
-            "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"multiplex\":{multiplex},\"sent\":{},\"received\":{},\"collectives\":{},\"starts\":{}}}",
+            "{{\"id\":{},\"handle\":\"0x{:08x}\",\"name\":{},\"size\":{},\"stream\":{},\"origin\":\"{}\",\"vci\":{},\"freed\":{},\"multiplex\":{multiplex},\"sent\":{},\"received\":{},\"collectives\":{},\"starts\":{},{}}}",
             c.id,
             c.handle,
             json::string(&c.name),
@@ -156,21 +186,16 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             traffic(c.sent.0, c.sent.1),
             traffic(c.recv.0, c.recv.1),
             c.collectives,
-            starts_json(&c.starts)
+            starts_json(&c.starts),
+            c.profile
         );
-        let mut label = if c.name.is_empty() { format!("0x{:08x}", c.handle) } else { c.name.clone() };
-        // A multiplex communicator's indexed traffic, one row per index (its handle's own row, if
-        // any, is its ordinary traffic).
-        if let Some(m) = c.multiplex {
-            label =
-                format!("{} [{}]", truncate(&label, 10), m.index.map_or("pool".to_string(), |i| format!("index {i}")));
-        }
+        let label = &labels[k];
         let _ = writeln!(
             t,
             "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<9}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}{}",
             rank,
             c.id,
-            truncate(&label, 20),
+            truncate(label, 20),
             c.size,
             opt_dash(c.stream),
             c.origin,
@@ -233,23 +258,26 @@ fn rank_part(rank: c_int, d: Option<&Description>, comms: &[Snapshot]) -> (Strin
             s.starts.iter().sum::<u64>()
         );
     }
-    j.push_str("]}");
-    // Two sections separated by a form feed; rank 0 prints all ranks' first sections, then the second.
+    j.push(']');
+    let (pj, p_lines, verdict) = profile.unwrap_or_default();
+    if !pj.is_empty() {
+        let _ = write!(j, ",\"profile\":{pj}");
+    }
+    j.push('}');
+    // Sections separated by form feeds; rank 0 prints every rank's first section, then every second...
     t.push('\x0c');
     t.push_str(&e_lines);
+    t.push('\x0c');
+    t.push_str(&p_lines);
+    t.push('\x0c');
+    for line in verdict {
+        let _ = writeln!(t, "{line}");
+    }
     (j, t)
 }
 
 fn opt_dash(v: Option<u32>) -> String {
     v.map_or("-".to_string(), |v| v.to_string())
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        s.chars().take(n - 1).collect::<String>() + "…"
-    }
 }
 
 /// Gathers every rank's bytes to rank 0 (collective): each rank's length with `gather_len(mine, all)`,
@@ -340,8 +368,12 @@ pub unsafe fn write_with(
     abi: Abi,
     gather: impl FnOnce(&[u8], c_int, c_int) -> Option<Vec<Vec<u8>>>,
 ) {
-    let comms: Vec<Snapshot> = records.iter().map(|r| snapshot(r)).collect();
-    let (j, t) = rank_part(rank, d.as_ref(), &comms);
+    let policy = policy_name(d.as_ref());
+    let comms: Vec<Snapshot> = records.iter().map(|r| snapshot(r, policy == "explicit")).collect();
+    let labels: Vec<String> = comms.iter().map(label_of).collect();
+    let profile = profile::ran()
+        .then(|| profile_report::rank_profile(rank, d.as_ref(), (backend_name(d.as_ref()), policy), records, &labels));
+    let (j, t) = rank_part(rank, d.as_ref(), &comms, &labels, profile);
     // One buffer per rank: JSON, NUL, table text.
     let mut part = j.into_bytes();
     part.push(0);
@@ -356,24 +388,28 @@ pub unsafe fn write_with(
         return;
     }
     let mut jsons = Vec::new();
-    let (mut comm_lines, mut ep_lines) = (String::new(), String::new());
-    for part in &parts {
+    let (mut comm_lines, mut ep_lines, mut profile_lines, mut verdicts) =
+        (String::new(), String::new(), String::new(), Vec::new());
+    for (rank, part) in parts.iter().enumerate() {
         let cut = part.iter().position(|&b| b == 0).unwrap_or(part.len());
         jsons.push(String::from_utf8_lossy(&part[..cut]).into_owned());
         let text = String::from_utf8_lossy(part.get(cut + 1..).unwrap_or(&[])).into_owned();
-        let mut sections = text.splitn(2, '\x0c');
+        let mut sections = text.splitn(4, '\x0c');
         comm_lines.push_str(sections.next().unwrap_or(""));
         ep_lines.push_str(sections.next().unwrap_or(""));
+        profile_lines.push_str(sections.next().unwrap_or(""));
+        verdicts.push((rank, sections.next().unwrap_or("").to_string()));
     }
     let library = d.map(|d| cstr(&d.library)).unwrap_or_default();
     let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
     let backend = backend_name(d.as_ref());
-    let implicit_vcis = d.map(|d| d.implicit_vcis).filter(|&v| v >= 0);
+    // As MPICH runs it (read back), else as the lean library said.
+    let implicit_vcis = crate::state::implicit_vcis().or(d.map(|d| d.implicit_vcis)).filter(|&v| v >= 0);
     let reserved_base = if backend == "native" { implicit_vcis } else { None };
     let vci_basis = match backend {
         _ if abi == Abi::Standard => "none: the MPI standard ABI's serial model (every stream on the library's shared endpoints; no VCI is known)",
-        "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else null (MPICH hashes it)",
-        "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else null",
+        "native" => "stream comm: NUM_VCIS + the reserved index MPICH's MPID_Allocate_vci gave its native stream (lowest free; shown by the UCX probe); no stream: VCI 0 when NUM_VCIS is 1, else the VCI MPICH's requests on it came from (vci_seen), else MPICH's round robin (seq % NUM_VCIS, counted under the implicit policy: vci_model), else null",
+        "serial" => "one endpoint: VCI 0 when MPICH's implicit pool has one VCI, else as on the native backend (its requests, or MPICH's round robin)",
         "split" => "Intel MPI's thread-split endpoint (the communicator's info key thread_id): a stream's own endpoint 1..pool; no stream: endpoint 0; a multiplex index: null (its traffic runs on endpoints of its own, one per hidden communicator)",
         _ => "unknown: libmpixstream.so was not active",
     };
@@ -432,6 +468,31 @@ pub unsafe fn write_with(
         "rank", "endpoint", "vci", "comm ids", "sent msgs", "sent bytes", "recv msgs", "recv bytes", "colls", "starts"
     );
     out.push_str(&ep_lines);
+    if !profile_lines.is_empty() {
+        let _ = writeln!(
+            out,
+            "contention profile: time inside MPI calls per endpoint and thread; overlap = time two or more threads were inside one endpoint at once (share: of its busy time)"
+        );
+        let _ = writeln!(out, "{}", profile_report::header());
+        out.push_str(&profile_lines);
+        // Each rank's verdict; a rank whose verdict reads as rank 0's is not repeated.
+        let first = verdicts.first().map(|v| v.1.clone()).unwrap_or_default();
+        for (rank, v) in &verdicts {
+            if v.is_empty() || (*rank > 0 && *v == first) {
+                continue;
+            }
+            for (k, line) in v.lines().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{}{line}",
+                    if k == 0 { format!("verdict (rank {rank}): ") } else { "  ".to_string() }
+                );
+            }
+        }
+        if verdicts.iter().skip(1).all(|v| v.1 == first) && verdicts.len() > 1 {
+            let _ = writeln!(out, "  (every rank's verdict reads the same)");
+        }
+    }
     if let Some(d) = d {
         if d.policy == 1 {
             let _ = writeln!(

@@ -4,18 +4,20 @@
 //!
 //! The bottom of the tools library (above only the query API of `shim` and `thread`): it calls nothing
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
+use crate::profile::{self, Slot, ThreadSet};
+use crate::round_robin::{self, Made};
 use crate::shim::{self, Origin};
 use crate::thread::thread_id;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::handles;
+use mpixstream_wrappers::handles::{self, RequestPools};
 use mpixstream_wrappers::pmpi::{self, pmpi};
 use mpixstream_wrappers::settings::{Check, Config, Report};
 use mpixstream_wrappers::tools::Description;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::{OnceLock, RwLock};
 
 /// Any of counting or checking is on (the interposers' first test).
@@ -121,8 +123,18 @@ pub struct CommRec {
     pub size: c_int,
     pub stream: Option<u32>,
     pub origin: Origin,
-    /// Where we know it: the VCI its traffic runs on.
+    /// Where we know it: the VCI its traffic runs on (and how we know it).
     pub vci: Option<u32>,
+    pub vci_source: VciSource,
+    /// The VCIs MPICH made its requests from (bit per VCI; `handles::request_pool`): MPICH's own word.
+    pub seen: AtomicU64,
+    /// How MPICH's round robin numbered it, where the model knows (`round_robin`).
+    pub made: Option<Made>,
+    /// The profile's endpoint slot for its calls: its VCI's, or an unnamed one; moved to the VCI its
+    /// requests name where that differs.
+    pub endpoint: AtomicU16,
+    /// The threads that called on it (the profile).
+    pub threads: ThreadSet,
     /// The stream whose one-thread check covers calls on it: its own, or, for the plain base of a
     /// policy communicator (which carries that communicator's nonblocking collectives), the policy
     /// communicator's; None where the check does not apply.
@@ -135,7 +147,58 @@ pub struct CommRec {
     pub counters: Counters,
 }
 
+/// How a record's `vci` was learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VciSource {
+    /// Its stream's (the lean library's mapping).
+    Stream,
+    /// The only endpoint there is (MPICH's implicit pool of one VCI).
+    OnlyOne,
+    /// MPICH's round robin over its implicit pool, as `round_robin` counts it.
+    RoundRobin,
+    /// Not known.
+    Unknown,
+}
+
+impl VciSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            VciSource::Stream => "stream",
+            VciSource::OnlyOne => "one_vci",
+            VciSource::RoundRobin => "round_robin",
+            VciSource::Unknown => "unknown",
+        }
+    }
+}
+
 impl CommRec {
+    /// The profile's endpoint slot of a call on this communicator.
+    #[inline]
+    pub fn slot(&self) -> Slot {
+        self.endpoint.load(Ordering::Relaxed)
+    }
+
+    /// A nonblocking operation on it made request `h`: where the handle names a VCI, remember it, and
+    /// count the calls of a communicator without a stream on that endpoint from now on.
+    #[inline]
+    pub fn note_request(&self, h: MPI_Request) {
+        let Some(v) = handles::request_pool(h, request_pools()) else { return };
+        let bit = 1u64.checked_shl(v).unwrap_or(0);
+        if bit == 0 || self.seen.load(Ordering::Relaxed) & bit != 0 {
+            return;
+        }
+        self.seen.fetch_or(bit, Ordering::Relaxed);
+        if self.stream.is_none() {
+            self.endpoint.store(profile::named(v), Ordering::Relaxed);
+        }
+    }
+
+    /// The VCIs seen in its requests.
+    pub fn seen_vcis(&self) -> Vec<u32> {
+        let bits = self.seen.load(Ordering::Relaxed);
+        (0..64).filter(|v| bits & (1 << v) != 0).collect()
+    }
+
     #[inline]
     pub fn count_send(&self, count: MPI_Count, datatype: MPI_Datatype) {
         self.counters.sent_msgs.fetch_add(1, Ordering::Relaxed);
@@ -175,6 +238,11 @@ impl CommRec {
             stream: None,
             origin: Origin::None,
             vci: None,
+            vci_source: VciSource::Unknown,
+            seen: AtomicU64::new(0),
+            made: None,
+            endpoint: AtomicU16::new(0),
+            threads: ThreadSet::default(),
             checked_stream: None,
             multiplex: None,
             freed: AtomicBool::new(false),
@@ -256,13 +324,24 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     let origin = if part.is_some() { Origin::Multiplex } else { origin };
     // On the split backend a multiplex index's traffic runs on endpoints of its own, one per hidden
     // communicator, not on its stream's: no single endpoint to show.
-    let split = setup().and_then(|st| st.description).is_some_and(|d| d.backend == 2);
-    let vci = match stream {
-        Some(_) if part.is_some() && split => None,
-        Some(i) => s.stream_vci(i),
-        // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI.
-        None => setup().and_then(|st| st.description).and_then(|d| (d.implicit_vcis == 1).then_some(0)),
+    let d = setup().and_then(|st| st.description);
+    let split = d.is_some_and(|d| d.backend == 2);
+    let made = round_robin::of(comm);
+    let (vci, vci_source) = match stream {
+        Some(_) if part.is_some() && split => (None, VciSource::Unknown),
+        Some(i) => (s.stream_vci(i), VciSource::Stream),
+        // Without a stream, a communicator is on MPICH's implicit pool: VCI 0 when the pool has one VCI,
+        // else where MPICH's round robin puts it (counted under the implicit policy only: the explicit
+        // one makes communicators of its own that the count does not see).
+        None => match d.map(|d| (implicit_vcis().unwrap_or(d.implicit_vcis), d.policy)) {
+            Some((1, _)) => (Some(0), VciSource::OnlyOne),
+            Some((n, p)) if n > 1 && (p == 0 || comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF) => {
+                (made.map(|m| round_robin::vci(m, n as u32)), VciSource::RoundRobin)
+            }
+            _ => (None, VciSource::Unknown),
+        },
     };
+    let vci_source = if vci.is_none() { VciSource::Unknown } else { vci_source };
     let checked_stream = match check_mode() {
         1 if origin == Origin::Policy => stream,
         1 | 2 if stream.is_none() => s.base_owner_stream(comm),
@@ -292,6 +371,11 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
                 stream,
                 origin,
                 vci,
+                vci_source,
+                seen: AtomicU64::new(0),
+                made,
+                endpoint: AtomicU16::new(vci.map_or_else(profile::unnamed, profile::named)),
+                threads: ThreadSet::default(),
                 checked_stream,
                 multiplex: part.map(|(_, index)| MultiplexPart { index }),
                 freed: AtomicBool::new(false),
@@ -336,6 +420,7 @@ fn comm_name(comm: MPI_Comm) -> String {
 /// MPICH calls this when a communicator we saw is freed.
 unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     let r = value as *const CommRec;
+    round_robin::freed(comm);
     if let Some(reg) = REGISTRY.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
         if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
             reg.live.remove(&comm);
@@ -349,6 +434,58 @@ unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_
     }
     EPOCH.fetch_add(1, Ordering::AcqRel);
     MPI_SUCCESS
+}
+
+/// How request handles name their VCI on the MPI library loaded (`RequestPools` as a `u8`), and
+/// whether the process has a single endpoint (every request is on it).
+static POOLS: AtomicU8 = AtomicU8::new(0);
+static ONE_ENDPOINT: AtomicBool = AtomicBool::new(false);
+/// MPICH's implicit pool as MPICH runs it (`MPIR_CVAR_CH4_NUM_VCIS`, read back); 0: unknown.
+static IMPLICIT_VCIS: AtomicI32 = AtomicI32::new(0);
+
+/// MPICH's implicit VCIs in force: read back from MPICH, else what the lean library said.
+pub fn implicit_vcis() -> Option<i32> {
+    let n = IMPLICIT_VCIS.load(Ordering::Relaxed);
+    if n > 0 {
+        Some(n)
+    } else {
+        setup().and_then(|s| s.description).map(|d| d.implicit_vcis)
+    }
+}
+
+#[inline]
+fn request_pools() -> RequestPools {
+    match POOLS.load(Ordering::Relaxed) {
+        1 => RequestPools::Bits20,
+        2 => RequestPools::Flagged,
+        _ => RequestPools::None,
+    }
+}
+
+/// Whether a point-to-point request's handle tells its endpoint (`request_slot`); where it does not,
+/// the profile follows such requests in the table as it does receives.
+#[inline]
+pub fn requests_name_endpoints() -> bool {
+    ONE_ENDPOINT.load(Ordering::Relaxed) || request_pools() != RequestPools::None
+}
+
+/// The profile's slot of a request we do not follow: the VCI its handle names, or the one endpoint.
+#[inline]
+pub fn request_slot(h: MPI_Request) -> Option<Slot> {
+    if h == MPI_REQUEST_NULL || handles::is_builtin(h) {
+        return None;
+    }
+    if ONE_ENDPOINT.load(Ordering::Relaxed) {
+        return Some(0);
+    }
+    handles::request_pool(h, request_pools()).map(profile::named)
+}
+
+/// (major, minor) of the MPICH the lean library describes ("MPICH 5.0.2, netmod …").
+pub fn mpich_version(d: &Description) -> Option<(u32, u32)> {
+    let text = crate::text::cstr(&d.library);
+    let mut parts = text.strip_prefix("MPICH ")?.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// A nonblocking operation whose completion we attribute (receives, for their size) or check (any
@@ -396,13 +533,9 @@ pub struct Persistent {
     pub send: Option<(MPI_Count, MPI_Datatype)>,
 }
 
-static REQUESTS: OnceLock<HandleMap<ReqInfo>> = OnceLock::new();
 static MESSAGES: OnceLock<HandleMap<&'static CommRec>> = OnceLock::new();
 static PERSISTENT: OnceLock<HandleMap<Persistent>> = OnceLock::new();
 
-pub fn requests() -> &'static HandleMap<ReqInfo> {
-    REQUESTS.get_or_init(HandleMap::default)
-}
 pub fn messages() -> &'static HandleMap<&'static CommRec> {
     MESSAGES.get_or_init(HandleMap::default)
 }
@@ -463,6 +596,28 @@ pub unsafe fn init() -> Option<&'static Setup> {
         KEYVAL.store(kv, Ordering::Release);
     }
     let report_path = report;
+    if let Some(d) = description.as_ref() {
+        let version = mpich_version(d);
+        let pools = version.map_or(RequestPools::None, |(major, minor)| RequestPools::of_mpich(major, minor));
+        // The lean library writes MPICH's implicit pool only where it reserves streams: read it back.
+        let n = version
+            .and_then(|_| crate::mpich_cvar::read_int(c"MPIR_CVAR_CH4_NUM_VCIS"))
+            .filter(|&n| n >= 1)
+            .unwrap_or(d.implicit_vcis);
+        IMPLICIT_VCIS.store(n, Ordering::Relaxed);
+        POOLS.store(
+            match pools {
+                RequestPools::None => 0,
+                RequestPools::Bits20 => 1,
+                RequestPools::Flagged => 2,
+            },
+            Ordering::Relaxed,
+        );
+        ONE_ENDPOINT.store(d.backend == 0 && n == 1, Ordering::Relaxed);
+        if report_path.is_some() {
+            round_robin::start(n > 1 && pools != RequestPools::None && d.policy == 0);
+        }
+    }
     let setup = SETUP.get_or_init(|| Setup { description, report_path });
     *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) =
         Some(Registry { live: HashMap::new(), all: Vec::new(), multiplex: HashMap::new() });

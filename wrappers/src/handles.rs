@@ -9,7 +9,8 @@
 //!
 //! The same in MPICH 4.0.2 and 5.0.2 (their `mpi.h` constants, checked in the tests below). mpixstream
 //! uses it to tell communicators from other handles without asking MPICH (whose own check would raise an
-//! error), to recognise builtin requests, and to make stream handles that look like native ones.
+//! error), to recognise builtin requests, to make stream handles that look like native ones, and (the
+//! tools library's profile) to read from a request the VCI that carries it ([`request_pool`]).
 use crate::ffi::c_handle;
 use std::os::raw::c_int;
 
@@ -103,6 +104,52 @@ pub const fn direct_index(h: c_int, object: Object) -> Option<u32> {
     }
 }
 
+/// Where MPICH writes the request pool into a request handle. MPICH >= 4.1 makes each point-to-point
+/// request from the pool of the VCI that carries it (`MPIR_Request_create_from_pool`) and writes the
+/// pool's number into the handle of an indirect request (pool 0 also hands out direct ones): bits 20-25
+/// up to 4.2; from 4.3 on, bits 19-24 under the flag bit 25 (pool 0 leaves the flag clear).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestPools {
+    /// MPICH 4.0 (one VCI), Intel MPI, or not MPICH: the handle says nothing about a VCI.
+    None,
+    /// MPICH 4.1 and 4.2.
+    Bits20,
+    /// MPICH 4.3 and later.
+    Flagged,
+}
+
+impl RequestPools {
+    /// The layout of MPICH `major.minor`.
+    pub const fn of_mpich(major: u32, minor: u32) -> RequestPools {
+        match (major, minor) {
+            (4, 1) | (4, 2) => RequestPools::Bits20,
+            (4, 0) | (0..=3, _) => RequestPools::None,
+            _ => RequestPools::Flagged,
+        }
+    }
+}
+
+/// The VCI whose pool made request `h` (a real request: neither null nor builtin), where the layout
+/// says it: MPICH's own record of the endpoint an operation runs on.
+#[inline]
+pub const fn request_pool(h: c_int, layout: RequestPools) -> Option<u32> {
+    if !matches!(kind(h), Kind::Indirect) || object_bits(h) != Object::Request as u32 {
+        return match (layout, kind(h)) {
+            (RequestPools::None, _) => None,
+            // A direct request comes from pool 0's preallocated objects.
+            (_, Kind::Direct) if object_bits(h) == Object::Request as u32 => Some(0),
+            _ => None,
+        };
+    }
+    let h = h as u32;
+    match layout {
+        RequestPools::None => None,
+        RequestPools::Bits20 => Some((h >> 20) & 0x3f),
+        RequestPools::Flagged if h & 0x0200_0000 != 0 => Some((h >> 19) & 0x3f),
+        RequestPools::Flagged => Some(0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +204,24 @@ mod tests {
         assert_eq!(direct_index(MPIX_STREAM_NULL, Object::Stream), None);
         assert_eq!(direct_index(make(Kind::Indirect, Object::Stream, 7), Object::Stream), None);
         assert_eq!(direct_index(make(Kind::Direct, Object::Stream, INDEX_MASK), Object::Stream), Some(INDEX_MASK));
+    }
+
+    #[test]
+    fn request_pools_name_the_vci() {
+        // Receive requests of MPICH 5.0.2 on communicators of VCI 0, 1, 2 and 3 (MPIR_CVAR_CH4_NUM_VCIS=4).
+        let f = RequestPools::of_mpich(5, 0);
+        assert_eq!(f, RequestPools::Flagged);
+        assert_eq!(request_pool(0xac00_0000u32 as i32, f), Some(0));
+        assert_eq!(request_pool(0xee08_0000u32 as i32, f), Some(1));
+        assert_eq!(request_pool(0xee10_0000u32 as i32, f), Some(2));
+        assert_eq!(request_pool(0xee18_0000u32 as i32, f), Some(3));
+        // Pool 0's indirect requests carry no flag; a builtin request and a communicator name no pool.
+        assert_eq!(request_pool(0xec00_1005u32 as i32, f), Some(0));
+        assert_eq!(request_pool(0x6c00_0001, f), None);
+        assert_eq!(request_pool(MPI_COMM_WORLD, f), None);
+        // MPICH 4.1 and 4.2: the pool in bits 20-25, no flag.
+        assert_eq!(request_pool(0xec30_0004u32 as i32, RequestPools::of_mpich(4, 2)), Some(3));
+        assert_eq!(RequestPools::of_mpich(4, 3), RequestPools::Flagged);
+        assert_eq!(request_pool(0xee08_0000u32 as i32, RequestPools::of_mpich(4, 0)), None);
     }
 }

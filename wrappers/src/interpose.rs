@@ -46,6 +46,19 @@ pub enum CommCtor {
 }
 
 impl CommCtor {
+    /// Every constructor, in declaration order: a constructor's position here is its code in the C call
+    /// that tells the tools library of a new communicator (`tools::COMM_CREATED_SYMBOL`).
+    pub const ALL: [CommCtor; 8] = [
+        CommCtor::Dup,
+        CommCtor::DupWithInfo,
+        CommCtor::Idup,
+        CommCtor::IdupWithInfo,
+        CommCtor::Split,
+        CommCtor::SplitType,
+        CommCtor::Create,
+        CommCtor::CreateGroup,
+    ];
+
     /// Dup-like constructors keep the parent's stream (native MPICH's rule; `split` does not).
     pub fn inherits_stream(self) -> bool {
         matches!(self, CommCtor::Dup | CommCtor::DupWithInfo | CommCtor::Idup | CommCtor::IdupWithInfo)
@@ -81,5 +94,18 @@ pub unsafe fn request_slice<'a>(count: c_int, array: *mut MPI_Request) -> &'a [M
         &[]
     } else {
         std::slice::from_raw_parts(array, count as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_constructors_code_is_its_position() {
+        // The C call to the tools library passes `kind as c_int`-like positions: they must agree.
+        for (i, k) in CommCtor::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{}", k.name());
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! the one-thread-per-communicator check) share:
 //! - [`Description`], the C struct through which the lean library's `mpixstream_describe` tells the
 //!   tools library its backend, pool and policy (see `shim/src/query.rs` for the whole query API);
-//! - the names of the two hooks the lean library calls in the tools library;
+//! - the names of the hooks the lean library calls in the tools library;
 //! - [`comm_call_interposers!`], the communication interposers of the tools library, generated from the
 //!   rows of `wrappers/mpi.prototypes` with a `tools:` role.
 //!
@@ -23,6 +23,12 @@ pub const REQUEST_REPLACED_SYMBOL: &CStr = c"mpixstream_tools_request_replaced";
 /// communicator (the call's name, a static C string) owned by another thread; the check decides
 /// whether that is a violation (another application thread inside a call on the same stream).
 pub const CONTENDED_SYMBOL: &CStr = c"mpixstream_tools_contended";
+
+/// `extern "C" fn(kind: c_int, parent: MPI_Comm, newcomm: MPI_Comm)`: called by the lean library after
+/// each communicator constructor it interposes succeeded (`kind`: the constructor's position in
+/// `interpose::CommCtor::ALL`; `newcomm` may be `MPI_COMM_NULL`), on every process that called it: the
+/// tools library counts MPICH's communicators as MPICH's round robin over its implicit VCIs does.
+pub const COMM_CREATED_SYMBOL: &CStr = c"mpixstream_tools_comm_created";
 
 /// Who attached a communicator's stream: what the lean library records and `mpixstream_comm_origin`
 /// reports to the tools library (as this `int`).

@@ -67,7 +67,7 @@ pub unsafe fn send(
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.send));
+    let _g = crate::entry::enter(name, p.map(|p| p.send));
     let rc = call();
     if let (Some(p), true) = (p, rc == SUCCESS && dest != PROC_NULL) {
         count_send(p.send, count, datatype);
@@ -88,7 +88,7 @@ pub unsafe fn isend(
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.send));
+    let _g = crate::entry::enter(name, p.map(|p| p.send));
     let rc = call();
     if let (Some(p), true) = (p, rc == SUCCESS) {
         if dest != PROC_NULL {
@@ -109,7 +109,7 @@ pub unsafe fn recv(
         return call(status);
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.recv));
+    let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -124,7 +124,7 @@ pub unsafe fn irecv(name: &'static str, comm: H, request: *mut MPI_Request, call
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.recv));
+    let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         track(request, p.recv, true);
@@ -145,7 +145,7 @@ pub unsafe fn sendrecv(
         return call(status);
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.send));
+    let _g = crate::entry::enter(name, p.map(|p| p.send));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -169,7 +169,7 @@ pub unsafe fn improbe(
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.recv));
+    let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         if !flag.is_null() && *flag != 0 && !message.is_null() {
@@ -192,7 +192,7 @@ pub unsafe fn mrecv(
         return call(status);
     }
     let r = take(&MESSAGES, *(message as *mut H));
-    let _g = check::enter(name, r);
+    let _g = crate::entry::enter(name, r);
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -212,8 +212,12 @@ pub unsafe fn wait(
         return call(status);
     }
     let h = *(request as *mut H);
-    let Some((r, recv)) = tracked(h) else { return call(status) };
-    let _g = check::enter(name, Some(r));
+    let Some((r, recv)) = tracked(h) else {
+        // The serial model: every request is on the one shared endpoint.
+        let _p = crate::profile::enter([0]);
+        return call(status);
+    };
+    let _g = crate::entry::enter(name, Some(r));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -234,8 +238,12 @@ pub unsafe fn test(
         return call(status);
     }
     let h = *(request as *mut H);
-    let Some((r, recv)) = tracked(h) else { return call(status) };
-    let _g = check::enter(name, Some(r));
+    let Some((r, recv)) = tracked(h) else {
+        // The serial model: every request is on the one shared endpoint.
+        let _p = crate::profile::enter([0]);
+        return call(status);
+    };
+    let _g = crate::entry::enter(name, Some(r));
     let mut local = Status::default();
     let st = if status.is_null() { &mut local as *mut Status } else { status as *mut Status };
     let rc = call(st as *mut MPI_Status);
@@ -273,9 +281,10 @@ unsafe fn completed_all(
     }
     let infos = tracked_among(n, requests);
     if infos.is_empty() {
+        let _p = crate::profile::enter([0]);
         return call(statuses);
     }
-    let _g = check::enter_many(name, infos.iter().map(|x| x.2 .0));
+    let _g = crate::entry::enter_many(name, infos.iter().map(|x| x.2 .0));
     let mut local = Vec::new();
     let st: *mut Status = if statuses.is_null() {
         local.resize(n as usize, Status::default());
@@ -326,7 +335,7 @@ pub unsafe fn collective(name: &'static str, comm: H, call: impl FnOnce() -> c_i
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.send));
+    let _g = crate::entry::enter(name, p.map(|p| p.send));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
@@ -344,7 +353,7 @@ pub unsafe fn icollective(
         return call();
     }
     let p = rec(comm);
-    let _g = check::enter(name, p.map(|p| p.send));
+    let _g = crate::entry::enter(name, p.map(|p| p.send));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);

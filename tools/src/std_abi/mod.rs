@@ -12,15 +12,15 @@
 //! No VCI is known on this ABI. The check (`MPIXSTREAM_CHECK`): the hooks enter `check` on the records
 //! whose stream it covers (mode 1: the explicit policy's; 2: every stream), with every nonblocking
 //! operation on such a communicator tracked to its completion, as on MPICH's ABI.
-use crate::check;
+use crate::profile::ThreadSet;
 use crate::shim::Origin;
-use crate::state::{CommRec, Counters, MultiplexPart};
+use crate::state::{CommRec, Counters, MultiplexPart, VciSource};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::{MPI_Message, MPI_Request, MPI_Status};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 mod hooks;
@@ -241,6 +241,12 @@ fn new_rec(
         stream,
         origin,
         vci: None,
+        vci_source: VciSource::Unknown,
+        seen: AtomicU64::new(0),
+        made: None,
+        // The serial model: every communicator and stream on the MPI library's shared endpoint.
+        endpoint: AtomicU16::new(0),
+        threads: ThreadSet::default(),
         checked_stream: match CHECK.load(Ordering::Relaxed) {
             1 if origin == Origin::Policy => stream,
             2 => stream,
