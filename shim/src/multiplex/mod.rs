@@ -46,7 +46,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use mpixstream_wrappers::ffi::*;
 
 pub use lifecycle::{comm_constructed, comm_freed, errhandler_set, get_stream};
-pub use progress::shutdown;
 
 /// Ours (native MPICH has none): the source index of a receive that accepts any source index.
 pub const MPIX_ANY_INDEX: c_int = -1;
@@ -152,6 +151,14 @@ impl Multiplex {
     pub fn on_streams(&self) -> bool {
         self.endpoints.layout == Layout::Streams
     }
+}
+
+/// Stops the multiplex progress thread and joins the idup threads, then forgets every multiplex
+/// communicator (before `PMPI_Finalize`).
+pub fn shutdown() {
+    progress::stop();
+    idup::join_all();
+    registry::clear();
 }
 
 #[cfg(test)]

@@ -66,10 +66,8 @@ pub fn ensure_started(rt: &Runtime) {
 }
 
 /// Stops the thread (before `PMPI_Finalize`).
-pub fn shutdown() {
+pub fn stop() {
     if let Some(t) = lock(&THREAD).take() {
         t.stop();
     }
-    super::idup::join_all();
-    registry::clear();
 }
