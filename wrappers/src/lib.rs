@@ -24,6 +24,7 @@ pub mod fn_types;
 pub mod guard;
 pub mod handles;
 pub mod interpose;
+pub mod mpi;
 pub mod mpich_build;
 pub mod next;
 pub mod pmpi;

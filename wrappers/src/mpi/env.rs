@@ -1,0 +1,43 @@
+//! The MPI environment: initialisation, finalisation, thread level, library version.
+use super::{call, check, MpiResult};
+use crate::ffi::*;
+use std::os::raw::{c_char, c_int};
+
+/// `MPI_Init` with the application's own arguments.
+///
+/// # Safety
+/// `argc` and `argv` are what the application passed to its `MPI_Init` (NULL or valid, as MPI requires).
+pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> MpiResult {
+    check(call!(PMPI_Init(argc, argv)))
+}
+
+/// `MPI_Init_thread` with the application's own arguments: the level provided.
+///
+/// # Safety
+/// As [`init`].
+pub unsafe fn init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int) -> MpiResult<c_int> {
+    let mut provided = MPI_THREAD_SINGLE;
+    check(call!(PMPI_Init_thread(argc, argv, required, &mut provided)))?;
+    Ok(provided)
+}
+
+pub fn finalize() -> MpiResult {
+    check(call!(PMPI_Finalize()))
+}
+
+/// `MPI_Query_thread`: the thread level MPI provides.
+pub fn query_thread() -> MpiResult<c_int> {
+    let mut level = MPI_THREAD_SINGLE;
+    check(call!(PMPI_Query_thread(&mut level)))?;
+    Ok(level)
+}
+
+/// `MPI_Get_library_version`.
+pub fn library_version() -> MpiResult<String> {
+    let mut buf = vec![0u8; MPI_MAX_LIBRARY_VERSION_STRING];
+    let mut len = 0;
+    check(call!(PMPI_Get_library_version(buf.as_mut_ptr().cast(), &mut len)))?;
+    let len = (len.max(0) as usize).min(buf.len());
+    let end = buf[..len].iter().position(|&b| b == 0).unwrap_or(len);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}

@@ -1,0 +1,172 @@
+//! The safe, typed layer over the resolved `PMPI_*` table ([`crate::pmpi`]): what the rest of mpixstream
+//! calls instead of the raw entry points.
+//!
+//! - Handles are newtypes ([`Comm`], [`Request`], [`Datatype`], [`Info`], [`Stream`], [`Op`],
+//!   [`Errhandler`]) over MPICH's `int` handles: `Copy`, compared and hashed as the `int`, `.raw()` for the
+//!   C side. A handle is a name MPICH checks (error checking is on in every build we support), never a
+//!   pointer we follow, so passing a wrong one is an MPI error, not unsoundness.
+//! - Every call returns [`MpiResult`]: `Err` carries the MPI error code MPICH returned, unchanged.
+//! - Buffers: our own memory is a slice (`&[T]` / `&mut [T]` of a type with an MPI datatype, [`Element`]).
+//!   Where the application's own buffer passes through (an enqueued send, a routed collective), the
+//!   function takes the raw pointer, count and datatype as the application gave them and is `unsafe`, with
+//!   the caller's obligation written in its `# Safety` section.
+//!
+//! Why it is sound: every entry point in the table was resolved from the loaded MPICH under the name of a
+//! row of `wrappers/mpi.prototypes`, whose prototype is checked against both MPICHs' `mpi.h`
+//! (tests/scripts/prototypes_match_mpi_h.sh); the functions here pass only pointers to live Rust values
+//! (locals, slices, `&mut` results) of the C type the prototype names, valid for the whole call, and MPICH
+//! keeps none of them past the call unless its documentation says so (noted where it does). That argument
+//! is made once, in [`call!`], the only `unsafe` of the safe functions.
+use crate::ffi::*;
+use std::os::raw::c_int;
+
+pub mod comm;
+pub mod datatype;
+pub mod env;
+pub mod errors;
+mod info;
+mod raw_buffers;
+pub mod request;
+pub mod stream;
+pub mod topology;
+
+pub use datatype::Element;
+pub use request::{AsyncThing, GrequestFns};
+
+/// The outcome of an MPI call: `Err` holds the error code MPICH returned.
+pub type MpiResult<T = ()> = Result<T, c_int>;
+
+/// `rc` as a result.
+#[inline(always)]
+pub fn check(rc: c_int) -> MpiResult {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// Calls `PMPI_NAME(args…)` from the resolved table and gives its return code.
+///
+/// Used only in this module's functions, whose arguments are handles (plain `int`s), values, and
+/// pointers to live Rust values of the prototype's C types, valid for the whole call.
+macro_rules! call {
+    ($name:ident ( $($arg:expr),* $(,)? )) => {{
+        let f = $crate::pmpi::pmpi().$name;
+        // SAFETY: `f` is the loaded MPICH's `$name`, resolved under the name of a row of
+        // `mpi.prototypes` whose prototype tests/scripts/prototypes_match_mpi_h.sh checks against mpi.h, so
+        // the call's types are the function's. Callers of this macro pass handles and values, and
+        // pointers only to live Rust values of the prototype's types, valid for the whole call (the
+        // module comment); handles are checked by MPICH, which reports a bad one as an error code.
+        unsafe { f($($arg),*) }
+    }};
+}
+pub(crate) use call;
+
+/// An optional entry point (`pmpi?` rows): `Err(MPI_ERR_UNSUPPORTED_OPERATION)` where the loaded MPICH
+/// lacks it, else as [`call!`].
+macro_rules! call_optional {
+    ($name:ident ( $($arg:expr),* $(,)? )) => {{
+        match $crate::pmpi::pmpi().$name {
+            None => MPI_ERR_UNSUPPORTED_OPERATION,
+            // SAFETY: as in `call!`: the entry point named `$name` of the loaded MPICH, whose prototype
+            // is checked against mpi.h; arguments are handles, values and pointers to live Rust values.
+            Some(f) => unsafe { f($($arg),*) },
+        }
+    }};
+}
+pub(crate) use call_optional;
+
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident($c:ty) $(, $konst:ident = $value:expr)*) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+        pub struct $name(pub $c);
+        impl $name {
+            $(pub const $konst: $name = $name($value);)*
+            /// The C handle.
+            #[inline(always)]
+            pub const fn raw(self) -> $c {
+                self.0
+            }
+        }
+        impl From<$c> for $name {
+            #[inline(always)]
+            fn from(h: $c) -> $name {
+                $name(h)
+            }
+        }
+    };
+}
+
+handle!(
+    /// A communicator.
+    Comm(MPI_Comm), NULL = MPI_COMM_NULL, WORLD = MPI_COMM_WORLD, SELF = MPI_COMM_SELF
+);
+handle!(
+    /// A request (a point-to-point or collective operation's, or a generalized one).
+    Request(MPI_Request), NULL = MPI_REQUEST_NULL
+);
+handle!(
+    /// A datatype.
+    Datatype(MPI_Datatype), NULL = MPI_DATATYPE_NULL, BYTE = MPI_BYTE, INT = MPI_INT, UINT64 = MPI_UINT64_T, PACKED = MPI_PACKED
+);
+handle!(
+    /// An info object.
+    Info(MPI_Info), NULL = MPI_INFO_NULL
+);
+handle!(
+    /// An MPIX stream of the loaded MPICH (>= 4.1).
+    Stream(MPIX_Stream), NULL = MPIX_STREAM_NULL
+);
+handle!(
+    /// A reduction operation.
+    Op(MPI_Op), SUM = MPI_SUM, MAX = MPI_MAX, MIN = MPI_MIN, BAND = MPI_BAND
+);
+handle!(
+    /// An error handler.
+    Errhandler(MPI_Errhandler), ERRORS_RETURN = MPI_ERRORS_RETURN, ERRORS_ARE_FATAL = MPI_ERRORS_ARE_FATAL
+);
+
+/// An opaque word that MPICH stores and hands back to our callbacks (an attribute value, a generalized
+/// request's or async thing's extra state, an async thing): MPICH never dereferences it, so passing one is
+/// safe; the callbacks that turn it back into a reference say, in their own safety notes, why that is sound.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Opaque(pub *mut std::os::raw::c_void);
+
+/// A status MPICH filled in, and the element count it records (`MPIR_STATUS_GET_COUNT`: the low 32 bits
+/// in `count_lo`, the high ones above the cancelled bit).
+pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
+    (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_their_c_ints() {
+        assert_eq!(std::mem::size_of::<Comm>(), std::mem::size_of::<c_int>());
+        assert_eq!(Comm::WORLD.raw(), MPI_COMM_WORLD);
+        assert_eq!(Comm::from(MPI_COMM_SELF), Comm::SELF);
+        assert_ne!(Request::NULL, Request(0));
+    }
+
+    #[test]
+    fn check_keeps_the_code() {
+        assert_eq!(check(MPI_SUCCESS), Ok(()));
+        assert_eq!(check(MPI_ERR_COMM), Err(MPI_ERR_COMM));
+    }
+
+    #[test]
+    fn status_bytes_reads_both_halves() {
+        let mut st = MPI_Status::default();
+        st.count_lo = -1;
+        assert_eq!(status_bytes(&st), 0xffff_ffff);
+        st.count_lo = 24;
+        st.count_hi_and_cancelled = 3 << 1 | 1;
+        assert_eq!(status_bytes(&st), (3 << 32) | 24);
+    }
+}

@@ -1,0 +1,106 @@
+//! Requests: completion, cancelling and freeing; generalized requests and async things (ours, with
+//! callbacks MPICH calls).
+use super::{call, call_optional, check, MpiResult, Opaque, Request, Stream};
+use crate::ffi::*;
+use std::os::raw::c_int;
+
+impl Request {
+    /// `MPI_Test`: the status once complete (the request is then `Request::NULL` or, persistent, inactive:
+    /// `self` is updated), `None` while pending.
+    pub fn test(&mut self) -> MpiResult<Option<MPI_Status>> {
+        let mut flag = 0;
+        let mut status = MPI_Status::default();
+        check(call!(PMPI_Test(&mut self.0, &mut flag, &mut status)))?;
+        Ok((flag != 0).then_some(status))
+    }
+
+    /// `MPI_Wait`: the status; `self` is updated as by `MPI_Wait`.
+    pub fn wait(&mut self) -> MpiResult<MPI_Status> {
+        let mut status = MPI_Status::default();
+        check(call!(PMPI_Wait(&mut self.0, &mut status)))?;
+        Ok(status)
+    }
+
+    /// `MPI_Request_get_status`: the status once complete, without freeing the request.
+    pub fn status(self) -> MpiResult<Option<MPI_Status>> {
+        let mut flag = 0;
+        let mut status = MPI_Status::default();
+        check(call!(PMPI_Request_get_status(self.0, &mut flag, &mut status)))?;
+        Ok((flag != 0).then_some(status))
+    }
+
+    /// `MPI_Request_free`.
+    pub fn free(self) -> MpiResult {
+        let mut r = self.0;
+        check(call!(PMPI_Request_free(&mut r)))
+    }
+
+    /// `MPI_Cancel`.
+    pub fn cancel(self) -> MpiResult {
+        let mut r = self.0;
+        check(call!(PMPI_Cancel(&mut r)))
+    }
+
+    /// `MPI_Grequest_complete` of a generalized request of ours.
+    pub fn grequest_complete(self) -> MpiResult {
+        check(call!(PMPI_Grequest_complete(self.0)))
+    }
+}
+
+/// A generalized request's callbacks (`MPIX_Grequest_start`): MPICH calls them with the `extra` word
+/// given at the start and its own valid status pointers.
+#[derive(Clone, Copy)]
+pub struct GrequestFns {
+    pub query: MPI_Grequest_query_function,
+    pub free: MPI_Grequest_free_function,
+    pub cancel: MPI_Grequest_cancel_function,
+    pub poll: MPIX_Grequest_poll_function,
+    pub wait: Option<MPIX_Grequest_wait_function>,
+}
+
+impl GrequestFns {
+    /// `MPIX_Grequest_start`: a new generalized request. `extra` is an opaque word MPICH keeps and hands
+    /// to the callbacks until the free function ran; it never dereferences it (the callbacks do, and their
+    /// own safety notes say why that is sound).
+    pub fn start(self, extra: Opaque) -> MpiResult<Request> {
+        let mut req = MPI_REQUEST_NULL;
+        check(call!(PMPIX_Grequest_start(
+            self.query,
+            self.free,
+            self.cancel,
+            self.poll,
+            self.wait,
+            extra.0,
+            &mut req
+        )))?;
+        Ok(Request(req))
+    }
+}
+
+/// MPICH >= 4.3's async things: a poll function MPICH's progress calls with `extra` until it returns
+/// `MPIX_ASYNC_DONE`.
+pub struct AsyncThing;
+
+impl AsyncThing {
+    /// `MPIX_Async_start` on `stream`'s progress (`Stream::NULL`: the implicit pool's). `extra` is an
+    /// opaque word MPICH hands to `poll`; it never dereferences it.
+    pub fn start(poll: MPIX_Async_poll_function, extra: Opaque, stream: Stream) -> MpiResult {
+        check(call_optional!(PMPIX_Async_start(Some(poll), extra.0, stream.0)))
+    }
+
+    /// `MPIX_Async_spawn` from inside a poll function (`thing` is the one MPICH passed it).
+    pub fn spawn(thing: Opaque, poll: MPIX_Async_poll_function, extra: Opaque, stream: Stream) -> MpiResult {
+        check(call_optional!(PMPIX_Async_spawn(thing.0, Some(poll), extra.0, stream.0)))
+    }
+
+    /// Whether the loaded MPICH has async things.
+    pub fn supported() -> bool {
+        crate::pmpi::pmpi().PMPIX_Async_start.is_some()
+    }
+}
+
+/// `c` as a bool flag for C.
+#[inline]
+pub fn flag(c: bool) -> c_int {
+    c as c_int
+}
