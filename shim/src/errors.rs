@@ -6,9 +6,10 @@
 //! `MPI_Error_string` returns the message and a fatal handler prints it. Our `MPI_Error_class`
 //! interposer maps our dynamic classes back to the standard ones (MPICH 4.0.2's `MPI_Add_error_code`
 //! on a predefined class yields codes with garbage strings, so we cannot use predefined classes there).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{self, Comm, Op};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::raw::c_int;
@@ -80,14 +81,10 @@ pub struct Errors {
 impl Errors {
     /// Creates our classes; called once, right after `PMPI_Init*`.
     pub fn create() -> Result<Errors, String> {
-        let p = pmpi();
         let mut dynamic = [0; ALL.len()];
         let mut generic = [0; ALL.len()];
         for (i, class) in ALL.iter().enumerate() {
-            let rc = unsafe { (p.PMPI_Add_error_class)(&mut dynamic[i]) };
-            if rc != MPI_SUCCESS {
-                return Err(format!("MPI_Add_error_class failed ({rc})"));
-            }
+            dynamic[i] = mpi::errors::add_error_class().map_err(|rc| format!("MPI_Add_error_class failed ({rc})"))?;
             let msg = format!("mpixstream: {:?} error (see earlier messages)", class);
             generic[i] = add_code(dynamic[i], &msg)?;
         }
@@ -124,12 +121,7 @@ impl Errors {
 }
 
 fn add_code(class: c_int, msg: &str) -> Result<c_int, String> {
-    let p = pmpi();
-    let mut code = 0;
-    let rc = unsafe { (p.PMPI_Add_error_code)(class, &mut code) };
-    if rc != MPI_SUCCESS {
-        return Err(format!("MPI_Add_error_code failed ({rc})"));
-    }
+    let code = mpi::errors::add_error_code(class).map_err(|rc| format!("MPI_Add_error_code failed ({rc})"))?;
     // MPICH keeps at most MPI_MAX_ERROR_STRING - 1 characters.
     let mut text = msg.replace('\0', " ");
     if text.len() >= MPI_MAX_ERROR_STRING {
@@ -141,10 +133,7 @@ fn add_code(class: c_int, msg: &str) -> Result<c_int, String> {
         text.push_str("...");
     }
     let c = CString::new(text).unwrap_or_default();
-    let rc = unsafe { (p.PMPI_Add_error_string)(code, c.as_ptr()) };
-    if rc != MPI_SUCCESS {
-        return Err(format!("MPI_Add_error_string failed ({rc})"));
-    }
+    mpi::errors::add_error_string(code, &c).map_err(|rc| format!("MPI_Add_error_string failed ({rc})"))?;
     Ok(code)
 }
 
@@ -189,7 +178,7 @@ pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
     };
     let code = errors.code(class, &text);
     let target = if comm == MPI_COMM_NULL || !handles::is_comm(comm) { MPI_COMM_WORLD } else { comm };
-    unsafe { (pmpi().PMPI_Comm_call_errhandler)(target, code) };
+    Comm(target).call_errhandler(code);
     code
 }
 
@@ -198,29 +187,20 @@ pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
 /// some waiting in a collective the others skipped. On failure each member raises an error on `comm`:
 /// the failing member its own message, the others one naming the lowest failing rank, in its class.
 /// Costs one `MPI_Allreduce` of an `int`.
-pub unsafe fn agree(comm: MPI_Comm, func: &str, local: Result<(), (Class, String)>) -> Result<(), c_int> {
-    let p = pmpi();
-    let (mut rank, mut size) = (0, 0);
-    (p.PMPI_Comm_rank)(comm, &mut rank);
-    (p.PMPI_Comm_size)(comm, &mut size);
+pub fn agree(comm: MPI_Comm, func: &str, local: Result<(), (Class, String)>) -> Result<(), c_int> {
+    let c = Comm(comm);
+    // As before the typed layer: a failed rank or size query leaves 0 (the allreduce reports the comm).
+    let rank = c.rank().unwrap_or(0);
+    let _ = c.size();
     let width = ALL.len() as c_int;
     // The lowest failing rank, and its class, in one int: rank * width + class index.
     let mine = match &local {
         Ok(()) => c_int::MAX,
         Err((class, _)) => rank * width + Errors::index(*class) as c_int,
     };
-    let mut lowest = c_int::MAX;
-    let rc = (p.PMPI_Allreduce)(
-        &mine as *const c_int as *const std::os::raw::c_void,
-        &mut lowest as *mut c_int as *mut std::os::raw::c_void,
-        1,
-        MPI_INT,
-        MPI_MIN,
-        comm,
-    );
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
+    let mut lowest = [c_int::MAX];
+    c.allreduce(&[mine], &mut lowest, Op::MIN)?;
+    let lowest = lowest[0];
     if let Err((class, msg)) = local {
         return Err(raise(comm, class, func, &msg));
     }
@@ -248,10 +228,5 @@ pub fn check(rc: c_int) -> Result<(), c_int> {
 
 /// MPICH's text for an error code (`MPI_Error_string`).
 pub fn error_string(code: c_int) -> String {
-    let mut text = vec![0 as std::os::raw::c_char; MPI_MAX_ERROR_STRING];
-    let mut len = 0;
-    unsafe { (pmpi().PMPI_Error_string)(code, text.as_mut_ptr(), &mut len) };
-    let bytes: Vec<u8> =
-        text[..len.clamp(0, MPI_MAX_ERROR_STRING as c_int) as usize].iter().map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    mpi::errors::error_string(code)
 }

@@ -1,24 +1,24 @@
 //! Reading `MPI_Info` values (used by `MPIX_Stream_create`, `MPIX_Info_get_hex` and the enqueue engine's
 //! queue kinds).
-use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+use mpixstream_wrappers::mpi::Info;
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
-pub(crate) unsafe fn info_get_string(info: MPI_Info, key: *const c_char) -> Result<Option<String>, c_int> {
-    let p = pmpi();
-    let (mut len, mut flag) = (0, 0);
-    let rc = (p.PMPI_Info_get_valuelen)(info, key, &mut len, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    if flag == 0 {
-        return Ok(None);
-    }
-    let mut buf = vec![0u8; len as usize + 1];
-    let rc = (p.PMPI_Info_get)(info, key, len + 1, buf.as_mut_ptr() as *mut c_char, &mut flag);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    buf.truncate(len as usize);
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+/// The value of `key` in `info`, `None` where it is not set (`Err`: MPICH's error code).
+///
+/// # Safety
+/// `key` points to a NUL-terminated string (the application's key, as MPI requires, or one of ours).
+pub(crate) unsafe fn info_get_string(
+    info: mpixstream_wrappers::ffi::MPI_Info,
+    key: *const c_char,
+) -> Result<Option<String>, c_int> {
+    // SAFETY: the caller's obligation: `key` is a NUL-terminated string, alive for this call.
+    let key = unsafe { CStr::from_ptr(key) };
+    info_value(Info(info), key)
+}
+
+/// The value of `key` in `info`, `None` where it is not set.
+pub(crate) fn info_value(info: Info, key: &CStr) -> Result<Option<String>, c_int> {
+    info.get(key)
 }

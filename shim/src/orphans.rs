@@ -9,6 +9,7 @@
 //! its stream's claim (`StreamSlot::try_claim`: skipped while another thread is inside that endpoint;
 //! that thread progresses it). No thread ever waits for a peer at its own exit, and no operation
 //! depends on the thread that started it (docs/architecture.md, "Ownership and the progress helper").
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::runtime::Runtime;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -51,8 +52,11 @@ pub fn turn(rt: &Runtime) {
     let before = mine.len();
     mine.retain_mut(|o| {
         let done = match o.stream() {
+            // SAFETY: no endpoint to claim (`stream()` is `None`), and MPI is initialised: `rt` exists.
             None => unsafe { o.poll() },
             Some(s) => match rt.streams.slot(s).try_claim() {
+                // SAFETY: this thread holds the claim of the orphan's stream for the poll (`_claim`),
+                // and MPI is initialised: `rt` exists.
                 Some(_claim) => unsafe { o.poll() },
                 None => false,
             },
@@ -93,6 +97,7 @@ mod tests {
         // Polled by hand (no runtime in a unit test): what `turn` does for orphans without a stream.
         for _ in 0..3 {
             let before = list.len();
+            // SAFETY: `Countdown` needs neither a claim nor MPI.
             list.retain_mut(|o| !unsafe { o.poll() });
             PENDING.fetch_sub(before - list.len(), Ordering::AcqRel);
         }

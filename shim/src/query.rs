@@ -3,6 +3,7 @@
 //! policy, which communicator carries which stream, and on which VCI), so the mapping lives in one
 //! place. Nothing here runs on a communication path of the lean library.
 //! (What the lean library tells the tools library, the other way: `tools_link`.)
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::comms::Origin;
 use crate::config::Policy;
 use crate::multiplex::{endpoints, registry};
@@ -16,19 +17,29 @@ use std::sync::atomic::Ordering;
 
 /// Fills `*out` (whose `size` field the caller set to `sizeof` its struct). 0 on success; -1 when MPI
 /// is not initialised through us or `out` is too small.
+///
+/// # Safety
+/// `out` is NULL or points to the caller's `Description` of `(*out).size` bytes, writable.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
-    mpixstream_wrappers::guard::guard_with("mpixstream_describe", -1, || unsafe {
-        if out.is_null() || ((*out).size as usize) < std::mem::size_of::<Description>() {
+    mpixstream_wrappers::guard::guard_with("mpixstream_describe", -1, || {
+        if out.is_null() {
             return -1;
         }
+        // SAFETY: non-null: the tools library's own struct, which starts with the `size` field it set.
+        if (unsafe { (*out).size } as usize) < std::mem::size_of::<Description>() {
+            return -1;
+        }
+        // SAFETY: the caller's struct is a whole `Description` (its size says so), alive and used by no
+        // one else during this call.
+        let d = unsafe { &mut *out };
         if mpixstream_wrappers::abi::standard() {
-            return crate::standard_abi::policy::describe(&mut *out);
+            // SAFETY: `d` is the caller's whole `Description` (checked above).
+            return unsafe { crate::standard_abi::policy::describe(d) };
         }
         let Some(rt) = runtime::active() else {
             return -1;
         };
-        let d = &mut *out;
         d.backend = match rt.backend {
             Backend::Serial => 0,
             Backend::Native => 1,
@@ -114,17 +125,24 @@ pub extern "C" fn mpixstream_comm_origin(comm: MPI_Comm) -> c_int {
 /// `*user` and the local index whose stream `comm` carries here in `*index` (-1: one on MPICH's
 /// implicit pool, which carries any index); else 0. The tools library counts the indexed traffic of
 /// one multiplex communicator per index, whichever hidden communicator carried it.
+///
+/// # Safety
+/// `user` and `index` are each NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_multiplex_of(comm: MPI_Comm, user: *mut MPI_Comm, index: *mut c_int) -> c_int {
-    mpixstream_wrappers::guard::guard_with("mpixstream_multiplex_of", -1, || unsafe {
+    mpixstream_wrappers::guard::guard_with("mpixstream_multiplex_of", -1, || {
         let Some(h) = runtime::active().and_then(|_| registry::hidden_comm(comm)) else {
             return 0;
         };
-        if !user.is_null() {
-            *user = h.user;
-        }
-        if !index.is_null() {
-            *index = h.index.map_or(-1, |i| i as c_int);
+        // SAFETY: `user` and `index` are the caller's output variables or NULL (C's convention for an
+        // output it does not want), valid for one write each.
+        unsafe {
+            if let Some(user) = user.as_mut() {
+                *user = h.user;
+            }
+            if let Some(index) = index.as_mut() {
+                *index = h.index.map_or(-1, |i| i as c_int);
+            }
         }
         1
     })
@@ -157,12 +175,16 @@ pub extern "C" fn mpixstream_stream_vci(index: c_int) -> c_int {
 /// The standard ABI (handles are pointers, passed here pointer-wide): the stream index `comm` carries, or
 /// -1, with who attached it in `*origin` (a `StreamOrigin` code: 1 the application, 2 the explicit
 /// policy; 0 with -1).
+///
+/// # Safety
+/// `origin` is NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_std_comm_stream(comm: usize, origin: *mut c_int) -> c_int {
-    mpixstream_wrappers::guard::guard_with("mpixstream_std_comm_stream", -1, || unsafe {
+    mpixstream_wrappers::guard::guard_with("mpixstream_std_comm_stream", -1, || {
         let found =
             if mpixstream_wrappers::abi::standard() { crate::standard_abi::policy::comm_stream(comm) } else { None };
-        if !origin.is_null() {
+        // SAFETY: `origin` is the caller's output variable or NULL, valid for one write.
+        if let Some(origin) = unsafe { origin.as_mut() } {
             *origin = found.map_or(Origin::None as c_int, |(_, o)| o);
         }
         found.map_or(-1, |(i, _)| i as c_int)
@@ -172,20 +194,26 @@ pub unsafe extern "C" fn mpixstream_std_comm_stream(comm: usize, origin: *mut c_
 /// The standard ABI: where `comm` is a hidden communicator of a multiplex communicator, 1, with that
 /// communicator in `*user`, the local indices whose sends and receives it carries (-1: none on this
 /// process) and their streams (-1: none); else 0.
+///
+/// # Safety
+/// `user` and `indices` are each NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn mpixstream_std_multiplex_of(comm: usize, user: *mut usize, indices: *mut [c_int; 4]) -> c_int {
-    mpixstream_wrappers::guard::guard_with("mpixstream_std_multiplex_of", -1, || unsafe {
+    mpixstream_wrappers::guard::guard_with("mpixstream_std_multiplex_of", -1, || {
         if !mpixstream_wrappers::abi::standard() {
             return 0;
         }
         let Some(h) = crate::standard_abi::multiplex::hidden_of(comm) else {
             return 0;
         };
-        if !user.is_null() {
-            *user = h.user;
-        }
-        if !indices.is_null() {
-            *indices = [h.send_index, h.recv_index, h.send_stream, h.recv_stream];
+        // SAFETY: `user` and `indices` are the caller's output variables or NULL, valid for one write each.
+        unsafe {
+            if let Some(user) = user.as_mut() {
+                *user = h.user;
+            }
+            if let Some(indices) = indices.as_mut() {
+                *indices = [h.send_index, h.recv_index, h.send_stream, h.recv_stream];
+            }
         }
         1
     })

@@ -1,9 +1,11 @@
 //! The process-wide state that exists between `MPI_Init*` and `MPI_Finalize`.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::comms::{CommRecord, CommTable};
 use crate::config::Config;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{Comm, Opaque};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -122,8 +124,10 @@ impl Runtime {
     pub fn attach_record(&self, comm: MPI_Comm, record: CommRecord) -> c_int {
         let record = std::sync::Arc::new(record);
         let value = std::sync::Arc::into_raw(record.clone()) as *mut std::os::raw::c_void;
-        let rc = unsafe { (mpixstream_wrappers::pmpi::pmpi().PMPI_Comm_set_attr)(comm, self.record_keyval, value) };
-        if rc != MPI_SUCCESS {
+        let set = Comm(comm).set_attr(self.record_keyval, Opaque(value));
+        if let Err(rc) = set {
+            // SAFETY: `value` came from `Arc::into_raw` just above, and MPICH refused the attribute, so
+            // it keeps no copy: this is the one owner of that reference, taken back once.
             drop(unsafe { std::sync::Arc::from_raw(value as *const CommRecord) });
             return rc;
         }

@@ -1,6 +1,7 @@
 //! The stream table: a stream handle is `0xbc000000 | index` (the look of native MPICH's direct handles)
 //! and indexes a fixed vector of slots, sized by the pool at `MPI_Init`, so hot paths find a stream
 //! with one bounds check and no lookup.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
@@ -514,6 +515,7 @@ mod tests {
         assert!(!t.slot(i).owned());
         // Two threads incrementing a non-atomic counter under the claim lose no update.
         struct Shared(std::cell::UnsafeCell<u64>);
+        // SAFETY: the test touches the cell only under the endpoint's claim, whose exclusion it checks.
         unsafe impl Sync for Shared {}
         let counter = std::sync::Arc::new(Shared(std::cell::UnsafeCell::new(0)));
         let workers: Vec<_> = (0..4)
@@ -522,12 +524,14 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..20_000 {
                         let _claim = t.slot(i).claim();
+                        // SAFETY: under the claim, no other thread touches the counter.
                         unsafe { *c.0.get() += 1 };
                     }
                 })
             })
             .collect();
         workers.into_iter().for_each(|w| w.join().unwrap());
+        // SAFETY: every worker has been joined.
         assert_eq!(unsafe { *counter.0.get() }, 80_000);
     }
 

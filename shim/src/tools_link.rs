@@ -4,6 +4,10 @@
 //! constructors made. The entry points are looked up once at `MPI_Init*` (they exist only when the
 //! tools library is preloaded, i.e. when a report or the check is asked for). What the tools library
 //! asks us is `query`.
+//!
+//! Each hook is called through a function pointer of the prototype the tools library defines under its
+//! symbol (`mpixstream_wrappers::tools`, shared by both libraries, so the two sides cannot differ).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::tools::{
@@ -16,18 +20,22 @@ static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
 static CONTENDED_HOOK: AtomicUsize = AtomicUsize::new(0);
 static COMM_CREATED_HOOK: AtomicUsize = AtomicUsize::new(0);
 
+/// The address of `name` in the global scope (0: not loaded).
+fn symbol(name: &std::ffi::CStr) -> usize {
+    // SAFETY: `dlsym` with the default scope and a NUL-terminated name only looks the name up.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+}
+
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
-    let init = unsafe { libc::dlsym(libc::RTLD_DEFAULT, INIT_SYMBOL.as_ptr()) };
-    let fin = unsafe { libc::dlsym(libc::RTLD_DEFAULT, FINALIZE_SYMBOL.as_ptr()) };
-    FINALIZE_HOOK.store(fin as usize, Ordering::Release);
-    let replaced = unsafe { libc::dlsym(libc::RTLD_DEFAULT, REQUEST_REPLACED_SYMBOL.as_ptr()) };
-    REQUEST_REPLACED_HOOK.store(replaced as usize, Ordering::Release);
-    let contended = unsafe { libc::dlsym(libc::RTLD_DEFAULT, CONTENDED_SYMBOL.as_ptr()) };
-    CONTENDED_HOOK.store(contended as usize, Ordering::Release);
-    let created = unsafe { libc::dlsym(libc::RTLD_DEFAULT, COMM_CREATED_SYMBOL.as_ptr()) };
-    COMM_CREATED_HOOK.store(created as usize, Ordering::Release);
-    if !init.is_null() {
+    let init = symbol(INIT_SYMBOL);
+    FINALIZE_HOOK.store(symbol(FINALIZE_SYMBOL), Ordering::Release);
+    REQUEST_REPLACED_HOOK.store(symbol(REQUEST_REPLACED_SYMBOL), Ordering::Release);
+    CONTENDED_HOOK.store(symbol(CONTENDED_SYMBOL), Ordering::Release);
+    COMM_CREATED_HOOK.store(symbol(COMM_CREATED_SYMBOL), Ordering::Release);
+    if init != 0 {
+        // SAFETY: a non-zero address of `INIT_SYMBOL`, which the tools library defines with this
+        // prototype (module comment).
         let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
         f();
     }
@@ -42,6 +50,7 @@ pub fn tools_init() {
 pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
     let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
     if hook != 0 {
+        // SAFETY: the non-zero address of `REQUEST_REPLACED_SYMBOL`, defined with this prototype.
         let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
         f(inner, outer);
     }
@@ -54,6 +63,7 @@ pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
 pub fn tools_contended(comm: MPI_Comm, call: &'static std::ffi::CStr) {
     let hook = CONTENDED_HOOK.load(Ordering::Acquire);
     if hook != 0 {
+        // SAFETY: the non-zero address of `CONTENDED_SYMBOL`, defined with this prototype.
         let f: extern "C" fn(MPI_Comm, *const std::os::raw::c_char) = unsafe { std::mem::transmute(hook) };
         f(comm, call.as_ptr());
     }
@@ -65,6 +75,7 @@ pub fn tools_comm_created(kind: CommCtor, parent: MPI_Comm, newcomm: MPI_Comm) {
     let hook = COMM_CREATED_HOOK.load(Ordering::Acquire);
     if hook != 0 {
         let code = CommCtor::ALL.iter().position(|&k| k == kind).unwrap_or(usize::MAX) as std::os::raw::c_int;
+        // SAFETY: the non-zero address of `COMM_CREATED_SYMBOL`, defined with this prototype.
         let f: extern "C" fn(std::os::raw::c_int, MPI_Comm, MPI_Comm) = unsafe { std::mem::transmute(hook) };
         f(code, parent, newcomm);
     }
@@ -75,6 +86,7 @@ pub fn tools_comm_created(kind: CommCtor, parent: MPI_Comm, newcomm: MPI_Comm) {
 pub fn tools_finalize() {
     let fin = FINALIZE_HOOK.swap(0, Ordering::AcqRel);
     if fin != 0 {
+        // SAFETY: the non-zero address of `FINALIZE_SYMBOL`, defined with this prototype.
         let f: extern "C" fn() = unsafe { std::mem::transmute(fin) };
         f();
     }
