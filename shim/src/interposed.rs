@@ -1,4 +1,10 @@
 //! What our `MPI_*` interposers do (the symbols themselves are generated in `mpixstream-wrappers`).
+//!
+//! The hooks here are the bodies of `extern "C"` entry points: their raw pointers are the
+//! application's arguments, and where one passes to MPICH unchanged (an output variable MPICH writes,
+//! `argc`/`argv`) the call is made with it as the application made it, in one `unsafe` block that says
+//! so. Everything else goes through the typed layer (`mpixstream_wrappers::mpi`).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::{self, Backend};
 use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
@@ -10,21 +16,32 @@ use crate::streams::{RequestPools, StreamTable};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::interpose::CommCtor;
+use mpixstream_wrappers::mpi::{self, Comm, Errhandler, Opaque};
 use mpixstream_wrappers::pmpi::{self, pmpi, Pmpi};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-// The exported `MPI_*` interposers, generated from wrappers/mpi.prototypes: each calls a function of
-// this module (`init`, `finalize`, the constructors…) or of `native_fixes`.
-mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
+/// The exported `MPI_*` interposers, generated from wrappers/mpi.prototypes: each calls a function of
+/// this module (`init`, `finalize`, the constructors…) or of `native_fixes`. Their bodies are the
+/// generator's (wrappers/src/prototype_codegen.rs), outside this module's lints.
+#[allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+mod exported {
+    mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
+}
+pub use exported::*;
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
+///
+/// # Safety
+/// The application's arguments: `argc`/`argv` as MPI requires (NULL or its own), `provided` NULL or
+/// valid for a write.
 pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
-    ffi_guard("MPI_Init", || unsafe {
+    ffi_guard("MPI_Init", || {
         // A program on the MPI standard ABI runs untouched: nothing below may run (MPICH's constants).
         if mpixstream_wrappers::abi::standard() {
-            return crate::standard_abi::init(argc, argv, thread);
+            // SAFETY: the application's own arguments (this function's contract).
+            return unsafe { crate::standard_abi::init(argc, argv, thread) };
         }
         let p = match pmpi::load() {
             Ok(p) => p,
@@ -35,9 +52,12 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
         };
         if runtime::is_initialized_by_us() {
             // A second MPI_Init: MPICH reports the error.
-            return match thread {
-                None => (p.PMPI_Init)(argc, argv),
-                Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
+            // SAFETY: MPICH's own entry points with the application's own arguments, unchanged.
+            return unsafe {
+                match thread {
+                    None => (p.PMPI_Init)(argc, argv),
+                    Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
+                }
             };
         }
         let config = match Config::from_env() {
@@ -58,26 +78,29 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
         // native backend always does: its progress helper thread keeps MPI's progress rule for the
         // streams' reserved endpoints (helper.rs), and may call MPI only at that level.
         let multiple = config.enqueue.thread_multiple || detected.backend == Backend::Native;
-        let call = |p: &Pmpi| match thread {
-            None if multiple => (p.PMPI_Init_thread)(argc, argv, MPI_THREAD_MULTIPLE, &mut 0),
-            None => (p.PMPI_Init)(argc, argv),
-            Some((required, provided)) => {
-                (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
-            }
-        };
         if let Err(e) = detected.configure_mpich() {
             eprintln!("mpixstream: {e}");
             std::process::exit(1);
         }
-        let rc = call(p);
+        // SAFETY: MPICH's own entry points with the application's own arguments (the thread level
+        // raised where `multiple`; a local for the level provided where it passed none).
+        let rc = unsafe {
+            match thread {
+                None if multiple => mpi::env::init_thread(argc, argv, MPI_THREAD_MULTIPLE).err().unwrap_or(MPI_SUCCESS),
+                None => mpi::env::init(argc, argv).err().unwrap_or(MPI_SUCCESS),
+                Some((required, provided)) => {
+                    (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
+                }
+            }
+        };
         if rc != MPI_SUCCESS {
             return rc;
         }
-        match start_runtime(p, config, detected) {
+        match start_runtime(config, detected) {
             Ok(rt) => {
                 if rt.config.verbose {
                     // Collective: the hosts of the job and their pools, on rank 0.
-                    let hosts = backend::hosts::gather(p, rt.rank, rt.size, rt.streams.capacity() as u32);
+                    let hosts = backend::hosts::gather(rt.rank, rt.size, rt.streams.capacity() as u32);
                     if rt.rank == 0 {
                         eprintln!("{}", banner(rt, hosts.as_deref()));
                     }
@@ -88,32 +111,24 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             }
             Err(e) => {
                 eprintln!("mpixstream: initialisation failed after MPI_Init: {e}");
-                (p.PMPI_Abort)(MPI_COMM_WORLD, 1);
+                Comm::WORLD.abort(1);
                 MPI_ERR_OTHER
             }
         }
     })
 }
 
-unsafe fn start_runtime(p: &Pmpi, config: Config, detected: backend::Detected) -> Result<&'static Runtime, String> {
-    let mut rank = 0;
-    let mut size = 1;
-    let mut level = MPI_THREAD_SINGLE;
-    (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
-    (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
-    (p.PMPI_Query_thread)(&mut level);
+fn start_runtime(config: Config, detected: backend::Detected) -> Result<&'static Runtime, String> {
+    // As before the typed layer: a failed query leaves the default.
+    let rank = Comm::WORLD.rank().unwrap_or(0);
+    let size = Comm::WORLD.size().unwrap_or(1);
+    let level = mpi::env::query_thread().unwrap_or(MPI_THREAD_SINGLE);
     errors::install(Errors::create()?);
-    let mut progress_comm = MPI_COMM_NULL;
-    if (p.PMPI_Comm_dup)(MPI_COMM_SELF, &mut progress_comm) != MPI_SUCCESS {
-        return Err("could not duplicate MPI_COMM_SELF".into());
-    }
+    let progress_comm = Comm::SELF.dup().map_err(|_| "could not duplicate MPI_COMM_SELF".to_string())?.raw();
     // The communicator records' keyval: not copied by a dup (each constructor settles its result's
     // record), deleted by `record_deleted`.
-    let mut record_keyval: c_int = 0;
-    if (p.PMPI_Comm_create_keyval)(None, Some(record_deleted), &mut record_keyval, std::ptr::null_mut()) != MPI_SUCCESS
-    {
-        return Err("could not create the keyval of the communicator records".into());
-    }
+    let record_keyval = mpi::comm::create_keyval((None, Some(record_deleted)), Opaque(std::ptr::null_mut()))
+        .map_err(|_| "could not create the keyval of the communicator records".to_string())?;
     let native = detected.backend == Backend::Native;
     let pools = if native { RequestPools::of_mpich(detected.version) } else { RequestPools::NONE };
     Ok(runtime::install(Runtime {
@@ -173,15 +188,15 @@ pub fn banner(rt: &Runtime, hosts: Option<&str>) -> String {
     )
 }
 
-pub unsafe fn finalize() -> c_int {
-    ffi_guard("MPI_Finalize", || unsafe {
+/// `MPI_Finalize`.
+pub fn finalize() -> c_int {
+    ffi_guard("MPI_Finalize", || {
         let Some(rt) = runtime::active() else {
             return match pmpi::load() {
-                Ok(p) => (p.PMPI_Finalize)(),
+                Ok(_) => mpi::env::finalize().err().unwrap_or(MPI_SUCCESS),
                 Err(_) => MPI_ERR_OTHER,
             };
         };
-        let p = pmpi();
         // Enqueued work: drained, or reported and abandoned after MPIXSTREAM_FINALIZE_TIMEOUT.
         crate::multiplex::shutdown();
         let drained = crate::enqueue::finalize();
@@ -202,11 +217,10 @@ pub unsafe fn finalize() -> c_int {
             std::thread::yield_now();
         }
         crate::tools_link::tools_finalize();
-        let mut pc = rt.progress_comm;
-        (p.PMPI_Comm_free)(&mut pc);
+        let _ = Comm(rt.progress_comm).free();
         runtime::mark_finalized();
         errors::retire();
-        let rc = (p.PMPI_Finalize)();
+        let rc = mpi::env::finalize().err().unwrap_or(MPI_SUCCESS);
         backend::close_tool_interface();
         if rc == MPI_SUCCESS && !drained {
             return MPI_ERR_PENDING;
@@ -217,29 +231,85 @@ pub unsafe fn finalize() -> c_int {
 
 /// A communicator constructor on the MPI standard ABI (`newcomm` pointer-wide): the explicit policy's
 /// bookkeeping there (`standard_abi::policy`).
+///
+/// # Safety
+/// `newcomm` is the application's argument: NULL or valid for reads and writes.
 pub unsafe fn std_comm_constructed(
     kind: CommCtor,
     parent: mpixstream_wrappers::ffi::WideHandle,
     newcomm: *mut mpixstream_wrappers::ffi::WideHandle,
     create: impl FnOnce() -> c_int,
 ) -> c_int {
-    ffi_guard(kind.name(), move || unsafe {
-        crate::standard_abi::policy::comm_constructed(kind, parent, newcomm, create)
+    ffi_guard(kind.name(), move || {
+        // SAFETY: the application's own argument (this function's contract).
+        unsafe { crate::standard_abi::policy::comm_constructed(kind, parent, newcomm, create) }
     })
 }
 
 /// `MPI_Finalize` on the MPI standard ABI: the tools library's report first (while MPI is up), then the
 /// library's.
-pub unsafe fn std_finalize(finalize: impl FnOnce() -> c_int) -> c_int {
+pub fn std_finalize(finalize: impl FnOnce() -> c_int) -> c_int {
     crate::tools_link::tools_finalize();
     finalize()
 }
 
+/// What [`comm_constructed`] does for a plan (`ctor_plan::Plan`, decided from the facts every member
+/// shares): one row per plan, so that the constructor's body is one `match` carrying it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// Refused on every member with `MPI_ERR_UNSUPPORTED_OPERATION`, raised on the parent.
+    Refuse,
+    /// The policy's own blocking dup instead of MPICH's (`policy::dup_directly`).
+    PolicyDup,
+    /// The policy's idup from the parent's plain base (`policy::base::idup`), counted as left implicit.
+    IdupOfBase,
+    /// MPICH's constructor, the split backend's endpoint agreed over the parent first where
+    /// `agree_first`; then, on a member that got a communicator, `then`.
+    Create { agree_first: bool, then: Then },
+}
+
+/// What follows MPICH's constructor on a member that got a communicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Then {
+    /// Nothing: a plain communicator, no record.
+    Nothing,
+    /// Counted as left implicit (a nonblocking constructor under the explicit policy).
+    CountNonblocking,
+    /// The parent's record, on the child ([`inherit`]).
+    Inherit,
+    /// A multiplex dup of a multiplex parent (`multiplex::comm_constructed`).
+    Multiplex,
+    /// The policy's stream (`policy::attach_stream`), with the endpoint agreed first, if any.
+    AttachStream,
+}
+
+/// The decision table (tested below).
+fn action(plan: Plan) -> Action {
+    let create = |then| Action::Create { agree_first: false, then };
+    match plan {
+        Plan::RefuseNonblockingMultiplexDup => Action::Refuse,
+        Plan::PolicyDup => Action::PolicyDup,
+        Plan::IdupOfBase => Action::IdupOfBase,
+        Plan::PolicyAttach { endpoint_first } => {
+            Action::Create { agree_first: endpoint_first, then: Then::AttachStream }
+        }
+        Plan::Plain => create(Then::Nothing),
+        Plan::PlainNonblocking => create(Then::CountNonblocking),
+        Plan::Inherit => create(Then::Inherit),
+        Plan::MultiplexDup => create(Then::Multiplex),
+    }
+}
+
 /// A communicator constructor: what every member does is planned from facts they all share
-/// (`ctor_plan`), then done: MPICH's constructor (`create`), the child's inherited record, the explicit
-/// policy's stream, or a multiplex dup. `info`: the info argument of `MPI_Comm_dup_with_info`;
-/// `request`: the request of `MPI_Comm_idup*`. The constructor runs collectives over `parent`: inside
-/// its stream's endpoint, where it has one.
+/// (`ctor_plan`), turned into an [`Action`], then done: MPICH's constructor (`create`), the child's
+/// inherited record, the explicit policy's stream, or a multiplex dup. `info`: the info argument of
+/// `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`. The constructor runs
+/// collectives over `parent`: inside its stream's endpoint, where it has one.
+///
+/// # Safety
+/// `newcomm` and `request` are the application's arguments: each NULL or valid for reads and writes,
+/// and used by nothing else during the call; `create` is the application's call of MPICH's constructor
+/// with them.
 pub unsafe fn comm_constructed(
     kind: CommCtor,
     parent: MPI_Comm,
@@ -248,7 +318,7 @@ pub unsafe fn comm_constructed(
     request: Option<*mut MPI_Request>,
     create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
-    ffi_guard(kind.name(), || unsafe {
+    ffi_guard(kind.name(), || {
         let Some(rt) = runtime::active() else {
             return match pmpi::load() {
                 Ok(p) => create(p),
@@ -257,8 +327,8 @@ pub unsafe fn comm_constructed(
         };
         let plan = ctor_plan::plan(facts(rt, kind, parent));
         let _claim = crate::native_fixes::native_streams::native_stream_of(parent).map(|s| s.claim());
-        match plan {
-            Plan::RefuseNonblockingMultiplexDup => crate::errors::raise(
+        match action(plan) {
+            Action::Refuse => crate::errors::raise(
                 parent,
                 crate::errors::Class::Unsupported,
                 kind.name(),
@@ -268,58 +338,58 @@ pub unsafe fn comm_constructed(
             // The policy's blocking dup on the native backend: the stream communicator made from `parent`
             // directly, so that MPICH copies the attributes once, into the communicator the application
             // gets.
-            Plan::PolicyDup => policy::dup_directly(rt, parent, newcomm, info),
+            // SAFETY: the application's output variable, NULL or valid (this function's contract).
+            Action::PolicyDup => match unsafe { newcomm.as_mut() } {
+                Some(out) => policy::dup_directly(rt, parent, out, info),
+                // MPICH's own dup reports the null argument.
+                None => create(pmpi()),
+            },
             // The policy's idup of one of its communicators: the child is not on the parent's stream.
-            Plan::IdupOfBase => {
-                let rc = crate::policy::base::idup(rt, kind, parent, newcomm, info, request);
+            Action::IdupOfBase => {
+                // SAFETY: the application's own arguments and call (this function's contract).
+                let rc = unsafe { crate::policy::base::idup(rt, kind, parent, newcomm, info, request, create) };
                 if rc == MPI_SUCCESS {
                     policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
                 }
                 rc
             }
-            Plan::PolicyAttach { endpoint_first } => {
+            Action::Create { agree_first, then } => {
                 // The split backend's endpoint for the new communicator, agreed over `parent` first.
-                let agreed = if endpoint_first { Some(policy::endpoint_before(rt, parent)) } else { None };
+                let agreed = agree_first.then(|| policy::endpoint_before(rt, parent));
                 let rc = create(pmpi());
-                made(rc, kind, parent, newcomm);
-                if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
+                // SAFETY: the application's output variable, NULL or valid (this function's contract),
+                // which MPICH's constructor has just written where it succeeded.
+                let made = if rc == MPI_SUCCESS { unsafe { newcomm.as_mut() } } else { None };
+                if let Some(made) = &made {
+                    // The tools library (if loaded) counts what MPICH made, as its round robin over its
+                    // implicit VCIs does (`MPI_COMM_NULL`: this process got none).
+                    crate::tools_link::tools_comm_created(kind, parent, **made);
+                }
+                let Some(child) = made.filter(|c| **c != MPI_COMM_NULL) else {
                     policy::give_back(rt, agreed);
                     return rc;
-                }
-                policy::attach_stream(rt, newcomm, agreed)
-            }
-            Plan::Plain | Plan::PlainNonblocking | Plan::Inherit | Plan::MultiplexDup => {
-                let rc = create(pmpi());
-                made(rc, kind, parent, newcomm);
-                if rc != MPI_SUCCESS || newcomm.is_null() || *newcomm == MPI_COMM_NULL {
-                    return rc;
-                }
-                match plan {
-                    Plan::PlainNonblocking => {
+                };
+                match then {
+                    Then::Nothing => rc,
+                    Then::CountNonblocking => {
                         policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
                         rc
                     }
-                    Plan::Inherit => inherit(rt, parent, *newcomm, rc),
-                    Plan::MultiplexDup => {
+                    Then::Inherit => inherit(rt, parent, *child, rc),
+                    Then::AttachStream => policy::attach_stream(rt, child, agreed),
+                    // SAFETY: the application's own arguments (this function's contract); `child` is not
+                    // used again.
+                    Then::Multiplex => unsafe {
                         crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request).unwrap_or(rc)
-                    }
-                    _ => rc,
+                    },
                 }
             }
         }
     })
 }
 
-/// MPICH's constructor returned `rc`: the tools library (if loaded) counts what it made, as MPICH's
-/// round robin over its implicit VCIs does (`*newcomm` may be `MPI_COMM_NULL`: this process got none).
-unsafe fn made(rc: c_int, kind: CommCtor, parent: MPI_Comm, newcomm: *mut MPI_Comm) {
-    if rc == MPI_SUCCESS && !newcomm.is_null() {
-        crate::tools_link::tools_comm_created(kind, parent, *newcomm);
-    }
-}
-
 /// The facts of a constructor of `parent` that every member shares (`ctor_plan`).
-unsafe fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Facts {
+fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Facts {
     let class = if crate::multiplex::registry::lookup(parent).is_some() {
         Parent::Multiplex
     } else {
@@ -331,12 +401,11 @@ unsafe fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Fa
             _ => Parent::Plain,
         }
     };
-    // Only the policy's plans look at it (one query of MPICH's, the same on every member).
-    let mut inter = 0;
-    if rt.config.policy == Policy::Explicit && parent != MPI_COMM_NULL {
-        (pmpi().PMPI_Comm_test_inter)(parent, &mut inter);
-    }
-    ctor_plan::Facts { backend: rt.backend, policy: rt.config.policy, kind, parent: class, intercomm: inter != 0 }
+    // Only the policy's plans look at it (one query of MPICH's, the same on every member; a failed one
+    // counts as an intracommunicator).
+    let inter =
+        rt.config.policy == Policy::Explicit && parent != MPI_COMM_NULL && Comm(parent).is_inter().unwrap_or(false);
+    ctor_plan::Facts { backend: rt.backend, policy: rt.config.policy, kind, parent: class, intercomm: inter }
 }
 
 /// `child` carries the record of `parent` on this member: its stream, or none (every member records
@@ -354,13 +423,12 @@ fn inherit(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm, rc: c_int) -> c_int 
 
 /// `MPI_Comm_set_errhandler`: on a multiplex communicator the hidden communicators follow (see
 /// `multiplex::errhandler_set`).
-pub unsafe fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    ffi_guard("MPI_Comm_set_errhandler", || unsafe {
-        let p = match pmpi::load() {
-            Ok(p) => p,
-            Err(_) => return MPI_ERR_OTHER,
-        };
-        let rc = (p.PMPI_Comm_set_errhandler)(comm, errhandler);
+pub fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    ffi_guard("MPI_Comm_set_errhandler", || {
+        if pmpi::load().is_err() {
+            return MPI_ERR_OTHER;
+        }
+        let rc = Comm(comm).set_errhandler(Errhandler(errhandler)).err().unwrap_or(MPI_SUCCESS);
         if rc == MPI_SUCCESS && runtime::active().is_some() {
             if let Some(mx) = crate::multiplex::registry::lookup(comm) {
                 crate::multiplex::errhandler_set(mx);
@@ -371,30 +439,39 @@ pub unsafe fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) ->
     })
 }
 
+/// `MPI_Comm_free`.
+///
+/// # Safety
+/// `comm` is the application's argument: NULL or valid for reads and writes.
 pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
-    ffi_guard("MPI_Comm_free", || unsafe {
+    ffi_guard("MPI_Comm_free", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        let handle = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
+        let handle = unsafe { comm.as_ref() }.map_or(MPI_COMM_NULL, |c| *c);
         if let Some(rt) = runtime::active() {
             if let Err((class, msg)) = crate::enqueue::check_comm_free(rt, handle) {
                 return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
-        destroyed((p.PMPI_Comm_free)(comm))
+        // SAFETY: MPICH's own entry point with the application's own argument, unchanged (MPICH sets
+        // the variable to MPI_COMM_NULL, or reports a null one).
+        destroyed(unsafe { (p.PMPI_Comm_free)(comm) })
     })
 }
 
 /// `MPI_Comm_disconnect`: as `MPI_Comm_free` (after it waited for the communicator's pending
 /// operations), the destruction work of its record runs once MPICH returns.
+///
+/// # Safety
+/// `comm` is the application's argument: NULL or valid for reads and writes.
 pub unsafe fn comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    ffi_guard("MPI_Comm_disconnect", || unsafe {
-        match pmpi::load() {
-            Ok(p) => destroyed((p.PMPI_Comm_disconnect)(comm)),
-            Err(_) => MPI_ERR_OTHER,
-        }
+    ffi_guard("MPI_Comm_disconnect", || match pmpi::load() {
+        // SAFETY: MPICH's own entry point with the application's own argument, unchanged.
+        Ok(p) => destroyed(unsafe { (p.PMPI_Comm_disconnect)(comm) }),
+        Err(_) => MPI_ERR_OTHER,
     })
 }
 
@@ -414,9 +491,14 @@ fn destroyed(rc: c_int) -> c_int {
 /// no communicator uses any more, a multiplex communicator's hidden communicators) is deferred to where
 /// the library is in control (`crate::deferred`: right after our `MPI_Comm_free`, every help, and
 /// `MPI_Finalize`).
+///
+/// # Safety
+/// Called by MPICH only, once per record: `value` is the word `Runtime::attach_record` stored.
 unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
-    ffi_guard("MPI_Comm_free (communicator record)", || unsafe {
-        let record = std::sync::Arc::from_raw(value as *const CommRecord);
+    ffi_guard("MPI_Comm_free (communicator record)", || {
+        // SAFETY: `value` is the `Arc::into_raw` of the record `attach_record` set under this keyval,
+        // whose reference MPICH held until this, the attribute's one delete call: taken back once.
+        let record = unsafe { std::sync::Arc::from_raw(value as *const CommRecord) };
         let Some(rt) = runtime::active() else { return MPI_SUCCESS };
         let Some(last) = rt.comms.remove(&rt.streams, comm, &record) else { return MPI_SUCCESS };
         // The multiplex record leaves the registry now (the handle may be reused at once); its hidden
@@ -431,8 +513,8 @@ unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut 
         };
         if base.is_some() || retire.is_some() {
             crate::deferred::defer(move |rt| {
-                if let Some(mut base) = base {
-                    (pmpi().PMPI_Comm_free)(&mut base.comm);
+                if let Some(base) = base {
+                    let _ = Comm(base.comm).free();
                 }
                 if let Some(s) = retire {
                     policy::release_stream(rt, s);
@@ -444,50 +526,148 @@ unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut 
 }
 
 /// `MPI_Comm_create_keyval`: recorded, so that the policy's idups copy the attributes (policy_base.rs).
+///
+/// # Safety
+/// The application's arguments: `keyval` NULL or valid for a write; the callbacks and `extra_state`
+/// as MPI requires.
 pub unsafe fn comm_create_keyval(
     copy: Option<MPI_Comm_copy_attr_function>,
     delete: Option<MPI_Comm_delete_attr_function>,
     keyval: *mut c_int,
     extra_state: *mut c_void,
 ) -> c_int {
-    ffi_guard("MPI_Comm_create_keyval", || unsafe {
+    ffi_guard("MPI_Comm_create_keyval", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        let rc = (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state);
-        if rc == MPI_SUCCESS && !keyval.is_null() {
-            crate::policy::base::keyval_created(*keyval, copy, extra_state);
+        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged.
+        let rc = unsafe { (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state) };
+        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
+        if let (MPI_SUCCESS, Some(&k)) = (rc, unsafe { keyval.as_ref() }) {
+            crate::policy::base::keyval_created(k, copy, extra_state);
         }
         rc
     })
 }
 
+/// `MPI_Comm_free_keyval`.
+///
+/// # Safety
+/// `keyval` is the application's argument: NULL or valid for reads and writes.
 pub unsafe fn comm_free_keyval(keyval: *mut c_int) -> c_int {
-    ffi_guard("MPI_Comm_free_keyval", || unsafe {
+    ffi_guard("MPI_Comm_free_keyval", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        if !keyval.is_null() {
-            crate::policy::base::keyval_freed(*keyval);
+        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
+        if let Some(&k) = unsafe { keyval.as_ref() } {
+            crate::policy::base::keyval_freed(k);
         }
-        (p.PMPI_Comm_free_keyval)(keyval)
+        // SAFETY: MPICH's own entry point with the application's own argument, unchanged.
+        unsafe { (p.PMPI_Comm_free_keyval)(keyval) }
     })
 }
 
+/// `MPI_Error_class`: our dynamic classes answered as the standard ones they stand for.
+///
+/// # Safety
+/// `class` is the application's argument: NULL or valid for reads and writes.
 pub unsafe fn error_class(code: c_int, class: *mut c_int) -> c_int {
-    ffi_guard("MPI_Error_class", || unsafe {
+    ffi_guard("MPI_Error_class", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        let rc = (p.PMPI_Error_class)(code, class);
-        if rc == MPI_SUCCESS && !class.is_null() {
+        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged.
+        let rc = unsafe { (p.PMPI_Error_class)(code, class) };
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        // SAFETY: the application's variable, NULL or valid (this function's contract); MPICH wrote it.
+        if let Some(class) = unsafe { class.as_mut() } {
             if let Some(standard) = errors::standard_class(*class) {
                 *class = standard;
             }
         }
         rc
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLANS: [Plan; 9] = [
+        Plan::Plain,
+        Plan::PlainNonblocking,
+        Plan::Inherit,
+        Plan::PolicyDup,
+        Plan::PolicyAttach { endpoint_first: false },
+        Plan::PolicyAttach { endpoint_first: true },
+        Plan::IdupOfBase,
+        Plan::MultiplexDup,
+        Plan::RefuseNonblockingMultiplexDup,
+    ];
+
+    /// Every plan's row, and the properties the constructors rely on.
+    #[test]
+    fn each_plan_has_its_action() {
+        let create = |then| Action::Create { agree_first: false, then };
+        assert_eq!(action(Plan::Plain), create(Then::Nothing));
+        assert_eq!(action(Plan::PlainNonblocking), create(Then::CountNonblocking));
+        assert_eq!(action(Plan::Inherit), create(Then::Inherit));
+        assert_eq!(action(Plan::MultiplexDup), create(Then::Multiplex));
+        assert_eq!(action(Plan::PolicyDup), Action::PolicyDup);
+        assert_eq!(action(Plan::IdupOfBase), Action::IdupOfBase);
+        assert_eq!(action(Plan::RefuseNonblockingMultiplexDup), Action::Refuse);
+        for endpoint_first in [false, true] {
+            assert_eq!(
+                action(Plan::PolicyAttach { endpoint_first }),
+                Action::Create { agree_first: endpoint_first, then: Then::AttachStream }
+            );
+        }
+        for plan in PLANS {
+            let a = action(plan);
+            // Only the policy's attach agrees an endpoint first, and only it attaches a stream.
+            if let Action::Create { agree_first, then } = a {
+                assert!(!agree_first || then == Then::AttachStream, "{plan:?} -> {a:?}");
+                assert_eq!(then == Then::AttachStream, matches!(plan, Plan::PolicyAttach { .. }), "{plan:?}");
+            }
+            // MPICH's constructor runs for every plan but the policy's own dup and idup and the refusal.
+            assert_eq!(
+                matches!(a, Action::Create { .. }),
+                !matches!(plan, Plan::PolicyDup | Plan::IdupOfBase | Plan::RefuseNonblockingMultiplexDup),
+                "{plan:?}"
+            );
+        }
+    }
+
+    /// The table composed with `ctor_plan::plan`: what each kind of parent gets under the explicit
+    /// policy on the native backend.
+    #[test]
+    fn facts_to_actions() {
+        let f = |kind, parent| ctor_plan::Facts {
+            backend: Backend::Native,
+            policy: Policy::Explicit,
+            kind,
+            parent,
+            intercomm: false,
+        };
+        assert_eq!(action(ctor_plan::plan(f(CommCtor::Dup, Parent::Plain))), Action::PolicyDup);
+        assert_eq!(
+            action(ctor_plan::plan(f(CommCtor::Split, Parent::Plain))),
+            Action::Create { agree_first: false, then: Then::AttachStream }
+        );
+        assert_eq!(
+            action(ctor_plan::plan(f(CommCtor::Dup, Parent::AppStream))),
+            Action::Create { agree_first: false, then: Then::Inherit }
+        );
+        assert_eq!(action(ctor_plan::plan(f(CommCtor::Idup, Parent::Policy { base_idup: true }))), Action::IdupOfBase);
+        assert_eq!(
+            action(ctor_plan::plan(f(CommCtor::Idup, Parent::Plain))),
+            Action::Create { agree_first: false, then: Then::CountNonblocking }
+        );
+    }
 }

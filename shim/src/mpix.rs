@@ -1,14 +1,17 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{self, raise, Class};
 use crate::hex;
-use crate::info::info_get_string;
+use crate::info::info_value;
 use crate::runtime::Runtime;
 use crate::runtime::{mpix_entry, standard_entry};
 use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles;
+use mpixstream_wrappers::mpi::request::AsyncThing;
+use mpixstream_wrappers::mpi::{Comm, Info, Opaque, Stream};
 use mpixstream_wrappers::pmpi::pmpi;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -35,24 +38,28 @@ pub(crate) fn driven_elsewhere(stream: MPIX_Stream, who: Driver) -> String {
 }
 
 /// The stream's `type` info value, if any.
-unsafe fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
+fn info_type(info: MPI_Info) -> Result<Option<String>, c_int> {
     if info == MPI_INFO_NULL {
         return Ok(None);
     }
-    info_get_string(info, c"type".as_ptr())
+    info_value(Info(info), c"type")
 }
 
+/// # Safety
+/// `stream` is NULL or the application's stream variable, valid for a write (a handle's width on the
+/// program's ABI).
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_Stream) -> c_int {
     // Handles by value are register-wide (`ffi::WideHandle`): pointers on the standard ABI, MPICH's
     // `int`s otherwise; output handles are written at the program's ABI's width.
     if abi::standard() {
+        // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_create", || unsafe {
             crate::standard_abi::mpix::stream_create(info, stream.cast())
         });
     }
     let info = info as MPI_Info;
-    mpix_entry("MPIX_Stream_create", |rt| unsafe {
+    mpix_entry("MPIX_Stream_create", |rt| {
         const F: &str = "MPIX_Stream_create";
         if stream.is_null() {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
@@ -62,7 +69,8 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
             Err(code) => return code,
             Ok(None) => None,
             Ok(Some(t)) if t.is_empty() => None,
-            Ok(Some(t)) => match crate::enqueue::parse_info(rt, info, &t) {
+            // SAFETY: `parse_info` takes a handle and our own string only (MPICH checks the handle).
+            Ok(Some(t)) => match unsafe { crate::enqueue::parse_info(rt, info, &t) } {
                 Ok(spec) => Some(spec),
                 Err((class, msg)) => return raise(MPI_COMM_WORLD, class, F, &msg),
             },
@@ -96,21 +104,27 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
                 return raise(MPI_COMM_WORLD, Class::Other, F, &e);
             }
         }
-        *stream = StreamTable::handle(index);
+        // SAFETY: the application's output variable, non-null (checked above), valid for a write.
+        unsafe { *stream = StreamTable::handle(index) };
         MPI_SUCCESS
     })
 }
 
+/// # Safety
+/// `stream` is NULL or the application's stream variable, valid for reads and a write.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
     if abi::standard() {
+        // SAFETY: the application's own argument, as it passed it (this function's contract).
         return standard_entry("MPIX_Stream_free", || unsafe { crate::standard_abi::mpix::stream_free(stream.cast()) });
     }
-    mpix_entry("MPIX_Stream_free", |rt| unsafe {
+    mpix_entry("MPIX_Stream_free", |rt| {
         const F: &str = "MPIX_Stream_free";
-        if stream.is_null() {
+        // SAFETY: the application's stream variable (or NULL), valid for reads and a write, and used by
+        // nothing else during the call (this function's contract).
+        let Some(stream) = (unsafe { stream.as_mut() }) else {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
-        }
+        };
         // Communicators freed where MPICH ran our callbacks in another call may still hold the stream
         // until their deferred destruction runs (`crate::deferred`): it runs now.
         crate::deferred::settle(rt);
@@ -167,6 +181,8 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
     })
 }
 
+/// # Safety
+/// `newcomm` is NULL or the application's communicator variable, valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_comm_create(
     comm: WideHandle,
@@ -174,23 +190,23 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
     newcomm: *mut MPI_Comm,
 ) -> c_int {
     if abi::standard() {
+        // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_comm_create", || unsafe {
             crate::standard_abi::mpix::stream_comm_create(comm, stream, newcomm.cast())
         });
     }
     let (comm, stream) = (comm as MPI_Comm, stream as MPIX_Stream);
-    mpix_entry("MPIX_Stream_comm_create", |rt| unsafe {
+    mpix_entry("MPIX_Stream_comm_create", |rt| {
         const F: &str = "MPIX_Stream_comm_create";
         if comm == MPI_COMM_NULL {
             return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
         }
         // The same on every member, so a local verdict is a common one.
-        let mut inter = 0;
-        let rc = (pmpi().PMPI_Comm_test_inter)(comm, &mut inter);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        if inter != 0 {
+        let inter = match Comm(comm).is_inter() {
+            Ok(inter) => inter,
+            Err(rc) => return rc,
+        };
+        if inter {
             return raise(
                 comm,
                 Class::Comm,
@@ -213,28 +229,30 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
             Err(code) => return code,
         };
         let native = index.map_or(MPIX_STREAM_NULL, |i| rt.streams.slot(i).native());
-        let rc = rt.backend.stream_comm_create(comm, native, newcomm);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
+        let made = match rt.backend.stream_comm(Comm(comm), Stream(native)) {
+            Ok(made) => made.raw(),
+            Err(rc) => return rc,
+        };
+        // SAFETY: the application's output variable, non-null (agreed above), valid for a write.
+        unsafe { *newcomm = made };
         // A record on every member, with its stream or none: every member knows the communicator is a
         // stream communicator, and plans a constructor of it alike (`ctor_plan`).
-        rt.attach_record(
-            *newcomm,
-            CommRecord { stream: index, origin: Origin::User, base: None, collectives: Route::Comm },
-        )
+        rt.attach_record(made, CommRecord { stream: index, origin: Origin::User, base: None, collectives: Route::Comm })
     })
 }
 
+/// # Safety
+/// `stream` is NULL or the application's stream variable, valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
     if abi::standard() {
+        // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Comm_get_stream", || unsafe {
             crate::standard_abi::mpix::comm_get_stream(comm, idx, stream.cast())
         });
     }
     let comm = comm as MPI_Comm;
-    mpix_entry("MPIX_Comm_get_stream", |rt| unsafe {
+    mpix_entry("MPIX_Comm_get_stream", |rt| {
         const F: &str = "MPIX_Comm_get_stream";
         if stream.is_null() {
             return raise(comm, Class::Arg, F, "the stream argument is a null pointer");
@@ -251,15 +269,14 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
             );
         }
         if let Some(mx) = crate::multiplex::registry::lookup(comm) {
-            return crate::multiplex::get_stream(mx, idx, stream);
+            // SAFETY: the application's output variable, non-null (checked above), valid for a write.
+            return unsafe { crate::multiplex::get_stream(mx, idx, stream) };
         }
         let entry = rt.comms.get(comm);
         if entry.is_none() {
             // Not one of ours: let MPICH judge the handle (a freed communicator is MPI_ERR_COMM,
             // raised by MPICH through the handler that applies).
-            let mut inter = 0;
-            let rc = (pmpi().PMPI_Comm_test_inter)(comm, &mut inter);
-            if rc != MPI_SUCCESS {
+            if let Err(rc) = Comm(comm).is_inter() {
                 return rc;
             }
         }
@@ -272,14 +289,19 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
                 &format!("index {idx} is out of range: the communicator has 1 local stream (index 0)"),
             );
         }
-        *stream = entry.and_then(|e| e.stream).map_or(MPIX_STREAM_NULL, StreamTable::handle);
+        let handle = entry.and_then(|e| e.stream).map_or(MPIX_STREAM_NULL, StreamTable::handle);
+        // SAFETY: the application's output variable, non-null (checked above), valid for a write.
+        unsafe { *stream = handle };
         MPI_SUCCESS
     })
 }
 
+/// # Safety
+/// None beyond MPI's: the stream is a handle (on the standard ABI, the program's pointer-wide one).
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_progress(stream: WideHandle) -> c_int {
     if abi::standard() {
+        // SAFETY: the application's own argument, as it passed it (this function's contract).
         return standard_entry("MPIX_Stream_progress", || unsafe {
             crate::standard_abi::mpix::stream_progress(stream)
         });
@@ -308,7 +330,7 @@ pub unsafe extern "C" fn MPIX_Stream_progress(stream: WideHandle) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_int {
+pub extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Start_progress_thread", |rt| {
         const F: &str = "MPIX_Start_progress_thread";
         if !rt.thread_multiple() {
@@ -360,7 +382,7 @@ pub unsafe extern "C" fn MPIX_Start_progress_thread(stream: MPIX_Stream) -> c_in
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int {
+pub extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Stop_progress_thread", |rt| {
         const F: &str = "MPIX_Stop_progress_thread";
         let (holder, slot) = if stream == MPIX_STREAM_NULL {
@@ -385,6 +407,8 @@ pub unsafe extern "C" fn MPIX_Stop_progress_thread(stream: MPIX_Stream) -> c_int
     })
 }
 
+/// # Safety
+/// `key` is NULL or a NUL-terminated string; `value` is NULL or `value_size` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Info_set_hex(
     info: MPI_Info,
@@ -392,7 +416,7 @@ pub unsafe extern "C" fn MPIX_Info_set_hex(
     value: *const c_void,
     value_size: c_int,
 ) -> c_int {
-    mpix_entry("MPIX_Info_set_hex", |rt| unsafe {
+    mpix_entry("MPIX_Info_set_hex", |rt| {
         const F: &str = "MPIX_Info_set_hex";
         let _ = rt;
         if key.is_null() {
@@ -404,8 +428,13 @@ pub unsafe extern "C" fn MPIX_Info_set_hex(
         if value.is_null() && value_size > 0 {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
         }
-        let bytes =
-            if value_size == 0 { &[][..] } else { std::slice::from_raw_parts(value as *const u8, value_size as usize) };
+        let bytes = if value_size == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the application's value, `value_size` bytes (non-null and non-negative, checked
+            // above), readable during the call (this function's contract).
+            unsafe { std::slice::from_raw_parts(value as *const u8, value_size as usize) }
+        };
         let text = hex::encode(bytes);
         if text.len() > MPI_MAX_INFO_VAL {
             return raise(
@@ -419,12 +448,19 @@ pub unsafe extern "C" fn MPIX_Info_set_hex(
             );
         }
         let c = std::ffi::CString::new(text).unwrap_or_default();
-        (pmpi().PMPI_Info_set)(info, key, c.as_ptr())
+        // SAFETY: the application's key, non-null (checked above) and NUL-terminated (this function's
+        // contract).
+        let key = unsafe { CStr::from_ptr(key) };
+        Info(info).set(key, &c).err().unwrap_or(MPI_SUCCESS)
     })
 }
 
 /// Ours (native MPICH has none): decodes a value written by `MPIX_Info_set_hex` into exactly
 /// `value_size` bytes. `*flag` is 0 when the key is absent.
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string; `value` is NULL or `value_size` writable bytes; `flag` is
+/// NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Info_get_hex(
     info: MPI_Info,
@@ -433,19 +469,23 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
     value_size: c_int,
     flag: *mut c_int,
 ) -> c_int {
-    mpix_entry("MPIX_Info_get_hex", |rt| unsafe {
+    mpix_entry("MPIX_Info_get_hex", |rt| {
         const F: &str = "MPIX_Info_get_hex";
         let _ = rt;
-        if key.is_null() || flag.is_null() {
+        // SAFETY: the application's flag variable (or NULL), valid for a write (this function's contract).
+        let (false, Some(flag)) = (key.is_null(), unsafe { flag.as_mut() }) else {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the key or flag argument is a null pointer");
-        }
+        };
         if value_size < 0 {
             return raise(MPI_COMM_WORLD, Class::Count, F, &format!("value_size {value_size} is negative"));
         }
         if value.is_null() && value_size > 0 {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "the value is a null pointer");
         }
-        let text = match info_get_string(info, key) {
+        // SAFETY: the application's key, non-null (checked above) and NUL-terminated (this function's
+        // contract).
+        let key = unsafe { CStr::from_ptr(key) };
+        let text = match info_value(Info(info), key) {
             Err(code) => return code,
             Ok(None) => {
                 *flag = 0;
@@ -457,7 +497,9 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
         let out = if value_size == 0 {
             &mut [][..]
         } else {
-            std::slice::from_raw_parts_mut(value as *mut u8, value_size as usize)
+            // SAFETY: the application's buffer, `value_size` bytes (non-null and non-negative, checked
+            // above), writable and used by nothing else during the call (this function's contract).
+            unsafe { std::slice::from_raw_parts_mut(value as *mut u8, value_size as usize) }
         };
         match hex::decode_into(&text, out) {
             Ok(()) => {
@@ -465,7 +507,7 @@ pub unsafe extern "C" fn MPIX_Info_get_hex(
                 MPI_SUCCESS
             }
             Err(e) => {
-                let key = CStr::from_ptr(key).to_string_lossy();
+                let key = key.to_string_lossy();
                 raise(MPI_COMM_WORLD, Class::InfoValue, F, &format!("info key \"{key}\" = \"{text}\": {e}"))
             }
         }
@@ -517,6 +559,9 @@ fn no_async(func: &str) -> c_int {
 }
 
 /// MPICH's `MPIX_Async_start`, with our stream handle translated (see [`async_stream`]).
+///
+/// # Safety
+/// As MPICH's: `poll_fn` is called with `extra_state` (the application's, never dereferenced here).
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Async_start(
     poll_fn: Option<MPIX_Async_poll_function>,
@@ -524,19 +569,29 @@ pub unsafe extern "C" fn MPIX_Async_start(
     stream: MPIX_Stream,
 ) -> c_int {
     const F: &str = "MPIX_Async_start";
-    mpix_entry(F, |rt| unsafe {
+    mpix_entry(F, |rt| {
         let native = match async_stream(rt, stream, F) {
             Ok(native) => native,
             Err(code) => return code,
         };
-        match pmpi().PMPIX_Async_start {
-            Some(start) => start(poll_fn, extra_state, native),
-            None => no_async(F),
+        if !AsyncThing::supported() {
+            return no_async(F);
         }
+        let Some(poll_fn) = poll_fn else {
+            // A null poll function: MPICH's to judge, as the application's own call.
+            // SAFETY: MPICH's `MPIX_Async_start` (present: checked above) with the application's own
+            // arguments, its stream handle translated.
+            return unsafe { pmpi().PMPIX_Async_start.map_or(MPI_ERR_INTERN, |f| f(None, extra_state, native)) };
+        };
+        AsyncThing::start(poll_fn, Opaque(extra_state), Stream(native)).err().unwrap_or(MPI_SUCCESS)
     })
 }
 
 /// MPICH's `MPIX_Async_spawn`, with our stream handle translated (see [`async_stream`]).
+///
+/// # Safety
+/// As MPICH's: `async_thing` is the one MPICH passed the calling poll function; `poll_fn` is called
+/// with `extra_state` (never dereferenced here).
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Async_spawn(
     async_thing: MPIX_Async_thing,
@@ -545,14 +600,24 @@ pub unsafe extern "C" fn MPIX_Async_spawn(
     stream: MPIX_Stream,
 ) -> c_int {
     const F: &str = "MPIX_Async_spawn";
-    mpix_entry(F, |rt| unsafe {
+    mpix_entry(F, |rt| {
         let native = match async_stream(rt, stream, F) {
             Ok(native) => native,
             Err(code) => return code,
         };
-        match pmpi().PMPIX_Async_spawn {
-            Some(spawn) => spawn(async_thing, poll_fn, extra_state, native),
-            None => no_async(F),
+        if pmpi().PMPIX_Async_spawn.is_none() {
+            return no_async(F);
         }
+        let Some(poll_fn) = poll_fn else {
+            // A null poll function: MPICH's to judge, as the application's own call.
+            // SAFETY: MPICH's `MPIX_Async_spawn` (present: checked above) with the application's own
+            // arguments, its stream handle translated.
+            return unsafe {
+                pmpi().PMPIX_Async_spawn.map_or(MPI_ERR_INTERN, |f| f(async_thing, None, extra_state, native))
+            };
+        };
+        AsyncThing::spawn(Opaque(async_thing), poll_fn, Opaque(extra_state), Stream(native))
+            .err()
+            .unwrap_or(MPI_SUCCESS)
     })
 }

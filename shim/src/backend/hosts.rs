@@ -2,9 +2,9 @@
 //! pool, gathered on rank 0 at `MPI_Init`. The pool is sized per host (`pool_size`, from the ranks on
 //! the host), so a job with uneven ranks per host can have a different pool on each host; the banner
 //! says so.
-use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::Pmpi;
-use std::os::raw::{c_int, c_void};
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+use mpixstream_wrappers::mpi::Comm;
+use std::os::raw::c_int;
 
 /// Bytes of a host name in the gathered records (longer names are cut; the banner only shows them).
 const NAME: usize = 64;
@@ -12,29 +12,21 @@ const NAME: usize = 64;
 const SHOWN: usize = 4;
 
 /// Collective over `MPI_COMM_WORLD` (every rank calls it when the banner is asked for, the setting
-/// being the same on every rank): on rank 0, the layout for the banner; elsewhere `None`.
-/// # Safety
-/// Between `MPI_Init*` and `MPI_Finalize`, `p` the loaded MPICH's table.
-pub unsafe fn gather(p: &Pmpi, rank: c_int, size: c_int, pool: u32) -> Option<String> {
+/// being the same on every rank): on rank 0, the layout for the banner; elsewhere `None`. Between
+/// `MPI_Init*` and `MPI_Finalize`.
+pub fn gather(rank: c_int, size: c_int, pool: u32) -> Option<String> {
     let mut mine = [0u8; NAME + 4];
     let mut name = [0u8; 256];
-    if libc::gethostname(name.as_mut_ptr() as *mut libc::c_char, name.len() - 1) == 0 {
+    // SAFETY: `gethostname` writes at most `name.len() - 1` bytes into `name`, a live local (the last
+    // byte stays 0, so the name is terminated even where it was cut).
+    if unsafe { libc::gethostname(name.as_mut_ptr() as *mut libc::c_char, name.len() - 1) } == 0 {
         let len = name.iter().position(|&b| b == 0).unwrap_or(0).min(NAME - 1);
         mine[..len].copy_from_slice(&name[..len]);
     }
     mine[NAME..].copy_from_slice(&pool.to_le_bytes());
     let mut all = vec![0u8; if rank == 0 { (NAME + 4) * size.max(0) as usize } else { 0 }];
-    let rc = (p.PMPI_Gather)(
-        mine.as_ptr() as *const c_void,
-        (NAME + 4) as c_int,
-        MPI_BYTE,
-        all.as_mut_ptr() as *mut c_void,
-        (NAME + 4) as c_int,
-        MPI_BYTE,
-        0,
-        MPI_COMM_WORLD,
-    );
-    if rc != MPI_SUCCESS || rank != 0 {
+    let gathered = Comm::WORLD.gather(&mine, &mut all, 0);
+    if gathered.is_err() || rank != 0 {
         return None;
     }
     let records: Vec<(String, u32)> = all

@@ -9,6 +9,7 @@
 //!   number, a stream communicator a dup whose info names it.
 //!
 //! One code path for the API; the few operations that differ are here.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub mod hosts;
 mod native;
 mod pool_size;
@@ -18,9 +19,10 @@ mod split;
 
 use crate::config::{BackendChoice, Config};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{Comm, MpiResult, Stream};
 use mpixstream_wrappers::mpich_build;
 use mpixstream_wrappers::pmpi::Pmpi;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -46,7 +48,7 @@ pub struct Detected {
 impl Detected {
     /// Just before `PMPI_Init*`: gives MPICH the pool sizes (through the MPI tool interface, which
     /// stays open until [`close_tool_interface`], so the values stay readable with `MPI_T`).
-    pub unsafe fn configure_mpich(&self) -> Result<(), String> {
+    pub fn configure_mpich(&self) -> Result<(), String> {
         native::write_control_variables(&self.control_variables)
     }
 }
@@ -54,7 +56,7 @@ impl Detected {
 /// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not
 /// earlier: some MPICH builds re-read their control variables from the environment when the tool
 /// interface is initialised again after being closed, and the application may read them back).
-pub unsafe fn close_tool_interface() {
+pub fn close_tool_interface() {
     native::finish_control_variables();
 }
 
@@ -72,14 +74,7 @@ pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
 /// Chooses the backend before `PMPI_Init*` and, for `native`, the VCI pool sizes to give MPICH (the same
 /// values on every rank of a node, from our variables and the node). Err: a pool MPICH cannot set up.
 pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
-    let mut buf = vec![0 as c_char; MPI_MAX_LIBRARY_VERSION_STRING];
-    let mut len = 0;
-    let text = if unsafe { (p.PMPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == MPI_SUCCESS {
-        let bytes: Vec<u8> = buf[..len.max(0) as usize].iter().map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    } else {
-        String::new()
-    };
+    let text = mpixstream_wrappers::mpi::env::library_version().unwrap_or_default();
     let path = mpich_build::library_path_of(p.PMPI_Init as usize);
     let library = mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref());
     let version = parse_mpich_version(&text);
@@ -176,13 +171,26 @@ impl Backend {
     }
 
     /// Collective over `parent`: a communicator whose traffic runs on `native` (may be NULL).
+    pub fn stream_comm(self, parent: Comm, native: Stream) -> MpiResult<Comm> {
+        match self {
+            Backend::Native => native::stream_comm_create(parent, native),
+            Backend::Serial => serial::stream_comm_create(parent),
+            Backend::Split => split::stream_comm_create(parent.raw(), native.raw()),
+        }
+    }
+
+    /// [`Backend::stream_comm`] into `*newcomm` (written on success).
+    ///
     /// # Safety
     /// `newcomm` is valid for a write.
     pub unsafe fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
-        match self {
-            Backend::Native => native::stream_comm_create(parent, native, newcomm),
-            Backend::Serial => serial::stream_comm_create(parent, newcomm),
-            Backend::Split => split::stream_comm_create(parent, native, newcomm),
+        match self.stream_comm(Comm(parent), Stream(native)) {
+            Ok(c) => {
+                // SAFETY: the caller's obligation.
+                unsafe { *newcomm = c.raw() };
+                MPI_SUCCESS
+            }
+            Err(rc) => rc,
         }
     }
 
@@ -220,7 +228,7 @@ impl Backend {
     /// where there is none; `can_take` false: this member has no slot for it). Agreed before the
     /// communicator exists because Intel MPI must see its `thread_id` before its first collective
     /// ([`Backend::put_on_endpoint`]).
-    pub unsafe fn agree_endpoint(self, parent: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
+    pub fn agree_endpoint(self, parent: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
         if self != Backend::Split {
             return None;
         }
@@ -230,7 +238,7 @@ impl Backend {
     /// Puts the new communicator `comm` on the split backend's endpoint `native`, before anything else
     /// uses it: a `thread_id` set after the communicator's first collective makes Intel MPI 2021.19 hang
     /// in the next collective over it (4 ranks, shm; measured without this library).
-    pub unsafe fn put_on_endpoint(self, comm: MPI_Comm, native: MPIX_Stream) -> c_int {
+    pub fn put_on_endpoint(self, comm: MPI_Comm, native: MPIX_Stream) -> c_int {
         match (self, split::endpoint_of(native)) {
             (Backend::Split, Some(k)) if k > 0 => split::set_endpoint(comm, k),
             _ => MPI_SUCCESS,

@@ -1,7 +1,10 @@
 //! Native backend: our streams are MPICH's own streams from the reserved VCI pool.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use super::pool_size::Node;
 use crate::config::Config;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::stream::streams_supported;
+use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Stream};
 use mpixstream_wrappers::pmpi::pmpi;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -9,6 +12,9 @@ use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
 const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
+
+/// MPICH control variables to write before `PMPI_Init*`: (name, value).
+pub type ControlVariables = Vec<(&'static str, u32)>;
 
 /// The reserved pool the user set on MPICH's own variable, if any.
 pub fn user_reserve() -> Option<u32> {
@@ -20,11 +26,7 @@ pub fn user_reserve() -> Option<u32> {
 /// is the pool we report; with neither, the default fits the node (`pool_size`). A pool that MPICH
 /// cannot set up is refused here, before MPICH fails in `MPI_Init`. Returns (pool in force, variables
 /// to write).
-pub fn configure_pools(
-    config: &Config,
-    node: &Node,
-    mpich_major: u32,
-) -> Result<(u32, Vec<(&'static str, u32)>), String> {
+pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result<(u32, ControlVariables), String> {
     let mut writes = Vec::new();
     let implicit = match config.implicit_vcis {
         Some(n) => {
@@ -55,15 +57,16 @@ static IMPLICIT_IN_FORCE: OnceLock<u32> = OnceLock::new();
 /// changing the environment of a process whose other threads may read it at the same time is a data
 /// race in C. The tool-interface session stays open until [`finish_control_variables`] (closing it
 /// before `PMPI_Init*` makes MPICH forget the values).
-pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<(), String> {
+pub fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<(), String> {
     if writes.is_empty() {
         return Ok(());
     }
-    type InitThread = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
-    type GetIndex = unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int;
-    type HandleAlloc = unsafe extern "C" fn(c_int, *mut c_void, *mut *mut c_void, *mut c_int) -> c_int;
-    type Write = unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int;
-    type HandleFree = unsafe extern "C" fn(*mut *mut c_void) -> c_int;
+    // The MPI tool interface's prototypes (MPI 4.1 §15.3), called only with pointers to live locals.
+    type InitThread = extern "C" fn(c_int, *mut c_int) -> c_int;
+    type GetIndex = extern "C" fn(*const c_char, *mut c_int) -> c_int;
+    type HandleAlloc = extern "C" fn(c_int, *mut c_void, *mut *mut c_void, *mut c_int) -> c_int;
+    type Write = extern "C" fn(*mut c_void, *const c_void) -> c_int;
+    type HandleFree = extern "C" fn(*mut *mut c_void) -> c_int;
     let sym = |name: &CStr| {
         let p = mpixstream_wrappers::pmpi::lookup(name);
         if p.is_null() {
@@ -72,11 +75,25 @@ pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<
             Ok(p)
         }
     };
-    let init: InitThread = std::mem::transmute(sym(c"PMPI_T_init_thread")?);
-    let get_index: GetIndex = std::mem::transmute(sym(c"PMPI_T_cvar_get_index")?);
-    let alloc: HandleAlloc = std::mem::transmute(sym(c"PMPI_T_cvar_handle_alloc")?);
-    let write: Write = std::mem::transmute(sym(c"PMPI_T_cvar_write")?);
-    let free: HandleFree = std::mem::transmute(sym(c"PMPI_T_cvar_handle_free")?);
+    let (init, get_index, alloc, write, free) = (
+        sym(c"PMPI_T_init_thread")?,
+        sym(c"PMPI_T_cvar_get_index")?,
+        sym(c"PMPI_T_cvar_handle_alloc")?,
+        sym(c"PMPI_T_cvar_write")?,
+        sym(c"PMPI_T_cvar_handle_free")?,
+    );
+    // SAFETY: each is the non-null address of the loaded MPI library's tool-interface function of that
+    // name, whose prototype the standard fixes as the type it is given here; every call below passes
+    // values and pointers to live locals only (the handle MPICH allocated is passed back to it).
+    let (init, get_index, alloc, write, free) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, InitThread>(init),
+            std::mem::transmute::<*mut c_void, GetIndex>(get_index),
+            std::mem::transmute::<*mut c_void, HandleAlloc>(alloc),
+            std::mem::transmute::<*mut c_void, Write>(write),
+            std::mem::transmute::<*mut c_void, HandleFree>(free),
+        )
+    };
     let mut provided = 0;
     if init(MPI_THREAD_SINGLE, &mut provided) != MPI_SUCCESS {
         return Err("MPI_T_init_thread failed".into());
@@ -106,13 +123,14 @@ pub unsafe fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<
 static TOOL_SESSION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Balances [`write_control_variables`]'s `MPI_T_init_thread`, if it ran.
-pub unsafe fn finish_control_variables() {
+pub fn finish_control_variables() {
     if !TOOL_SESSION.swap(false, std::sync::atomic::Ordering::AcqRel) {
         return;
     }
     let p = mpixstream_wrappers::pmpi::lookup(c"PMPI_T_finalize");
     if !p.is_null() {
-        let f: unsafe extern "C" fn() -> c_int = std::mem::transmute(p);
+        // SAFETY: the non-null address of the MPI library's `PMPI_T_finalize`, `int (void)`.
+        let f: extern "C" fn() -> c_int = unsafe { std::mem::transmute(p) };
         f();
     }
 }
@@ -139,33 +157,34 @@ pub fn implicit_vcis_in_force() -> u32 {
 }
 
 pub fn create_stream() -> Result<MPIX_Stream, String> {
-    let create = pmpi().PMPIX_Stream_create.ok_or("native MPIX_Stream_create is missing")?;
-    let mut s = MPIX_STREAM_NULL;
+    if !streams_supported() {
+        return Err("native MPIX_Stream_create is missing".into());
+    }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     // Never the application's info: a GPU "type" would make native MPICH lock every reserved VCI;
     // queues are ours (the enqueue engine), the endpoint is MPICH's.
-    let rc = unsafe { create(MPI_INFO_NULL, &mut s) };
-    if rc == MPI_SUCCESS {
+    let created = Stream::create(Info::NULL);
+    if let Ok(s) = created {
         match reserved.iter().position(|&h| h == MPIX_STREAM_NULL) {
-            Some(pos) => reserved[pos] = s,
-            None => reserved.push(s),
+            Some(pos) => reserved[pos] = s.raw(),
+            None => reserved.push(s.raw()),
         }
     }
     drop(reserved);
-    if rc != MPI_SUCCESS {
-        return Err(format!(
-            "MPICH refused a reserved endpoint (error {rc}); its pool ({RESERVE}) is smaller than ours"
-        ));
+    match created {
+        Ok(s) => Ok(s.raw()),
+        Err(rc) => {
+            Err(format!("MPICH refused a reserved endpoint (error {rc}); its pool ({RESERVE}) is smaller than ours"))
+        }
     }
-    Ok(s)
 }
 
 pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
-    let free = pmpi().PMPIX_Stream_free.ok_or("native MPIX_Stream_free is missing")?;
-    let mut s = native;
+    if pmpi().PMPIX_Stream_free.is_none() {
+        return Err("native MPIX_Stream_free is missing".into());
+    }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    let rc = unsafe { free(&mut s) };
-    if rc != MPI_SUCCESS {
+    if let Err(rc) = Stream(native).free() {
         return Err(format!("native MPIX_Stream_free failed (error {rc})"));
     }
     if let Some(pos) = reserved.iter().position(|&h| h == native) {
@@ -174,16 +193,16 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     Ok(())
 }
 
-pub fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
-    match pmpi().PMPIX_Stream_comm_create {
-        Some(f) => unsafe { f(parent, native, newcomm) },
-        None => MPI_ERR_INTERN,
+pub fn stream_comm_create(parent: Comm, native: Stream) -> MpiResult<Comm> {
+    if pmpi().PMPIX_Stream_comm_create.is_none() {
+        return Err(MPI_ERR_INTERN);
     }
+    parent.stream_comm_create(native)
 }
 
 pub fn progress(native: MPIX_Stream) -> c_int {
-    match pmpi().PMPIX_Stream_progress {
-        Some(f) => unsafe { f(native) },
-        None => MPI_ERR_INTERN,
+    if pmpi().PMPIX_Stream_progress.is_none() {
+        return MPI_ERR_INTERN;
     }
+    Stream(native).progress().err().unwrap_or(MPI_SUCCESS)
 }

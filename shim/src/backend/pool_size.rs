@@ -9,6 +9,7 @@
 //! memory" once it exceeds 2 GiB. Other builds lay their memory out differently (4.1.3 crashes in UCX at
 //! 2 ranks with 30 reserved, 4.2.3 and 4.3.2 start with 31): the default uses this model everywhere as an
 //! estimate; the refusal applies where it was measured exact, MPICH 5.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::config::{Config, Policy, DEFAULT_STREAMS};
 
 /// Shared memory the default pool may make MPICH map per node: 256 MiB (about 1.5 s of start-up on
@@ -100,7 +101,9 @@ fn slurm_busiest_node(per_node: &str) -> Option<u64> {
 }
 
 fn shm_free() -> Option<u64> {
+    // SAFETY: `statvfs` is a plain C struct of integers, for which all zeroes is a valid value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a live, writable `statvfs` for the call to fill.
     let rc = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) };
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }

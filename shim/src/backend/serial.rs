@@ -1,16 +1,16 @@
 //! Serial backend: MPICH without native streams. A stream communicator is a duplicate of its parent;
 //! every stream shares MPICH's endpoint. Correct, serialised, and honest about it in the banner.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, MpiResult};
 use std::os::raw::c_int;
 
-pub fn stream_comm_create(parent: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    unsafe { (pmpi().PMPI_Comm_dup)(parent, newcomm) }
+pub fn stream_comm_create(parent: Comm) -> MpiResult<Comm> {
+    parent.dup()
 }
 
 /// One turn of MPICH's progress engine: `MPI_Iprobe` on a private communicator that never carries a
 /// message, so it matches nothing and only progresses.
 pub fn global_progress(quiet_comm: MPI_Comm) -> c_int {
-    let mut flag = 0;
-    unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet_comm, &mut flag, MPI_STATUS_IGNORE) }
+    Comm(quiet_comm).iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).err().unwrap_or(MPI_SUCCESS)
 }

@@ -9,10 +9,11 @@
 //! values (measured with Intel MPI 2021.19, shm). So this backend is chosen only on request
 //! (`MPIXSTREAM_BACKEND=split`), and a stream communicator exists only where every member attached the
 //! same endpoint: anything else is refused on every member.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::os::raw::{c_int, c_void};
+use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
@@ -60,17 +61,11 @@ pub fn endpoint_of(native: MPIX_Stream) -> Option<u32> {
 }
 
 /// An info object holding `thread_id=k` (the caller frees it).
-unsafe fn info_for(k: u32) -> Result<MPI_Info, c_int> {
-    let p = pmpi();
-    let mut info = MPI_INFO_NULL;
-    let rc = (p.PMPI_Info_create)(&mut info);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
+fn info_for(k: u32) -> MpiResult<Info> {
+    let info = Info::create()?;
     let value = std::ffi::CString::new(k.to_string()).unwrap_or_default();
-    let rc = (p.PMPI_Info_set)(info, KEY.as_ptr(), value.as_ptr());
-    if rc != MPI_SUCCESS {
-        (p.PMPI_Info_free)(&mut info);
+    if let Err(rc) = info.set(KEY, &value) {
+        let _ = info.free();
         return Err(rc);
     }
     Ok(info)
@@ -78,14 +73,14 @@ unsafe fn info_for(k: u32) -> Result<MPI_Info, c_int> {
 
 /// Puts `comm` on endpoint `k` (`MPI_Comm_set_info`, which Intel MPI honours on an existing
 /// communicator: tests/impi/thread_split_probe.sh).
-pub unsafe fn set_endpoint(comm: MPI_Comm, k: u32) -> c_int {
-    let mut info = match info_for(k) {
+pub fn set_endpoint(comm: MPI_Comm, k: u32) -> c_int {
+    let info = match info_for(k) {
         Ok(i) => i,
         Err(rc) => return rc,
     };
-    let rc = (pmpi().PMPI_Comm_set_info)(comm, info);
-    (pmpi().PMPI_Info_free)(&mut info);
-    rc
+    let rc = Comm(comm).set_info(info);
+    let _ = info.free();
+    rc.err().unwrap_or(MPI_SUCCESS)
 }
 
 /// Takes endpoint `k` if it is free here, with its quiet communicator (a dup of `MPI_COMM_SELF`: a
@@ -98,12 +93,13 @@ fn claim(k: u32) -> Result<MPIX_Stream, String> {
         }
         t.0 |= 1u64 << k;
     }
-    let mut quiet = MPI_COMM_NULL;
-    let rc = unsafe { (pmpi().PMPI_Comm_dup)(MPI_COMM_SELF, &mut quiet) };
-    let rc = if rc == MPI_SUCCESS { unsafe { set_endpoint(quiet, k) } } else { rc };
+    let (quiet, rc) = match Comm::SELF.dup() {
+        Ok(quiet) => (quiet.raw(), set_endpoint(quiet.raw(), k)),
+        Err(rc) => (MPI_COMM_NULL, rc),
+    };
     if rc != MPI_SUCCESS {
         if quiet != MPI_COMM_NULL {
-            unsafe { (pmpi().PMPI_Comm_free)(&mut quiet) };
+            let _ = Comm(quiet).free();
         }
         taken().0 &= !(1u64 << k);
         return Err(format!("cannot make endpoint {k}'s progress communicator (error {rc})"));
@@ -136,27 +132,20 @@ pub fn create_stream() -> Result<MPIX_Stream, String> {
 /// two threads making communicators over different parents deadlock across processes): a member whose
 /// other thread took the agreed endpoint meanwhile makes the round fail on every member, and the next
 /// round offers what is free then.
-pub unsafe fn agree_endpoint(comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
-    let allreduce = |mine: u64, op: MPI_Op| -> Option<u64> {
-        let mut all: u64 = 0;
-        let rc = (pmpi().PMPI_Allreduce)(
-            &mine as *const u64 as *const c_void,
-            &mut all as *mut u64 as *mut c_void,
-            1,
-            MPI_UINT64_T,
-            op,
-            comm,
-        );
-        (rc == MPI_SUCCESS).then_some(all)
+pub fn agree_endpoint(comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
+    let allreduce = |mine: u64, op: Op| -> Option<u64> {
+        let mut all = [0u64];
+        Comm(comm).allreduce(&[mine], &mut all, op).ok()?;
+        Some(all[0])
     };
     for _ in 0..64 {
-        let common = allreduce(if can_take { free_mask() } else { 0 }, MPI_BAND)?;
+        let common = allreduce(if can_take { free_mask() } else { 0 }, Op::BAND)?;
         if common == 0 {
             return None;
         }
         let k = common.trailing_zeros();
         let mine = claim(k).ok();
-        if allreduce(mine.is_some() as u64, MPI_MIN)? == 1 {
+        if allreduce(mine.is_some() as u64, Op::MIN)? == 1 {
             return mine;
         }
         if let Some(h) = mine {
@@ -170,9 +159,9 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
         return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));
     };
-    let mut quiet = QUIET[k as usize].swap(MPI_COMM_NULL, Ordering::AcqRel);
+    let quiet = QUIET[k as usize].swap(MPI_COMM_NULL, Ordering::AcqRel);
     if quiet != MPI_COMM_NULL {
-        unsafe { (pmpi().PMPI_Comm_free)(&mut quiet) };
+        let _ = Comm(quiet).free();
     }
     taken().0 &= !(1u64 << k);
     Ok(())
@@ -180,26 +169,16 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
 
 /// Collective over `parent`: a dup on `native`'s endpoint, where every member attached the same one
 /// (Intel MPI's rule); refused on every member otherwise, with an error naming the endpoints.
-pub unsafe fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
+pub fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream) -> MpiResult<Comm> {
     const F: &str = "MPIX_Stream_comm_create";
     let k = endpoint_of(native).unwrap_or(0) as c_int;
     // max(k) and max(-k) = -min(k), in one reduction.
     let mine: [c_int; 2] = [k, -k];
     let mut all: [c_int; 2] = [0; 2];
-    let rc = (pmpi().PMPI_Allreduce)(
-        mine.as_ptr() as *const c_void,
-        all.as_mut_ptr() as *mut c_void,
-        2,
-        MPI_INT,
-        MPI_MAX,
-        parent,
-    );
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
+    Comm(parent).allreduce(&mine, &mut all, Op::MAX)?;
     let (high, low) = (all[0], -all[1]);
     if high != low {
-        return raise(
+        return Err(raise(
             parent,
             Class::Stream,
             F,
@@ -208,13 +187,15 @@ pub unsafe fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream, newcomm:
                  process must attach a stream on the same one; this process attached endpoint {k}, the \
                  members' range from {low} to {high} (create the streams in the same order on every process)"
             ),
-        );
+        ));
     }
-    let rc = (pmpi().PMPI_Comm_dup)(parent, newcomm);
-    if rc != MPI_SUCCESS || k == 0 {
-        return rc;
+    let new = Comm(parent).dup()?;
+    if k == 0 {
+        return Ok(new);
     }
-    set_endpoint(*newcomm, k as u32)
+    // A failure here leaves MPICH's dup unfreed, as before the typed layer (then the caller's handle).
+    crate::errors::check(set_endpoint(new.raw(), k as u32))?;
+    Ok(new)
 }
 
 /// One turn of endpoint `native`'s progress: `MPI_Iprobe` on its quiet communicator (`None`: not one
@@ -225,6 +206,5 @@ pub fn progress(native: MPIX_Stream) -> Option<c_int> {
     if quiet == MPI_COMM_NULL {
         return None;
     }
-    let mut flag = 0;
-    Some(unsafe { (pmpi().PMPI_Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, quiet, &mut flag, MPI_STATUS_IGNORE) })
+    Some(Comm(quiet).iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).err().unwrap_or(MPI_SUCCESS))
 }

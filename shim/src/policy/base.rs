@@ -27,12 +27,14 @@
 //! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
 //! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub use crate::comms::Base;
 use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, Errhandler, Info, MpiResult, Opaque};
+use mpixstream_wrappers::pmpi::Pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
 
@@ -50,19 +52,22 @@ static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
 /// `base`, made for a policy communicator, as its record keeps it (asked once: whether it carries a
 /// topology).
 pub fn base_of(base: MPI_Comm) -> Base {
-    Base { comm: base, topology: unsafe { has_topology(base) } }
+    Base { comm: base, topology: has_topology(base) }
 }
 
-/// Makes the base of a policy dup of `parent` (collective over `parent`, as the dup is). A parent with a topology gives the base a copy of it (`topology_copy`), so that the
-/// neighbourhood collectives run there too; where that copy fails (on every member alike: a
-/// collective's outcome), the base has none and they stay on the stream.
-pub unsafe fn split_base(parent: MPI_Comm) -> Option<Base> {
-    let mut split = plain_split(parent).ok()?;
-    let base = match topology_copy(parent, split) {
+/// Makes the base of a policy dup of `parent` (collective over `parent`, as the dup is). A parent with
+/// a topology gives the base a copy of it (`topology_copy`), so that the neighbourhood collectives run
+/// there too; where that copy fails (on every member alike: a collective's outcome), the base has none
+/// and they stay on the stream.
+pub fn split_base(parent: MPI_Comm) -> Option<Base> {
+    // SAFETY: `plain_split` takes a handle only (MPICH checks it).
+    let split = unsafe { plain_split(parent) }.ok()?;
+    let base = match topology_copy(Comm(parent), Comm(split)) {
         Some(copy) => {
-            (pmpi().PMPI_Comm_free)(&mut split);
-            give_errhandler(parent, copy);
-            copy
+            let _ = Comm(split).free();
+            // SAFETY: `give_errhandler` takes handles only (MPICH checks them).
+            unsafe { give_errhandler(parent, copy.raw()) };
+            copy.raw()
         }
         None => split,
     };
@@ -73,66 +78,19 @@ pub unsafe fn split_base(parent: MPI_Comm) -> Option<Base> {
 /// that ranks stay the same; `None` where `parent` has none or the copy failed. The graph of a
 /// distributed graph is copied as its neighbour lists, with weights 1 where it has none (only
 /// neighbourhood collectives run on the base, and they ignore weights).
-unsafe fn topology_copy(parent: MPI_Comm, split: MPI_Comm) -> Option<MPI_Comm> {
-    let p = pmpi();
-    let ok = |rc: c_int| if rc == MPI_SUCCESS { Some(()) } else { None };
-    let mut topology = MPI_UNDEFINED;
-    ok((p.PMPI_Topo_test)(parent, &mut topology))?;
-    let mut copy = MPI_COMM_NULL;
-    match topology {
-        MPI_CART => {
-            let mut ndims = 0;
-            ok((p.PMPI_Cartdim_get)(parent, &mut ndims))?;
-            let n = ndims.max(1) as usize;
-            let (mut dims, mut periods, mut coords) = (vec![0; n], vec![0; n], vec![0; n]);
-            ok((p.PMPI_Cart_get)(parent, ndims, dims.as_mut_ptr(), periods.as_mut_ptr(), coords.as_mut_ptr()))?;
-            ok((p.PMPI_Cart_create)(split, ndims, dims.as_ptr(), periods.as_ptr(), 0, &mut copy))?;
-        }
-        MPI_GRAPH => {
-            let (mut nnodes, mut nedges) = (0, 0);
-            ok((p.PMPI_Graphdims_get)(parent, &mut nnodes, &mut nedges))?;
-            let mut index = vec![0; nnodes.max(1) as usize];
-            let mut edges = vec![0; nedges.max(1) as usize];
-            ok((p.PMPI_Graph_get)(parent, nnodes, nedges, index.as_mut_ptr(), edges.as_mut_ptr()))?;
-            ok((p.PMPI_Graph_create)(split, nnodes, index.as_ptr(), edges.as_ptr(), 0, &mut copy))?;
-        }
-        MPI_DIST_GRAPH => {
-            let (mut indegree, mut outdegree, mut weighted) = (0, 0, 0);
-            ok((p.PMPI_Dist_graph_neighbors_count)(parent, &mut indegree, &mut outdegree, &mut weighted))?;
-            let (ni, no) = (indegree.max(1) as usize, outdegree.max(1) as usize);
-            let (mut sources, mut source_weights) = (vec![0; ni], vec![1; ni]);
-            let (mut dests, mut dest_weights) = (vec![0; no], vec![1; no]);
-            ok((p.PMPI_Dist_graph_neighbors)(
-                parent,
-                indegree,
-                sources.as_mut_ptr(),
-                source_weights.as_mut_ptr(),
-                outdegree,
-                dests.as_mut_ptr(),
-                dest_weights.as_mut_ptr(),
-            ))?;
-            ok((p.PMPI_Dist_graph_create_adjacent)(
-                split,
-                indegree,
-                sources.as_ptr(),
-                source_weights.as_ptr(),
-                outdegree,
-                dests.as_ptr(),
-                dest_weights.as_ptr(),
-                MPI_INFO_NULL,
-                0,
-                &mut copy,
-            ))?;
-        }
+fn topology_copy(parent: Comm, split: Comm) -> Option<Comm> {
+    let copy: MpiResult<Comm> = match parent.topology().ok()? {
+        MPI_CART => split.cart_create(&parent.cart().ok()?, false),
+        MPI_GRAPH => split.graph_create(&parent.graph().ok()?, false),
+        MPI_DIST_GRAPH => split.dist_graph_create_adjacent(&parent.dist_graph().ok()?, Info::NULL, false),
         _ => return None,
-    }
-    (copy != MPI_COMM_NULL).then_some(copy)
+    };
+    copy.ok().filter(|&c| c != Comm::NULL)
 }
 
 /// Whether `comm` carries a topology.
-pub unsafe fn has_topology(comm: MPI_Comm) -> bool {
-    let mut topology = MPI_UNDEFINED;
-    (pmpi().PMPI_Topo_test)(comm, &mut topology) == MPI_SUCCESS && topology != MPI_UNDEFINED
+pub fn has_topology(comm: MPI_Comm) -> bool {
+    Comm(comm).topology().is_ok_and(|t| t != MPI_UNDEFINED)
 }
 
 /// After the program's `MPI_Comm_create_keyval` succeeded.
@@ -157,15 +115,20 @@ fn current_base(comm: MPI_Comm) -> Option<Base> {
 /// After the program's `MPI_Comm_set_errhandler(comm, handler)` succeeded: the base of `comm`, if it
 /// has one, gets the handler too, so that errors of what runs there reach the handler the program
 /// set (once here, instead of a copy at every use of the base).
-pub unsafe fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
+pub fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
     if let Some(base) = current_base(comm) {
-        (pmpi().PMPI_Comm_set_errhandler)(base.comm, handler);
+        let _ = Comm(base.comm).set_errhandler(Errhandler(handler));
     }
 }
 
 /// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of its communicator `parent`
 /// (`ctor_plan`: `IdupOfBase`: native backend, a parent whose base carries its topology, if it has
 /// one, which MPICH's idup of the base copies into the child). `info`: `MPI_Comm_idup_with_info`'s.
+/// `create`: the application's own call, for MPICH to report a null argument.
+///
+/// # Safety
+/// `newcomm` and `request` are the application's arguments of its `MPI_Comm_idup*`: each null or valid
+/// for a write.
 pub unsafe fn idup(
     rt: &Runtime,
     kind: CommCtor,
@@ -173,61 +136,62 @@ pub unsafe fn idup(
     newcomm: *mut MPI_Comm,
     info: Option<MPI_Info>,
     request: Option<*mut MPI_Request>,
+    create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
-    let p = pmpi();
-    let (Some(request), false, Some(base)) =
-        (request.filter(|r| !r.is_null()), newcomm.is_null(), rt.comms.base(parent))
-    else {
+    // SAFETY: the caller's obligation: each null or valid for a write (and used through nothing else
+    // until this function returns).
+    let outputs = unsafe { (newcomm.as_mut(), request.and_then(|r| r.as_mut())) };
+    let (Some(newcomm), Some(request), Some(base)) = (outputs.0, outputs.1, rt.comms.base(parent)) else {
         // A null argument: MPICH's own idup reports it.
-        return match info {
-            Some(info) => (p.PMPI_Comm_idup_with_info)(parent, info, newcomm, request.unwrap_or(std::ptr::null_mut())),
-            None => (p.PMPI_Comm_idup)(parent, newcomm, request.unwrap_or(std::ptr::null_mut())),
-        };
+        return create(mpixstream_wrappers::pmpi::pmpi());
     };
-    let base = base.comm;
+    let parent = Comm(parent);
+    let base = Comm(base.comm);
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is
     // started, so that a callback's error fails the call with nothing left behind.
     let keyvals = KEYVALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut copies: Vec<(c_int, *mut c_void)> = Vec::new();
+    let mut copies: Vec<(c_int, Opaque)> = Vec::new();
     for kv in keyvals {
         let Some(copy) = kv.copy else { continue }; // MPI_COMM_NULL_COPY_FN
-        let (mut value, mut found) = (std::ptr::null_mut::<c_void>(), 0);
-        let rc = (p.PMPI_Comm_get_attr)(parent, kv.keyval, &mut value as *mut *mut c_void as *mut c_void, &mut found);
-        if rc != MPI_SUCCESS || found == 0 {
-            continue;
-        }
+        let Ok(Some(value)) = parent.attr(kv.keyval) else { continue };
         let (mut out, mut keep) = (std::ptr::null_mut::<c_void>(), 0);
-        let rc = copy(
-            parent,
-            kv.keyval,
-            kv.extra as *mut c_void,
-            value,
-            &mut out as *mut *mut c_void as *mut c_void,
-            &mut keep,
-        );
+        // SAFETY: the program's copy callback of `kv.keyval`, called as MPICH's idup would: the parent,
+        // the keyval and the extra state it was made with, the value stored under it, and live locals
+        // for the callback's two outputs.
+        let rc = unsafe {
+            copy(
+                parent.raw(),
+                kv.keyval,
+                kv.extra as *mut c_void,
+                value.0,
+                &mut out as *mut *mut c_void as *mut c_void,
+                &mut keep,
+            )
+        };
         if rc != MPI_SUCCESS {
             // As MPICH's idup: the callback's error through the parent's error handler, no communicator.
             *newcomm = MPI_COMM_NULL;
-            (p.PMPI_Comm_call_errhandler)(parent, rc);
+            parent.call_errhandler(rc);
             return rc;
         }
         if keep != 0 {
-            copies.push((kv.keyval, out));
+            copies.push((kv.keyval, Opaque(out)));
         }
     }
     // Info hints as MPICH's idup gives them: none copied from the parent, `MPI_Comm_idup_with_info`'s
     // applied.
-    let rc = match info {
-        Some(info) if matches!(kind, CommCtor::IdupWithInfo) => {
-            (p.PMPI_Comm_idup_with_info)(base, info, newcomm, request)
-        }
-        _ => (p.PMPI_Comm_idup)(base, newcomm, request),
+    let started = match info {
+        Some(info) if matches!(kind, CommCtor::IdupWithInfo) => base.idup_with_info(Info(info)),
+        _ => base.idup(),
     };
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
+    let (child, req) = match started {
+        Ok(started) => started,
+        Err(rc) => return rc,
+    };
+    *newcomm = child.raw();
+    *request = req.raw();
     for (keyval, value) in copies {
-        (p.PMPI_Comm_set_attr)(*newcomm, keyval, value);
+        let _ = child.set_attr(keyval, value);
     }
     MPI_SUCCESS
 }

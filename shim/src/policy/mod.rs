@@ -1,13 +1,14 @@
 //! The explicit endpoint policy for unmodified programs: each communicator the application creates
 //! gets its own stream, so codes that give each thread its own communicator get dedicated endpoints.
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub mod base;
 
 use crate::backend::Backend;
 use crate::comms::{Base, CommRecord, Origin, Route};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, Info, Stream};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -48,11 +49,9 @@ pub static STATS: PolicyStats = PolicyStats {
 /// blocking dups on the native backend do not come here: [`dup_directly`]. On the split backend the
 /// endpoint was agreed before the constructor ran (`agreed`, [`endpoint_before`]). An
 /// intercommunicator (every member's result is one) stays implicit.
-pub unsafe fn attach_stream(rt: &Runtime, newcomm: *mut MPI_Comm, agreed: Option<Agreed>) -> c_int {
-    let p = pmpi();
-    let mut inter = 0;
-    (p.PMPI_Comm_test_inter)(*newcomm, &mut inter);
-    if inter != 0 {
+pub fn attach_stream(rt: &Runtime, newcomm: &mut MPI_Comm, agreed: Option<Agreed>) -> c_int {
+    // As before the typed layer: a failed query counts as an intracommunicator.
+    if Comm(*newcomm).is_inter().unwrap_or(false) {
         give_back(rt, agreed);
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return MPI_SUCCESS;
@@ -60,8 +59,8 @@ pub unsafe fn attach_stream(rt: &Runtime, newcomm: *mut MPI_Comm, agreed: Option
     if rt.backend == Backend::Split {
         return attach_endpoint(rt, *newcomm, agreed);
     }
-    let (index, reused, native) = take_stream(rt);
-    attach_native(rt, index, reused, native, *newcomm, Made::Replaced, newcomm)
+    let taken = take_stream(rt);
+    attach_native(rt, taken, *newcomm, Made::Replaced, newcomm)
 }
 
 /// The split backend's endpoint for a communicator a constructor is about to make, agreed over its
@@ -73,7 +72,7 @@ pub struct Agreed(Option<(usize, MPIX_Stream)>);
 /// communicator it will make, agreed by every member of `parent` (Intel MPI's rule: both ends of a
 /// message on one endpoint number; and the `thread_id` must be on the communicator before its first
 /// collective, so the agreement cannot run over the new communicator itself).
-pub unsafe fn endpoint_before(rt: &Runtime, parent: MPI_Comm) -> Agreed {
+pub fn endpoint_before(rt: &Runtime, parent: MPI_Comm) -> Agreed {
     let slot = rt.streams.allocate();
     match (slot, rt.backend.agree_endpoint(parent, slot.is_some())) {
         (Some(i), Some(native)) => Agreed(Some((i, native))),
@@ -98,7 +97,7 @@ pub fn give_back(rt: &Runtime, agreed: Option<Agreed>) {
 /// The split backend's stream for the new communicator `comm`: the endpoint its members agreed on
 /// before it existed, set on it before anything else uses it; where there was none (pool exhausted on
 /// some member, or a constructor not every member calls), it stays on endpoint 0 on every member.
-unsafe fn attach_endpoint(rt: &Runtime, comm: MPI_Comm, agreed: Option<Agreed>) -> c_int {
+fn attach_endpoint(rt: &Runtime, comm: MPI_Comm, agreed: Option<Agreed>) -> c_int {
     match agreed {
         Some(Agreed(Some((i, native)))) => {
             let rc = rt.backend.put_on_endpoint(comm, native);
@@ -131,20 +130,17 @@ enum Made {
 /// (`MPIX_Stream_comm_create` is a dup, one collective), so MPICH runs the attribute copy callbacks
 /// exactly once, into the communicator the application receives, and no communicator it never sees is
 /// created and freed (which fired the delete callbacks); `info` (of `dup_with_info`) is then set on it
-/// with `MPI_Comm_set_info`.
-pub unsafe fn dup_directly(rt: &Runtime, parent: MPI_Comm, newcomm: *mut MPI_Comm, info: Option<MPI_Info>) -> c_int {
-    let p = pmpi();
-    if newcomm.is_null() {
-        // MPICH's own dup reports the null argument.
-        return (p.PMPI_Comm_dup)(parent, newcomm);
-    }
-    let (index, reused, native) = take_stream(rt);
+/// with `MPI_Comm_set_info`. `newcomm`: the application's output variable (a null one is MPICH's to
+/// report: the caller passes the call through instead).
+pub fn dup_directly(rt: &Runtime, parent: MPI_Comm, newcomm: &mut MPI_Comm, info: Option<MPI_Info>) -> c_int {
+    let taken = take_stream(rt);
+    let index = taken.index;
     // Its base (policy_base.rs): one more collective over `parent`, made first so that the record has
     // it from the start.
     let base = crate::policy::base::split_base(parent);
     // Not `replace`: `*newcomm` holds whatever the caller's variable held (even the parent itself, in
     // `MPI_Comm_dup(c, &c)`), never a communicator made for this call.
-    let rc = attach_native(rt, index, reused, native, parent, Made::Dup(base), newcomm);
+    let rc = attach_native(rt, taken, parent, Made::Dup(base), newcomm);
     if rc != MPI_SUCCESS {
         // As MPI_Comm_dup: a failed dup (an attribute copy callback's error) returns MPI_COMM_NULL.
         *newcomm = MPI_COMM_NULL;
@@ -152,112 +148,130 @@ pub unsafe fn dup_directly(rt: &Runtime, parent: MPI_Comm, newcomm: *mut MPI_Com
     }
     if let Some(info) = info.filter(|&i| i != MPI_INFO_NULL) {
         let _claim = index.map(|i| rt.streams.slot(i).claim());
-        let rc = (p.PMPI_Comm_set_info)(*newcomm, info);
-        if rc != MPI_SUCCESS {
+        if let Err(rc) = Comm(*newcomm).set_info(Info(info)) {
             return rc;
         }
     }
     MPI_SUCCESS
 }
 
-/// A stream for a new policy communicator: its slot, whether it is a retired one, its native stream.
-/// No slot (and `MPIX_STREAM_NULL`) where the pool is exhausted, MPICH refused a native stream or
-/// nothing could keep MPI's progress rule for one (`helper::serves_policy_streams`): the process still
-/// takes part in the collective that makes the communicator, as its peers do.
-unsafe fn take_stream(rt: &Runtime) -> (Option<usize>, bool, MPIX_Stream) {
+/// A stream for a new policy communicator ([`take_stream`]).
+#[derive(Clone, Copy)]
+struct Taken {
+    /// Its slot; `None` (and `native` `MPIX_STREAM_NULL`): none for this communicator on this member.
+    index: Option<usize>,
+    /// It is a retired one ([`take_retired`]).
+    reused: bool,
+    native: MPIX_Stream,
+}
+
+impl Taken {
+    const NONE: Taken = Taken { index: None, reused: false, native: MPIX_STREAM_NULL };
+}
+
+/// A stream for a new policy communicator. None where the pool is exhausted, MPICH refused a native
+/// stream or nothing could keep MPI's progress rule for one (`helper::serves_policy_streams`): the
+/// process still takes part in the collective that makes the communicator, as its peers do.
+fn take_stream(rt: &Runtime) -> Taken {
     if rt.backend == Backend::Native && !crate::helper::serves_policy_streams(rt) {
         STATS.unserved.fetch_add(1, Ordering::Relaxed);
-        return (None, false, MPIX_STREAM_NULL);
+        return Taken::NONE;
     }
     if let Some(i) = take_retired() {
-        return (Some(i), true, rt.streams.slot(i).native());
+        return Taken { index: Some(i), reused: true, native: rt.streams.slot(i).native() };
     }
-    let index = rt.streams.allocate();
-    let Some(i) = index else {
+    let Some(i) = rt.streams.allocate() else {
         STATS.exhausted.fetch_add(1, Ordering::Relaxed);
-        return (None, false, MPIX_STREAM_NULL);
+        return Taken::NONE;
     };
     match rt.create_endpoint(i) {
         Ok(native) => {
             rt.streams.slot(i).policy_owned.store(true, Ordering::Release);
-            (Some(i), false, native)
+            Taken { index: Some(i), reused: false, native }
         }
         Err(e) => {
             eprintln!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
             STATS.refused.fetch_add(1, Ordering::Relaxed);
             rt.streams.release(i);
-            (None, false, MPIX_STREAM_NULL)
+            Taken::NONE
         }
     }
 }
 
-/// On the native backend, makes `*newcomm` a native stream communicator on `native` duplicated from
-/// `source` (a collective every member makes, whatever its own stream), made as `made` says. On the
-/// serial backend `*newcomm` stays as it is. Then attaches its record (`finish`). `reused`: the stream
-/// is a retired one.
-unsafe fn attach_native(
-    rt: &Runtime,
-    index: Option<usize>,
-    reused: bool,
-    native: MPIX_Stream,
-    source: MPI_Comm,
-    made: Made,
-    newcomm: *mut MPI_Comm,
-) -> c_int {
-    let (replace, mut base) = match made {
+/// Gives a stream [`take_stream`] gave back as it came: a retired one stays retired, a new one (no
+/// communicator ever used it, so MPICH holds no reference) goes at once.
+fn untake(rt: &Runtime, taken: Taken) {
+    let Some(i) = taken.index else { return };
+    if taken.reused {
+        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+    } else {
+        let _ = rt.backend.free_stream(taken.native);
+        rt.streams.release(i);
+    }
+}
+
+/// On the native backend, makes `*newcomm` a native stream communicator on `taken`'s stream duplicated
+/// from `source` (a collective every member makes, whatever its own stream), made as `made` says. On
+/// the serial backend `*newcomm` stays as it is. Then attaches its record ([`finish`]).
+fn attach_native(rt: &Runtime, taken: Taken, source: MPI_Comm, made: Made, newcomm: &mut MPI_Comm) -> c_int {
+    let (replace, base) = match made {
         Made::Replaced => (true, None),
         Made::Dup(base) => (false, base),
     };
     // The collectives over the new communicator run inside its stream's endpoint (a retired stream's
     // endpoint may still be turned by the progress helper).
-    let _claim = index.map(|i| rt.streams.slot(i).claim());
-    if rt.backend == Backend::Native {
-        let mut streamed = MPI_COMM_NULL;
-        let rc = rt.backend.stream_comm_create(source, native, &mut streamed);
-        if rc != MPI_SUCCESS {
-            if let Some(i) = index {
-                // Give the stream back as it came: a retired one stays retired, a new one (no
-                // communicator ever used it, so MPICH holds no reference) goes at once.
-                if reused {
-                    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(i);
-                } else {
-                    let _ = rt.backend.free_stream(native);
-                    rt.streams.release(i);
-                }
-            }
-            free_base(base);
-            if replace {
-                // The constructor itself succeeded (MPICH agreed on it over the parent, members or
-                // not); only our extra collective over its group failed, on every member alike (its
-                // context id is agreed there), typically out of context ids. Failing the call would fail
-                // it on the members only, and the non-members' next collective over the parent would
-                // hang (MPICH's errors/comm/too_many_comms2 and 3). The communicator stays implicit.
-                STATS.refused.fetch_add(1, Ordering::Relaxed);
-                note_stream_comm_refused(rc);
-                return finish(rt, None, None, *newcomm);
-            }
-            return rc;
-        }
-        if replace {
-            // MPICH's stream communicator starts with no hints: give it those the constructor's result
-            // got (an `MPI_Comm_split_type` with info, say), as MPICH's result would have had them.
-            let rc = copy_hints(source, streamed);
-            if rc != MPI_SUCCESS {
-                let _ = (pmpi().PMPI_Comm_free)(&mut streamed);
-                return rc;
-            }
-            // The communicator made for the caller stays, as the stream communicator's base (a plain
-            // communicator of the same group: policy_base.rs).
-            base = Some(crate::policy::base::base_of(source));
-        }
-        *newcomm = streamed;
+    let _claim = taken.index.map(|i| rt.streams.slot(i).claim());
+    if rt.backend != Backend::Native {
+        return finish(rt, taken.index, base, *newcomm);
     }
-    finish(rt, index, base, *newcomm)
+    let streamed = match rt.backend.stream_comm(Comm(source), Stream(taken.native)) {
+        Ok(streamed) => streamed,
+        Err(rc) => {
+            untake(rt, taken);
+            free_base(base);
+            return if replace { stays_implicit(rt, rc, *newcomm) } else { rc };
+        }
+    };
+    let base = if replace {
+        match become_base(source, streamed) {
+            Ok(b) => Some(b),
+            Err(rc) => return rc,
+        }
+    } else {
+        base
+    };
+    *newcomm = streamed.raw();
+    finish(rt, taken.index, base, *newcomm)
+}
+
+/// MPICH could not make the stream communicator of `comm`, which another constructor just made: `rc`.
+/// The constructor itself succeeded (MPICH agreed on it over the parent, members or not); only our
+/// extra collective over its group failed, on every member alike (its context id is agreed there),
+/// typically out of context ids. Failing the call would fail it on the members only, and the
+/// non-members' next collective over the parent would hang (MPICH's errors/comm/too_many_comms2 and
+/// 3). So `comm` stays implicit.
+fn stays_implicit(rt: &Runtime, rc: c_int, comm: MPI_Comm) -> c_int {
+    STATS.refused.fetch_add(1, Ordering::Relaxed);
+    note_stream_comm_refused(rc);
+    finish(rt, None, None, comm)
+}
+
+/// `made`, the communicator a constructor made for the caller, replaced by the stream communicator
+/// `streamed`: it stays, as `streamed`'s base (a plain communicator of the same group:
+/// policy_base.rs), and `streamed` gets its hints (MPICH's stream communicator starts with none; an
+/// `MPI_Comm_split_type` with info, say, gave `made` some). Where the hints fail, `streamed` is freed.
+fn become_base(made: MPI_Comm, streamed: Comm) -> Result<Base, c_int> {
+    let rc = copy_hints(made, streamed.raw());
+    if rc != MPI_SUCCESS {
+        let _ = streamed.free();
+        return Err(rc);
+    }
+    Ok(crate::policy::base::base_of(made))
 }
 
 fn free_base(base: Option<Base>) {
-    if let Some(mut b) = base {
-        unsafe { (pmpi().PMPI_Comm_free)(&mut b.comm) };
+    if let Some(b) = base {
+        let _ = Comm(b.comm).free();
     }
 }
 
@@ -274,21 +288,19 @@ fn note_stream_comm_refused(rc: c_int) {
 }
 
 /// Sets the hints `from` has on `to` (`MPI_Comm_set_info`: collective over the group both share).
-unsafe fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
-    let p = pmpi();
-    let mut info = MPI_INFO_NULL;
-    let rc = (p.PMPI_Comm_get_info)(from, &mut info);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    let rc = (p.PMPI_Comm_set_info)(to, info);
-    (p.PMPI_Info_free)(&mut info);
-    rc
+fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
+    let info = match Comm(from).info() {
+        Ok(info) => info,
+        Err(rc) => return rc,
+    };
+    let set = Comm(to).set_info(info);
+    let _ = info.free();
+    set.err().unwrap_or(MPI_SUCCESS)
 }
 
 /// Attaches the record of the new policy communicator `comm` on every member, with where its
 /// collectives run (`route_of`).
-unsafe fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> c_int {
+fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> c_int {
     if rt.backend != Backend::Native {
         // No native stream communicators, so no routes: only the stream, where this process has one.
         // A record on every member, with a stream or not, so that every member plans a constructor of
@@ -303,7 +315,7 @@ unsafe fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: M
     attach(rt, comm, CommRecord { stream: index, origin: Origin::Policy, base, collectives })
 }
 
-unsafe fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
+fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
     let stream = record.stream;
     let base = record.base;
     let rc = rt.attach_record(comm, record);
