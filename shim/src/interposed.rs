@@ -283,6 +283,11 @@ enum Then {
     AttachStream,
 }
 
+/// What every member does for a constructor with these shared facts: `ctor_plan`'s plan, as an action.
+fn decide(facts: ctor_plan::Facts) -> Action {
+    action(ctor_plan::plan(facts))
+}
+
 /// The decision table (tested below).
 fn action(plan: Plan) -> Action {
     let create = |then| Action::Create { agree_first: false, then };
@@ -325,9 +330,9 @@ pub unsafe fn comm_constructed(
                 Err(_) => MPI_ERR_OTHER,
             };
         };
-        let plan = ctor_plan::plan(facts(rt, kind, parent));
+        let action = decide(facts(rt, kind, parent));
         let _claim = crate::native_fixes::native_streams::native_stream_of(parent).map(|s| s.claim());
-        match action(plan) {
+        match action {
             Action::Refuse => crate::errors::raise(
                 parent,
                 crate::errors::Class::Unsupported,
@@ -655,19 +660,29 @@ mod tests {
             parent,
             intercomm: false,
         };
-        assert_eq!(action(ctor_plan::plan(f(CommCtor::Dup, Parent::Plain))), Action::PolicyDup);
+        assert_eq!(decide(f(CommCtor::Dup, Parent::Plain)), Action::PolicyDup);
         assert_eq!(
-            action(ctor_plan::plan(f(CommCtor::Split, Parent::Plain))),
+            decide(f(CommCtor::Split, Parent::Plain)),
             Action::Create { agree_first: false, then: Then::AttachStream }
         );
         assert_eq!(
-            action(ctor_plan::plan(f(CommCtor::Dup, Parent::AppStream))),
+            decide(f(CommCtor::Dup, Parent::AppStream)),
             Action::Create { agree_first: false, then: Then::Inherit }
         );
-        assert_eq!(action(ctor_plan::plan(f(CommCtor::Idup, Parent::Policy { base_idup: true }))), Action::IdupOfBase);
+        assert_eq!(decide(f(CommCtor::Idup, Parent::Policy { base_idup: true })), Action::IdupOfBase);
         assert_eq!(
-            action(ctor_plan::plan(f(CommCtor::Idup, Parent::Plain))),
+            decide(f(CommCtor::Idup, Parent::Plain)),
             Action::Create { agree_first: false, then: Then::CountNonblocking }
         );
+        // The split backend: the endpoint agreed over the parent first; a multiplex idup refused.
+        let split = |kind, parent| ctor_plan::Facts { backend: Backend::Split, ..f(kind, parent) };
+        assert_eq!(
+            decide(split(CommCtor::Dup, Parent::Plain)),
+            Action::Create { agree_first: true, then: Then::AttachStream }
+        );
+        assert_eq!(decide(split(CommCtor::Idup, Parent::Multiplex)), Action::Refuse);
+        // Under `implicit`: MPICH's constructor, nothing after it.
+        let implicit = ctor_plan::Facts { policy: Policy::Implicit, ..f(CommCtor::Dup, Parent::Plain) };
+        assert_eq!(decide(implicit), Action::Create { agree_first: false, then: Then::Nothing });
     }
 }
