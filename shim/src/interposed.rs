@@ -22,14 +22,9 @@ use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-/// The exported `MPI_*` interposers, generated from wrappers/mpi.prototypes: each calls a function of
-/// this module (`init`, `finalize`, the constructors…) or of `native_fixes`. Their bodies are the
-/// generator's (wrappers/src/prototype_codegen.rs), outside this module's lints.
-#[allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
-mod exported {
-    mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
-}
-pub use exported::*;
+// The exported `MPI_*` interposers, generated from wrappers/mpi.prototypes: each calls a function of
+// this module (`init`, `finalize`, the constructors…) or of `native_fixes`.
+mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread`.
 ///
