@@ -541,10 +541,13 @@ pub unsafe fn comm_create_keyval(
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged.
-        let rc = unsafe { (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state) };
-        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
-        if let (MPI_SUCCESS, Some(&k)) = (rc, unsafe { keyval.as_ref() }) {
+        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged; then `keyval`,
+        // NULL or valid (this function's contract), read back where MPICH wrote it.
+        let (rc, made) = unsafe {
+            let rc = (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state);
+            (rc, if rc == MPI_SUCCESS { keyval.as_ref().copied() } else { None })
+        };
+        if let Some(k) = made {
             crate::policy::base::keyval_created(k, copy, extra_state);
         }
         rc
@@ -561,12 +564,14 @@ pub unsafe fn comm_free_keyval(keyval: *mut c_int) -> c_int {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
-        if let Some(&k) = unsafe { keyval.as_ref() } {
-            crate::policy::base::keyval_freed(k);
+        // SAFETY: `keyval` is the application's variable, NULL or valid (this function's contract): read,
+        // then passed to MPICH's own entry point unchanged.
+        unsafe {
+            if let Some(&k) = keyval.as_ref() {
+                crate::policy::base::keyval_freed(k);
+            }
+            (p.PMPI_Comm_free_keyval)(keyval)
         }
-        // SAFETY: MPICH's own entry point with the application's own argument, unchanged.
-        unsafe { (p.PMPI_Comm_free_keyval)(keyval) }
     })
 }
 
@@ -580,18 +585,17 @@ pub unsafe fn error_class(code: c_int, class: *mut c_int) -> c_int {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged.
-        let rc = unsafe { (p.PMPI_Error_class)(code, class) };
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        // SAFETY: the application's variable, NULL or valid (this function's contract); MPICH wrote it.
-        if let Some(class) = unsafe { class.as_mut() } {
-            if let Some(standard) = errors::standard_class(*class) {
-                *class = standard;
+        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged; then `class`,
+        // NULL or valid (this function's contract), which MPICH wrote, read and rewritten.
+        unsafe {
+            let rc = (p.PMPI_Error_class)(code, class);
+            if let (MPI_SUCCESS, Some(class)) = (rc, class.as_mut()) {
+                if let Some(standard) = errors::standard_class(*class) {
+                    *class = standard;
+                }
             }
+            rc
         }
-        rc
     })
 }
 

@@ -13,12 +13,22 @@ use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::tools::{
     COMM_CREATED_SYMBOL, CONTENDED_SYMBOL, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL,
 };
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
-static FINALIZE_HOOK: AtomicUsize = AtomicUsize::new(0);
-static REQUEST_REPLACED_HOOK: AtomicUsize = AtomicUsize::new(0);
-static CONTENDED_HOOK: AtomicUsize = AtomicUsize::new(0);
-static COMM_CREATED_HOOK: AtomicUsize = AtomicUsize::new(0);
+/// The tools library's hooks, where it is preloaded (each `None` where its symbol is absent).
+struct Hooks {
+    finalize: Option<extern "C" fn()>,
+    request_replaced: Option<extern "C" fn(MPI_Request, MPI_Request)>,
+    contended: Option<extern "C" fn(MPI_Comm, *const c_char)>,
+    comm_created: Option<extern "C" fn(c_int, MPI_Comm, MPI_Comm)>,
+}
+
+/// Set once, at `MPI_Init*` ([`tools_init`]); read without a lock by every hook call.
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+/// The finalize hook runs once ([`tools_finalize`]).
+static FINALIZED: AtomicBool = AtomicBool::new(false);
 
 /// The address of `name` in the global scope (0: not loaded).
 fn symbol(name: &std::ffi::CStr) -> usize {
@@ -28,15 +38,24 @@ fn symbol(name: &std::ffi::CStr) -> usize {
 
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
-    let init = symbol(INIT_SYMBOL);
-    FINALIZE_HOOK.store(symbol(FINALIZE_SYMBOL), Ordering::Release);
-    REQUEST_REPLACED_HOOK.store(symbol(REQUEST_REPLACED_SYMBOL), Ordering::Release);
-    CONTENDED_HOOK.store(symbol(CONTENDED_SYMBOL), Ordering::Release);
-    COMM_CREATED_HOOK.store(symbol(COMM_CREATED_SYMBOL), Ordering::Release);
-    if init != 0 {
-        // SAFETY: a non-zero address of `INIT_SYMBOL`, which the tools library defines with this
-        // prototype (module comment).
-        let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
+    let addresses =
+        [INIT_SYMBOL, FINALIZE_SYMBOL, REQUEST_REPLACED_SYMBOL, CONTENDED_SYMBOL, COMM_CREATED_SYMBOL].map(symbol);
+    // SAFETY: each address is 0 (absent: `None`, the function pointer's niche) or that of the symbol the
+    // tools library defines with this prototype (module comment).
+    let (init, hooks) = unsafe {
+        use std::mem::transmute;
+        (
+            transmute::<usize, Option<extern "C" fn()>>(addresses[0]),
+            Hooks {
+                finalize: transmute::<usize, Option<extern "C" fn()>>(addresses[1]),
+                request_replaced: transmute::<usize, Option<extern "C" fn(MPI_Request, MPI_Request)>>(addresses[2]),
+                contended: transmute::<usize, Option<extern "C" fn(MPI_Comm, *const c_char)>>(addresses[3]),
+                comm_created: transmute::<usize, Option<extern "C" fn(c_int, MPI_Comm, MPI_Comm)>>(addresses[4]),
+            },
+        )
+    };
+    let _ = HOOKS.set(hooks);
+    if let Some(f) = init {
         f();
     }
 }
@@ -48,10 +67,7 @@ pub fn tools_init() {
 /// `MPI_REQUEST_NULL`: nobody waits for `inner` (a routed buffered send, completed by the progress
 /// helper): the tools library forgets it.
 pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
-    let hook = REQUEST_REPLACED_HOOK.load(Ordering::Acquire);
-    if hook != 0 {
-        // SAFETY: the non-zero address of `REQUEST_REPLACED_SYMBOL`, defined with this prototype.
-        let f: extern "C" fn(MPI_Request, MPI_Request) = unsafe { std::mem::transmute(hook) };
+    if let Some(f) = HOOKS.get().and_then(|h| h.request_replaced) {
         f(inner, outer);
     }
 }
@@ -61,10 +77,7 @@ pub fn tools_request_replaced(inner: MPI_Request, outer: MPI_Request) {
 /// call on the same stream (before this thread would wait for the endpoint and never reach the check).
 #[cold]
 pub fn tools_contended(comm: MPI_Comm, call: &'static std::ffi::CStr) {
-    let hook = CONTENDED_HOOK.load(Ordering::Acquire);
-    if hook != 0 {
-        // SAFETY: the non-zero address of `CONTENDED_SYMBOL`, defined with this prototype.
-        let f: extern "C" fn(MPI_Comm, *const std::os::raw::c_char) = unsafe { std::mem::transmute(hook) };
+    if let Some(f) = HOOKS.get().and_then(|h| h.contended) {
         f(comm, call.as_ptr());
     }
 }
@@ -72,22 +85,18 @@ pub fn tools_contended(comm: MPI_Comm, call: &'static std::ffi::CStr) {
 /// A constructor we interpose made `newcomm` (`MPI_COMM_NULL` on a process that got none) from
 /// `parent`: the tools library counts it as MPICH's round robin over its implicit VCIs does.
 pub fn tools_comm_created(kind: CommCtor, parent: MPI_Comm, newcomm: MPI_Comm) {
-    let hook = COMM_CREATED_HOOK.load(Ordering::Acquire);
-    if hook != 0 {
-        let code = CommCtor::ALL.iter().position(|&k| k == kind).unwrap_or(usize::MAX) as std::os::raw::c_int;
-        // SAFETY: the non-zero address of `COMM_CREATED_SYMBOL`, defined with this prototype.
-        let f: extern "C" fn(std::os::raw::c_int, MPI_Comm, MPI_Comm) = unsafe { std::mem::transmute(hook) };
+    if let Some(f) = HOOKS.get().and_then(|h| h.comm_created) {
+        let code = CommCtor::ALL.iter().position(|&k| k == kind).unwrap_or(usize::MAX) as c_int;
         f(code, parent, newcomm);
     }
 }
 
 /// At the start of our `MPI_Finalize`, while MPI and our state are still up: the tools library's
-/// report (a collective over `MPI_COMM_WORLD`).
+/// report (a collective over `MPI_COMM_WORLD`), once.
 pub fn tools_finalize() {
-    let fin = FINALIZE_HOOK.swap(0, Ordering::AcqRel);
-    if fin != 0 {
-        // SAFETY: the non-zero address of `FINALIZE_SYMBOL`, defined with this prototype.
-        let f: extern "C" fn() = unsafe { std::mem::transmute(fin) };
-        f();
+    if let Some(f) = HOOKS.get().and_then(|h| h.finalize) {
+        if !FINALIZED.swap(true, Ordering::AcqRel) {
+            f();
+        }
     }
 }
