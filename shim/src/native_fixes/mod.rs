@@ -144,14 +144,15 @@ pub unsafe fn bsend_init(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged; `request` is null or valid for reads and
-    // writes, and holds the request made once the call succeeded.
-    let (rc, made) = unsafe {
+    // SAFETY: the caller's arguments, passed on unchanged (the buffer recorded is the one MPI requires
+    // valid while the request exists); `request` is null or valid for reads and writes, and holds the
+    // request made once the call succeeded.
+    unsafe {
         let rc = next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request);
-        (rc, if rc == MPI_SUCCESS { request.as_ref().copied() } else { None })
-    };
-    crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
-    rc
+        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
+        crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
+        rc
+    }
 }
 
 /// `MPI_Bsend_init_c`: as `MPI_Bsend_init`.
@@ -169,12 +170,12 @@ pub unsafe fn bsend_init_c(
     request: *mut MPI_Request,
 ) -> c_int {
     // SAFETY: as in `bsend_init`.
-    let (rc, made) = unsafe {
+    unsafe {
         let rc = next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request);
-        (rc, if rc == MPI_SUCCESS { request.as_ref().copied() } else { None })
-    };
-    crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
-    rc
+        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
+        crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
+        rc
+    }
 }
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait.

@@ -55,6 +55,8 @@ struct SendRecv {
     unpack: Option<Unpack>,
 }
 
+/// Made only by `replace_on_stream`, from the application's `MPI_Isendrecv_replace(_c)` arguments:
+/// the unpack into `buf` relies on that (MPI's buffer rule).
 struct Unpack {
     /// What the receive wrote, packed (its heap memory, `Pack_size` bytes of capacity, is the receive
     /// buffer: it never moves; its length stays 0 until the unpack).

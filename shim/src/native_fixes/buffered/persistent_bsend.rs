@@ -43,8 +43,12 @@ fn recorded(request: MPI_Request) -> Option<Recorded> {
 /// After `MPI_Bsend_init(_c)` (and the completion calls' own record, `persistent::persistent_created`)
 /// made `request` (`None`: the call failed, or the application passed a null pointer): records the
 /// arguments if `comm` is a native stream communicator.
+///
+/// # Safety
+/// `buf`, `count`, `datatype` are the application's `MPI_Bsend_init(_c)` buffer, which MPI requires
+/// valid for each start while the request exists: every `MPI_Start` of it packs from there.
 #[allow(clippy::too_many_arguments)]
-pub fn persistent_bsend_created(
+pub unsafe fn persistent_bsend_created(
     buf: *const c_void,
     count: MPI_Count,
     datatype: MPI_Datatype,
