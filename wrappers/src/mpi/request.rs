@@ -45,6 +45,14 @@ impl Request {
     pub fn grequest_complete(self) -> MpiResult {
         check(call!(PMPI_Grequest_complete(self.0)))
     }
+
+    /// `MPI_Test` into `status`, which MPICH fills once the request is complete, also when it completed
+    /// with an error (a truncated receive's source, tag and count): whether it is complete.
+    pub fn test_into(&mut self, status: &mut MPI_Status) -> MpiResult<bool> {
+        let mut flag = 0;
+        check(call!(PMPI_Test(&mut self.0, &mut flag, status)))?;
+        Ok(flag != 0)
+    }
 }
 
 /// A generalized request's callbacks (`MPIX_Grequest_start`): MPICH calls them with the `extra` word
