@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The indexed point-to-point entry points (`MPIX_Stream_send/isend/recv/irecv` and their `_c`
 //! forms).
 //!
@@ -28,10 +29,17 @@ use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
+use mpixstream_wrappers::mpi::{Datatype, MpiResult};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
+
+/// An MPI result as the code the application gets.
+#[inline]
+fn code(r: MpiResult) -> c_int {
+    r.err().unwrap_or(MPI_SUCCESS)
+}
 
 /// Where a send goes: `None` for `MPI_PROC_NULL`, else (hidden communicator, hidden tag).
 #[allow(clippy::too_many_arguments)]
@@ -73,6 +81,9 @@ fn send_route(
 
 /// A send `send_route` gave `MPI_COMM_NULL` (`Route::LOCAL`): between two indices of this process on
 /// dedicated endpoints, copied (`mailbox`); arguments already checked.
+///
+/// # Safety
+/// As [`mailbox::send`]: the application's send buffer and request argument.
 #[allow(clippy::too_many_arguments)]
 unsafe fn send_local(
     comm: MPI_Comm,
@@ -85,29 +96,27 @@ unsafe fn send_local(
     request: Option<*mut MPI_Request>,
 ) -> c_int {
     match registry::lookup(comm) {
-        Some(mx) => mailbox::send(mx, buf, count, datatype, tag, si as usize, di as usize, request),
+        // SAFETY: the caller's contract.
+        Some(mx) => unsafe { mailbox::send(&mx, buf, count, datatype, tag, si as usize, di as usize, request) },
         None => MPI_ERR_COMM,
     }
 }
 
-/// The send path when every argument is valid: the hidden communicator and tag, or `None` for anything
-/// else (not a live multiplex communicator, `MPI_PROC_NULL`, a bad rank, index, tag or count, a null
-/// request), which `send_route` then handles with its errors. The route is one load from the
+/// The send path when every argument is valid: the hidden communicator and tag on `mx` (the record
+/// `registry::with_table` found), or `None` for anything else (`MPI_PROC_NULL`, a bad rank, index,
+/// tag or count), which `send_route` then handles with its errors. The route is one load from the
 /// communicator's send table (0 for an index out of range; arithmetic for a communicator too large for
 /// a table). Unsigned compares fold each range check into one; `get` instead of indexing leaves no
-/// panic path (it runs outside `ffi_guard`).
+/// panic path.
 #[inline(always)]
 fn fast_send_route(
-    comm: MPI_Comm,
+    mx: &Multiplex,
     count: MPI_Count,
     dest: c_int,
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<(MPI_Comm, c_int, &'static Multiplex)> {
-    // No check of the runtime's phase: the registry holds records only between MPI_Init and the
-    // start of MPI_Finalize (cleared there, before PMPI_Finalize), so a record found means active.
-    let mx = registry::lookup_table(comm)?;
+) -> Option<(MPI_Comm, c_int)> {
     if count < 0 || (tag as u32) > mx.max_tag as u32 {
         return None;
     }
@@ -129,26 +138,25 @@ fn fast_send_route(
         }
         mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize).filter(|r| *r != Route::LOCAL)?
     };
-    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }, mx))
+    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
 
 /// The direct receive path when every argument is valid and it applies (see the module comment): the
-/// one hidden communicator that carries (`source`, source index `si`) -> (this process, index `di`),
-/// or `None` for anything else (not a live multiplex communicator, a wildcard source or index,
-/// `MPI_PROC_NULL`, a bad rank, index, tag or count, an index without its own reserved VCI, an engine
-/// with receives posted or messages unexpected, a pair on a pooled communicator), which `recv` then
-/// handles. As `fast_send_route`: unsigned compares fold the range checks (a negative rank or index,
-/// `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPIX_ANY_INDEX` among them, is past the end), no panic path.
+/// one hidden communicator of `mx` that carries (`source`, source index `si`) -> (this process, index
+/// `di`), or `None` for anything else (a wildcard source or index, `MPI_PROC_NULL`, a bad rank, index,
+/// tag or count, an index without its own reserved VCI, an engine with receives posted or messages
+/// unexpected, a pair on a pooled communicator), which `recv` then handles. As `fast_send_route`:
+/// unsigned compares fold the range checks (a negative rank or index, `MPI_ANY_SOURCE`,
+/// `MPI_PROC_NULL` and `MPIX_ANY_INDEX` among them, is past the end), no panic path.
 #[inline(always)]
 fn fast_recv_route(
-    comm: MPI_Comm,
+    mx: &Multiplex,
     count: MPI_Count,
     source: c_int,
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<(MPI_Comm, &'static Multiplex)> {
-    let mx = registry::lookup_table(comm)?;
+) -> Option<MPI_Comm> {
     if count < 0 || (tag != MPI_ANY_TAG && (tag as u32) > mx.max_tag as u32) {
         return None;
     }
@@ -164,7 +172,7 @@ fn fast_recv_route(
     if route.tag_in_tag {
         return None;
     }
-    Some((route.comm, mx))
+    Some(route.comm)
 }
 
 enum RecvOut {
@@ -174,15 +182,20 @@ enum RecvOut {
 
 /// A receive from `MPI_PROC_NULL`: at once, source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, count 0 (set
 /// here: MPICH 4.0.2's own `MPI_Irecv` from `MPI_PROC_NULL` reports source 0).
-unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
-    let p = pmpi();
+///
+/// # Safety
+/// `out`'s pointer is the application's status (NULL or `MPI_STATUS_IGNORE` allowed) or request
+/// argument (not NULL), valid for writing.
+unsafe fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
     let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
-    (p.PMPI_Status_set_elements_x)(&mut empty, MPI_BYTE, 0);
-    (p.PMPI_Status_set_cancelled)(&mut empty, 0);
+    let _ = set_elements(&mut empty, Datatype::BYTE, 0);
+    let _ = set_cancelled(&mut empty, false);
     match out {
         RecvOut::Blocking(st) => {
             if status_is_real(st) {
-                empty.MPI_ERROR = (*st).MPI_ERROR;
+                // SAFETY: the caller's contract: a real status pointer of the application's.
+                let st = unsafe { &mut *st };
+                empty.MPI_ERROR = st.MPI_ERROR;
                 *st = empty;
             }
             MPI_SUCCESS
@@ -190,17 +203,27 @@ unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
         RecvOut::Nonblocking(r) => {
             let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
             let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
-            let op =
-                Arc::new(RecvOp::new(registry::shared(mx), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
-            let rc = requests::start(&op, r);
-            if rc != MPI_SUCCESS {
-                return forward(mx.comm, rc);
-            }
-            forward(mx.comm, (p.PMPI_Grequest_complete)(*r))
+            // SAFETY: complete already (`done`): nothing is received, the buffer is never touched.
+            let op = Arc::new(unsafe {
+                RecvOp::new(mx.clone(), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done))
+            });
+            let req = match requests::start(&op) {
+                Ok(req) => req,
+                Err(rc) => return forward(mx.comm, rc),
+            };
+            // SAFETY: the caller's contract: the application's request argument.
+            unsafe { *r = req.raw() };
+            forward(mx.comm, code(req.grequest_complete()))
         }
     }
 }
 
+/// A receive through the engine of index `di` (or from `MPI_PROC_NULL`), with every check and error.
+///
+/// # Safety
+/// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
+/// receive completes (MPI's rule); `out`'s pointer is the application's status (NULL or
+/// `MPI_STATUS_IGNORE` allowed) or request argument, valid for writing.
 #[allow(clippy::too_many_arguments)]
 unsafe fn recv(
     rt: &Runtime,
@@ -233,7 +256,8 @@ unsafe fn recv(
         return raise(comm, Class::Count, f, &format!("count {count} is negative"));
     }
     if source == MPI_PROC_NULL {
-        return recv_proc_null(mx, d, out);
+        // SAFETY: the caller's contract on `out`.
+        return unsafe { recv_proc_null(&mx, d, out) };
     }
     let checked = (|| {
         if source != MPI_ANY_SOURCE {
@@ -251,17 +275,24 @@ unsafe fn recv(
     }
     // The direct path (`fast_recv_route`) was declined before this: the receive goes through the engine.
     let engine = &mx.engines[d];
+    // SAFETY: the caller's contract: the application's receive buffer, writable until the receive
+    // completes.
+    let new_op = || unsafe { RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si), None) };
     // No receive posted before ours on this engine: the first matching message, already pulled or next
     // out of MPICH, is ours; take it without queueing anything.
-    if let Some((mut msg, got, user_tag)) = engine.take_first(mx, (source, tag, si)) {
+    if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
         match out {
             RecvOut::Blocking(status) => {
                 let mut st = MPI_Status::default();
-                let rc = next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+                // SAFETY: the next definition of MPI_Mrecv_c (its C prototype), into the application's
+                // receive buffer (the caller's contract), with the matched message and a local status.
+                let rc = unsafe { next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st) };
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
                 if status_is_real(status) {
-                    st.MPI_ERROR = (*status).MPI_ERROR;
+                    // SAFETY: the caller's contract: a real status pointer of the application's.
+                    let status = unsafe { &mut *status };
+                    st.MPI_ERROR = status.MPI_ERROR;
                     *status = st;
                 }
                 return forward(comm, rc);
@@ -269,45 +300,49 @@ unsafe fn recv(
             // MPICH's status of this message is the user's (a hidden communicator that carries the
             // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
             RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
-                return forward(comm, next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request));
+                // SAFETY: the next definition of MPI_Imrecv_c (its C prototype), into the application's
+                // receive buffer and request argument (the caller's contract), with the matched message.
+                return forward(comm, unsafe { next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request) });
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
-                let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
-                let rc = requests::start(&op, request);
-                if rc != MPI_SUCCESS {
-                    return forward(comm, rc);
+                let op = Arc::new(new_op());
+                match requests::start(&op) {
+                    // SAFETY: the caller's contract: the application's request argument.
+                    Ok(req) => unsafe { *request = req.raw() },
+                    Err(rc) => return forward(comm, rc),
                 }
                 let mut st = lock(&engine.state);
-                engine.adopt(mx, &mut st, op, msg, &got, user_tag);
+                engine.adopt(&mx, &mut st, op, msg, &got, user_tag);
                 return MPI_SUCCESS;
             }
         }
     }
-    let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
+    let op = Arc::new(new_op());
     match out {
         RecvOut::Nonblocking(request) => {
-            let rc = requests::start(&op, request);
-            if rc != MPI_SUCCESS {
-                return forward(comm, rc);
+            match requests::start(&op) {
+                // SAFETY: the caller's contract: the application's request argument.
+                Ok(req) => unsafe { *request = req.raw() },
+                Err(rc) => return forward(comm, rc),
             }
             let mut st = lock(&engine.state);
-            engine.post(mx, &mut st, op);
+            engine.post(&mx, &mut st, op);
             MPI_SUCCESS
         }
         RecvOut::Blocking(status) => {
             {
                 let mut st = lock(&engine.state);
-                engine.post(mx, &mut st, op.clone());
+                engine.post(&mx, &mut st, op.clone());
                 if !op.is_done() {
-                    engine.drive(mx, &mut st, Some(&op));
+                    engine.drive(&mx, &mut st, Some(&op));
                 }
             }
             let mut idle = 0u32;
             while !op.is_done() {
                 // Another thread may be driving this engine (and our receive with it).
                 match engine.state.try_lock() {
-                    Ok(mut st) => engine.drive(mx, &mut st, Some(&op)),
+                    Ok(mut st) => engine.drive(&mx, &mut st, Some(&op)),
                     Err(_) => std::thread::yield_now(),
                 }
                 idle = idle.wrapping_add(1);
@@ -317,9 +352,11 @@ unsafe fn recv(
             }
             let o = op.outcome();
             if status_is_real(status) {
-                let keep = (*status).MPI_ERROR;
+                // SAFETY: the caller's contract: a real status pointer of the application's.
+                let status = unsafe { &mut *status };
+                let keep = status.MPI_ERROR;
                 *status = o.status;
-                (*status).MPI_ERROR = keep;
+                status.MPI_ERROR = keep;
             }
             forward(comm, o.error)
         }
@@ -332,8 +369,10 @@ unsafe fn recv(
 /// each through the next definition (see the module comment).
 macro_rules! indexed_p2p {
     ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $n:path, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
+        /// # Safety
+        /// C arguments as MPI requires them for a send: the buffer with `count` elements of `datatype`,
+        /// and the status or request pointer, valid as MPI says.
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
             count: $cnt,
@@ -345,35 +384,46 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($send), || unsafe {
+            mpixstream_wrappers::guard::ffi_guard(stringify!($send), || {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($send), || unsafe {
-                        crate::standard_abi::multiplex::send(
-                            stringify!($send),
-                            buf,
-                            $n(count),
-                            datatype,
-                            dest,
-                            tag,
-                            comm,
-                            source_stream_index,
-                            dest_stream_index,
-                        )
+                    return crate::runtime::standard_entry(stringify!($send), || {
+                        // SAFETY: the application's arguments, passed on unchanged.
+                        unsafe {
+                            crate::standard_abi::multiplex::send(
+                                stringify!($send),
+                                buf,
+                                $n(count),
+                                datatype,
+                                dest,
+                                tag,
+                                comm,
+                                source_stream_index,
+                                dest_stream_index,
+                            )
+                        }
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-                if let Some((h, t, mx)) =
-                    fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-                {
+                let fast = registry::with_table(comm, |mx| {
+                    let (h, t) =
+                        fast_send_route(mx, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)?;
                     let _claim = mx.claim_index(source_stream_index, h, c"MPI_Send");
-                    return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
+                    // SAFETY: the next definition of the send (its C prototype), with the application's
+                    // buffer, count and datatype as it passed them, on the hidden communicator.
+                    Some(forward(comm, unsafe { next!($mpi_send)(buf, count, datatype, dest, t, h) }))
+                });
+                if let Some(rc) = fast {
+                    return rc;
                 }
                 // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
                 // keeps a small frame.
+                /// # Safety
+                /// The application's arguments of its send.
                 #[cold]
                 #[inline(never)]
+                #[allow(clippy::too_many_arguments)]
                 unsafe fn checked(
                     buf: *const c_void,
                     count: $cnt,
@@ -385,26 +435,30 @@ macro_rules! indexed_p2p {
                     di: c_int,
                 ) -> c_int {
                     let f = stringify!($send);
-                    mpix_entry(f, |rt| unsafe {
-                        match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
-                            Err(rc) => rc,
-                            Ok(None) => MPI_SUCCESS,
-                            Ok(Some((MPI_COMM_NULL, t))) => {
-                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
-                            }
-                            Ok(Some((h, t))) => {
-                                let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
-                                forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
-                            }
+                    mpix_entry(f, |rt| match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                        Err(rc) => rc,
+                        Ok(None) => MPI_SUCCESS,
+                        Ok(Some((MPI_COMM_NULL, t))) => {
+                            // SAFETY: the caller's contract: the application's send buffer.
+                            unsafe { send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None) }
+                        }
+                        Ok(Some((h, t))) => {
+                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
+                            // SAFETY: as on the fast path: the application's arguments, the hidden communicator.
+                            forward(comm, unsafe { next!($mpi_send)(buf, count, datatype, dest, t, h) })
                         }
                     })
                 }
-                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
+                // SAFETY: the application's arguments of this call.
+                unsafe { checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index) }
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a nonblocking send: the buffer with `count` elements of `datatype`,
+        /// and the status or request pointer, valid as MPI says.
         #[no_mangle]
-        #[allow(clippy::too_many_arguments, unused_unsafe)]
+        #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
             count: $cnt,
@@ -417,23 +471,26 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || unsafe {
+            mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($isend), || unsafe {
-                        crate::standard_abi::multiplex::isend(
-                            stringify!($isend),
-                            buf,
-                            $n(count),
-                            datatype,
-                            dest,
-                            tag,
-                            comm,
-                            source_stream_index,
-                            dest_stream_index,
-                            request.cast(),
-                        )
+                    return crate::runtime::standard_entry(stringify!($isend), || {
+                        // SAFETY: the application's arguments, passed on unchanged.
+                        unsafe {
+                            crate::standard_abi::multiplex::isend(
+                                stringify!($isend),
+                                buf,
+                                $n(count),
+                                datatype,
+                                dest,
+                                tag,
+                                comm,
+                                source_stream_index,
+                                dest_stream_index,
+                                request.cast(),
+                            )
+                        }
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
@@ -442,13 +499,20 @@ macro_rules! indexed_p2p {
                 // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
                 // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
                 if !request.is_null() {
-                    if let Some((h, t, mx)) =
-                        fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-                    {
+                    let fast = registry::with_table(comm, |mx| {
+                        let (h, t) =
+                            fast_send_route(mx, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)?;
                         let _claim = mx.claim_index(source_stream_index, h, c"MPI_Isend");
-                        return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
+                        // SAFETY: the next definition of the send (its C prototype), with the application's
+                        // buffer, count, datatype and request as it passed them, on the hidden communicator.
+                        Some(forward(comm, unsafe { next!($mpi_isend)(buf, count, datatype, dest, t, h, request) }))
+                    });
+                    if let Some(rc) = fast {
+                        return rc;
                     }
                 }
+                /// # Safety
+                /// The application's arguments of its send.
                 #[cold]
                 #[inline(never)]
                 #[allow(clippy::too_many_arguments)]
@@ -464,28 +528,38 @@ macro_rules! indexed_p2p {
                     request: *mut MPI_Request,
                 ) -> c_int {
                     let f = stringify!($isend);
-                    mpix_entry(f, |rt| unsafe {
+                    mpix_entry(f, |rt| {
                         match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
                             Err(rc) => rc,
                             Ok(None) => {
-                                forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
+                                // SAFETY: the next definition of the send, with the application's arguments.
+                                forward(comm, unsafe {
+                                    next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request)
+                                })
                             }
                             Ok(Some((MPI_COMM_NULL, t))) => {
-                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
+                                // SAFETY: the caller's contract: the application's send buffer and request.
+                                unsafe { send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request)) }
                             }
                             Ok(Some((h, t))) => {
                                 let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Isend"));
-                                forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
+                                // SAFETY: as on the fast path: the application's arguments, the hidden communicator.
+                                forward(comm, unsafe { next!($mpi_isend)(buf, count, datatype, dest, t, h, request) })
                             }
                         }
                     })
                 }
-                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
+                // SAFETY: the application's arguments of this call.
+                unsafe {
+                    checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
+                }
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a receive: the buffer with `count` elements of `datatype`,
+        /// and the status or request pointer, valid as MPI says.
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
             count: $cnt,
@@ -498,42 +572,54 @@ macro_rules! indexed_p2p {
             status: *mut MPI_Status,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || unsafe {
+            mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($recv), || unsafe {
-                        crate::standard_abi::multiplex::recv(
-                            stringify!($recv),
-                            buf,
-                            $n(count),
-                            datatype,
-                            source,
-                            tag,
-                            comm,
-                            source_stream_index,
-                            dest_stream_index,
-                            status.cast(),
-                        )
+                    return crate::runtime::standard_entry(stringify!($recv), || {
+                        // SAFETY: the application's arguments, passed on unchanged.
+                        unsafe {
+                            crate::standard_abi::multiplex::recv(
+                                stringify!($recv),
+                                buf,
+                                $n(count),
+                                datatype,
+                                source,
+                                tag,
+                                comm,
+                                source_stream_index,
+                                dest_stream_index,
+                                status.cast(),
+                            )
+                        }
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-                if let Some((h, mx)) =
-                    fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-                {
+                let fast = registry::with_table(comm, |mx| {
+                    let h =
+                        fast_recv_route(mx, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)?;
                     let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Recv");
-                    return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
+                    // SAFETY: the next definition of the receive (its C prototype), with the application's
+                    // buffer, count, datatype and status as it passed them, on the hidden communicator.
+                    Some(forward(comm, unsafe { next!($mpi_recv)(buf, count, datatype, source, tag, h, status) }))
+                });
+                if let Some(rc) = fast {
+                    return rc;
                 }
                 let f = stringify!($recv);
-                mpix_entry(f, |rt| unsafe {
+                mpix_entry(f, |rt| {
                     let (si, di) = (source_stream_index, dest_stream_index);
-                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+                    let out = RecvOut::Blocking(status);
+                    // SAFETY: the application's arguments of this call.
+                    unsafe { recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out) }
                 })
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a nonblocking receive: the buffer with `count` elements of `datatype`,
+        /// and the status or request pointer, valid as MPI says.
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
             count: $cnt,
@@ -546,39 +632,54 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || unsafe {
+            mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($irecv), || unsafe {
-                        crate::standard_abi::multiplex::irecv(
-                            stringify!($irecv),
-                            buf,
-                            $n(count),
-                            datatype,
-                            source,
-                            tag,
-                            comm,
-                            source_stream_index,
-                            dest_stream_index,
-                            request.cast(),
-                        )
+                    return crate::runtime::standard_entry(stringify!($irecv), || {
+                        // SAFETY: the application's arguments, passed on unchanged.
+                        unsafe {
+                            crate::standard_abi::multiplex::irecv(
+                                stringify!($irecv),
+                                buf,
+                                $n(count),
+                                datatype,
+                                source,
+                                tag,
+                                comm,
+                                source_stream_index,
+                                dest_stream_index,
+                                request.cast(),
+                            )
+                        }
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
                 if !request.is_null() {
-                    if let Some((h, mx)) =
-                        fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-                    {
+                    let fast = registry::with_table(comm, |mx| {
+                        let h = fast_recv_route(
+                            mx,
+                            count as MPI_Count,
+                            source,
+                            tag,
+                            source_stream_index,
+                            dest_stream_index,
+                        )?;
                         let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Irecv");
-                        return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
+                        // SAFETY: the next definition of the receive (its C prototype), with the application's
+                        // buffer, count, datatype and request as it passed them, on the hidden communicator.
+                        Some(forward(comm, unsafe { next!($mpi_irecv)(buf, count, datatype, source, tag, h, request) }))
+                    });
+                    if let Some(rc) = fast {
+                        return rc;
                     }
                 }
                 let f = stringify!($irecv);
-                mpix_entry(f, |rt| unsafe {
+                mpix_entry(f, |rt| {
                     let (si, di) = (source_stream_index, dest_stream_index);
                     let out = RecvOut::Nonblocking(request);
-                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+                    // SAFETY: the application's arguments of this call.
+                    unsafe { recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out) }
                 })
             })
         }
