@@ -68,12 +68,8 @@ struct Dups {
 
 /// After MPICH's `MPI_Comm_idup*` of the multiplex communicator `parent` gave `newcomm` and
 /// `*request`: replaces `*request` by ours, and starts the nonblocking dups or our thread (module doc).
-///
-/// # Safety
-/// `request` is the application's request argument, which MPICH's idup just set.
-pub unsafe fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    // SAFETY: the caller's contract: MPICH's idup wrote `*request`.
-    let inner = unsafe { *request };
+pub fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: &mut MPI_Request) -> c_int {
+    let inner = *request;
     let started = if rt.thread_multiple() && parent.on_streams() {
         with_thread(rt, parent, newcomm, inner)
     } else {
@@ -81,8 +77,7 @@ pub unsafe fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Com
     };
     match started {
         Ok(greq) => {
-            // SAFETY: the caller's contract: `request` is the application's request argument.
-            unsafe { *request = greq.raw() };
+            *request = greq.raw();
             MPI_SUCCESS
         }
         Err(rc) => rc,
@@ -285,10 +280,9 @@ unsafe extern "C" fn greq_wait(
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPI_Comm_idup (query)", || {
-        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran.
-        let error = unsafe { op_of(extra) }.error.load(Ordering::Acquire);
-        // SAFETY: MPICH passes a status of its own to fill in, valid for the call.
-        unsafe { collective_status(status, error) }
+        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
+        // with a status of its own to fill in, valid for the call.
+        unsafe { collective_status(status, op_of(extra).error.load(Ordering::Acquire)) }
     })
 }
 

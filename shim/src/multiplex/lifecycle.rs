@@ -29,30 +29,25 @@ fn class_of(standard: c_int) -> Class {
 }
 
 /// The local arguments of `MPIX_Stream_comm_create_multiplex`: the stream slots, or the error.
-///
-/// # Safety
-/// `array` is NULL or points to `count` stream handles (the application's arguments, as MPI requires).
-unsafe fn local_streams(
+/// `array`: the application's `count` stream handles, `None` where its pointer is NULL.
+fn local_streams(
     rt: &Runtime,
     count: c_int,
-    array: *const MPIX_Stream,
-    newcomm: *mut MPI_Comm,
+    array: Option<&[MPIX_Stream]>,
+    newcomm_is_null: bool,
 ) -> Result<Box<[Option<usize>]>, (Class, String)> {
-    if newcomm.is_null() {
+    if newcomm_is_null {
         return Err((Class::Arg, "the newcomm argument is a null pointer".into()));
     }
     if count < 0 {
         return Err((Class::Count, format!("count {count} is negative")));
     }
-    if count > 0 && array.is_null() {
-        return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
-    }
-    let handles: &[MPIX_Stream] = if count == 0 {
-        &[]
-    } else {
-        // SAFETY: `array` is not NULL (checked above) and holds `count` handles (the caller's contract);
-        // the slice is read only here, within the application's call.
-        unsafe { std::slice::from_raw_parts(array, count as usize) }
+    let handles = match array {
+        Some(handles) => handles,
+        None if count > 0 => {
+            return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")))
+        }
+        None => &[],
     };
     let mut out = Vec::with_capacity(count as usize);
     for (i, &h) in handles.iter().enumerate() {
@@ -106,8 +101,12 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         }
         // Collectives over `comm` from here on: inside its stream's endpoint, where it has one.
         let _claim = crate::native_fixes::native_streams::native_stream_of(comm).map(|s| s.claim());
-        // SAFETY: the application's arguments of this call, as MPI requires them.
-        let local = unsafe { local_streams(rt, count, array_of_streams, newcomm) };
+        let array = (count > 0 && !array_of_streams.is_null()).then(|| {
+            // SAFETY: the application's array of `count` stream handles (not NULL), as MPI requires it;
+            // read only during this call.
+            unsafe { std::slice::from_raw_parts(array_of_streams.cast_const(), count as usize) }
+        });
+        let local = local_streams(rt, count, array, newcomm.is_null());
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
         // fail together instead of some waiting in a collective the others skipped).
         let mine: c_int = match &local {
@@ -132,10 +131,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 &format!("rank {r} passed invalid arguments (see its error); no communicator was created"),
             );
         }
-        let ub = parent.attr(MPI_TAG_UB).ok().flatten().map(|v| v.0 as *const c_int).filter(|p| !p.is_null());
-        // SAFETY: MPI_TAG_UB's value is a pointer to MPICH's own `int` attribute, valid while the
-        // communicator lives (the predefined attribute of every communicator).
-        let tag_ub = ub.map_or(32767, |p| unsafe { *p });
+        let tag_ub = parent.tag_ub().ok().flatten().unwrap_or(32767);
         let user = match parent.dup() {
             Ok(user) => user,
             Err(rc) => return rc,
@@ -173,15 +169,16 @@ pub unsafe fn comm_constructed(
     newcomm: *mut MPI_Comm,
     request: Option<*mut MPI_Request>,
 ) -> Option<c_int> {
+    // SAFETY: the caller's contract: the constructor's output arguments, valid, written by MPICH, and
+    // used only during this call.
+    let (newcomm, request) = unsafe { (&mut *newcomm, request.map(|r| &mut *r)) };
     let parent_handle = parent;
-    // SAFETY: the caller's contract: MPICH's constructor wrote `*newcomm`.
-    let child = unsafe { *newcomm };
+    let child = *newcomm;
     match kind {
         CommCtor::Dup | CommCtor::DupWithInfo => {}
         CommCtor::Idup | CommCtor::IdupWithInfo => {
             let parent = registry::lookup(parent)?;
-            // SAFETY: `request` is the constructor's request argument (the caller's contract).
-            let rc = unsafe { super::idup::started(rt, &parent, child, request?) };
+            let rc = super::idup::started(rt, &parent, child, request?);
             attach_record(rt, parent_handle, child);
             return Some(rc);
         }
@@ -196,8 +193,7 @@ pub unsafe fn comm_constructed(
         Err(rc) => {
             // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
             if Comm(child).free().is_ok() {
-                // SAFETY: the caller's contract: `newcomm` is the constructor's output argument.
-                unsafe { *newcomm = MPI_COMM_NULL };
+                *newcomm = MPI_COMM_NULL;
             }
             rc
         }

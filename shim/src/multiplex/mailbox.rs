@@ -21,8 +21,7 @@ use std::os::raw::{c_int, c_void};
 ///
 /// # Safety
 /// `buf` with `count` elements of `datatype` is the application's send buffer, readable during the
-/// call (it is packed before the call returns); `request`, where given, is the application's request
-/// argument, valid for writing.
+/// call (it is packed before the call returns).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn send(
     mx: &Multiplex,
@@ -32,7 +31,7 @@ pub unsafe fn send(
     tag: c_int,
     si: usize,
     di: usize,
-    request: Option<*mut MPI_Request>,
+    request: Option<&mut MPI_Request>,
 ) -> c_int {
     let comm = Comm(mx.comm);
     let size = match comm.pack_size(count, Datatype(datatype)) {
@@ -57,8 +56,7 @@ pub unsafe fn send(
             let sent = unsafe { comm.isend(buf, 0, Datatype::BYTE, MPI_PROC_NULL, 0) };
             match sent {
                 Ok(req) => {
-                    // SAFETY: the caller's contract: `r` is the application's request argument.
-                    unsafe { *r = req.raw() };
+                    *r = req.raw();
                     MPI_SUCCESS
                 }
                 Err(rc) => forward(mx.comm, rc),

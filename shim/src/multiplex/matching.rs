@@ -26,11 +26,10 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
 use mpixstream_wrappers::mpi::{Comm, Datatype, Request, Stream};
 use mpixstream_wrappers::next;
-use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Messages one turn of an engine pulls out of MPICH at most.
 const PROBE_BUDGET: usize = 64;
@@ -117,17 +116,16 @@ pub struct RecvOp {
     /// before the receive is posted.
     pub greq: AtomicI32,
     pub cancel: AtomicBool,
-    done: AtomicBool,
-    /// Written once, by `finish`, before `done` is set; read only once `done` is seen.
-    outcome: UnsafeCell<Outcome>,
+    /// Set once, by `finish` (or at the start, for a receive complete at once): the receive is done.
+    outcome: OnceLock<Outcome>,
 }
 
 // SAFETY: the only non-thread-safe field is the application's buffer pointer, which the application
 // keeps valid until the receive completes, whatever thread completes it (MPI's rule for a receive
 // buffer); it is written only through MPICH's receive of the matched message.
 unsafe impl Send for RecvOp {}
-// SAFETY: shared access is to atomics, immutable fields, and `outcome`, which is written once before
-// `done` is set (Release) and read only after `done` is seen (Acquire): `finish`, `outcome`.
+// SAFETY: as for `Send`: the buffer pointer is only handed to MPICH's receive; every other field is
+// immutable or synchronized (atomics, `OnceLock`).
 unsafe impl Sync for RecvOp {}
 
 #[derive(Clone, Copy, Default)]
@@ -148,14 +146,11 @@ pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int,
 }
 
 impl RecvOp {
-    /// A receive into `count` elements of `datatype` at `buf`; `done`: complete already, with this
-    /// outcome.
+    /// A receive into `count` elements of `datatype` at `buf`.
     ///
     /// # Safety
     /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until
-    /// the receive completes (MPI's rule: a blocking receive's call, a nonblocking one's request), or
-    /// `done` is given (nothing is received).
-    #[allow(clippy::too_many_arguments)]
+    /// the receive completes (MPI's rule: a blocking receive's call, a nonblocking one's request).
     pub unsafe fn new(
         mx: Arc<Multiplex>,
         index: usize,
@@ -163,7 +158,18 @@ impl RecvOp {
         count: MPI_Count,
         datatype: MPI_Datatype,
         envelope: (c_int, c_int, c_int),
-        done: Option<Outcome>,
+    ) -> RecvOp {
+        RecvOp::with_buffer(mx, index, buf, count, datatype, envelope)
+    }
+
+    /// `new` without its contract: for a receive that never writes its buffer.
+    fn with_buffer(
+        mx: Arc<Multiplex>,
+        index: usize,
+        buf: *mut c_void,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        envelope: (c_int, c_int, c_int),
     ) -> RecvOp {
         RecvOp {
             mx,
@@ -176,9 +182,16 @@ impl RecvOp {
             sidx: envelope.2,
             greq: AtomicI32::new(MPI_REQUEST_NULL),
             cancel: AtomicBool::new(false),
-            done: AtomicBool::new(done.is_some()),
-            outcome: UnsafeCell::new(done.unwrap_or_default()),
+            outcome: OnceLock::new(),
         }
+    }
+
+    /// A receive complete already with `outcome`, which receives nothing (no buffer).
+    pub fn completed(mx: Arc<Multiplex>, index: usize, envelope: (c_int, c_int, c_int), outcome: Outcome) -> RecvOp {
+        // No buffer: the receive is complete before anything could write one.
+        let op = RecvOp::with_buffer(mx, index, std::ptr::null_mut(), 0, MPI_BYTE, envelope);
+        let _ = op.outcome.set(outcome);
+        op
     }
 
     #[inline]
@@ -188,25 +201,21 @@ impl RecvOp {
 
     #[inline]
     pub fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
+        self.outcome.get().is_some()
     }
 
     /// The outcome of a finished receive.
     #[inline]
     pub fn outcome(&self) -> Outcome {
         debug_assert!(self.is_done());
-        // SAFETY: written once, by `finish`, before `done` was set (Release); a caller reads it only once
-        // `done` is seen (Acquire): no write can overlap this read.
-        unsafe { *self.outcome.get() }
+        self.outcome.get().copied().unwrap_or_default()
     }
 
     /// Records the outcome and signals completion (a nonblocking receive's request completes). Called
     /// only by whoever took the receive out of its engine's queues (posted, in flight) under the
     /// engine's lock, or by the one that matched it at once: once per receive.
     fn finish(&self, outcome: Outcome) {
-        // SAFETY: the one write (see above), before `done` is set: no read of `outcome` overlaps it.
-        unsafe { *self.outcome.get() = outcome };
-        self.done.store(true, Ordering::Release);
+        let _ = self.outcome.set(outcome);
         self.mx.pending.fetch_sub(1, Ordering::AcqRel);
         let greq = self.greq.load(Ordering::Acquire);
         if greq != MPI_REQUEST_NULL {

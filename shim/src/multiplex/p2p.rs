@@ -79,29 +79,6 @@ fn send_route(
     Ok(Some((route.comm, hidden_tag)))
 }
 
-/// A send `send_route` gave `MPI_COMM_NULL` (`Route::LOCAL`): between two indices of this process on
-/// dedicated endpoints, copied (`mailbox`); arguments already checked.
-///
-/// # Safety
-/// As [`mailbox::send`]: the application's send buffer and request argument.
-#[allow(clippy::too_many_arguments)]
-unsafe fn send_local(
-    comm: MPI_Comm,
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    tag: c_int,
-    si: c_int,
-    di: c_int,
-    request: Option<*mut MPI_Request>,
-) -> c_int {
-    match registry::lookup(comm) {
-        // SAFETY: the caller's contract.
-        Some(mx) => unsafe { mailbox::send(&mx, buf, count, datatype, tag, si as usize, di as usize, request) },
-        None => MPI_ERR_COMM,
-    }
-}
-
 /// The send path when every argument is valid: the hidden communicator and tag on `mx` (the record
 /// `registry::with_table` found), or `None` for anything else (`MPI_PROC_NULL`, a bad rank, index,
 /// tag or count), which `send_route` then handles with its errors. The route is one load from the
@@ -175,26 +152,22 @@ fn fast_recv_route(
     Some(route.comm)
 }
 
-enum RecvOut {
-    Blocking(*mut MPI_Status),
-    Nonblocking(*mut MPI_Request),
+/// Where a receive's result goes: the application's own status and request arguments.
+enum RecvOut<'a> {
+    /// The status, where the application gave a real one (not NULL, not `MPI_STATUS_IGNORE`).
+    Blocking(Option<&'a mut MPI_Status>),
+    Nonblocking(&'a mut MPI_Request),
 }
 
 /// A receive from `MPI_PROC_NULL`: at once, source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, count 0 (set
 /// here: MPICH 4.0.2's own `MPI_Irecv` from `MPI_PROC_NULL` reports source 0).
-///
-/// # Safety
-/// `out`'s pointer is the application's status (NULL or `MPI_STATUS_IGNORE` allowed) or request
-/// argument (not NULL), valid for writing.
-unsafe fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
+fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
     let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
     let _ = set_elements(&mut empty, Datatype::BYTE, 0);
     let _ = set_cancelled(&mut empty, false);
     match out {
         RecvOut::Blocking(st) => {
-            if status_is_real(st) {
-                // SAFETY: the caller's contract: a real status pointer of the application's.
-                let st = unsafe { &mut *st };
+            if let Some(st) = st {
                 empty.MPI_ERROR = st.MPI_ERROR;
                 *st = empty;
             }
@@ -203,27 +176,23 @@ unsafe fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
         RecvOut::Nonblocking(r) => {
             let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
             let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
-            // SAFETY: complete already (`done`): nothing is received, the buffer is never touched.
-            let op = Arc::new(unsafe {
-                RecvOp::new(mx.clone(), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done))
-            });
+            let op = Arc::new(RecvOp::completed(mx.clone(), d, envelope, done));
             let req = match requests::start(&op) {
                 Ok(req) => req,
                 Err(rc) => return forward(mx.comm, rc),
             };
-            // SAFETY: the caller's contract: the application's request argument.
-            unsafe { *r = req.raw() };
+            *r = req.raw();
             forward(mx.comm, code(req.grequest_complete()))
         }
     }
 }
 
 /// A receive through the engine of index `di` (or from `MPI_PROC_NULL`), with every check and error.
+/// `out`: `None` for a nonblocking receive whose request argument is a null pointer (an error).
 ///
 /// # Safety
 /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
-/// receive completes (MPI's rule); `out`'s pointer is the application's status (NULL or
-/// `MPI_STATUS_IGNORE` allowed) or request argument, valid for writing.
+/// receive completes (MPI's rule).
 #[allow(clippy::too_many_arguments)]
 unsafe fn recv(
     rt: &Runtime,
@@ -236,16 +205,14 @@ unsafe fn recv(
     comm: MPI_Comm,
     si: c_int,
     di: c_int,
-    out: RecvOut,
+    out: Option<RecvOut>,
 ) -> c_int {
     let Some(mx) = registry::lookup(comm) else {
         return not_multiplex(rt, comm, f);
     };
-    if let RecvOut::Nonblocking(r) = out {
-        if r.is_null() {
-            return raise(comm, Class::Arg, f, "the request argument is a null pointer");
-        }
-    }
+    let Some(out) = out else {
+        return raise(comm, Class::Arg, f, "the request argument is a null pointer");
+    };
     let d = match mx.local_index(di, "dest_stream_index", f) {
         Ok(d) => d,
         Err(rc) => return rc,
@@ -256,8 +223,7 @@ unsafe fn recv(
         return raise(comm, Class::Count, f, &format!("count {count} is negative"));
     }
     if source == MPI_PROC_NULL {
-        // SAFETY: the caller's contract on `out`.
-        return unsafe { recv_proc_null(&mx, d, out) };
+        return recv_proc_null(&mx, d, out);
     }
     let checked = (|| {
         if source != MPI_ANY_SOURCE {
@@ -277,7 +243,7 @@ unsafe fn recv(
     let engine = &mx.engines[d];
     // SAFETY: the caller's contract: the application's receive buffer, writable until the receive
     // completes.
-    let new_op = || unsafe { RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si), None) };
+    let new_op = || unsafe { RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si)) };
     // No receive posted before ours on this engine: the first matching message, already pulled or next
     // out of MPICH, is ours; take it without queueing anything.
     if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
@@ -289,9 +255,7 @@ unsafe fn recv(
                 let rc = unsafe { next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st) };
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
-                if status_is_real(status) {
-                    // SAFETY: the caller's contract: a real status pointer of the application's.
-                    let status = unsafe { &mut *status };
+                if let Some(status) = status {
                     st.MPI_ERROR = status.MPI_ERROR;
                     *status = st;
                 }
@@ -308,8 +272,7 @@ unsafe fn recv(
             RecvOut::Nonblocking(request) => {
                 let op = Arc::new(new_op());
                 match requests::start(&op) {
-                    // SAFETY: the caller's contract: the application's request argument.
-                    Ok(req) => unsafe { *request = req.raw() },
+                    Ok(req) => *request = req.raw(),
                     Err(rc) => return forward(comm, rc),
                 }
                 let mut st = lock(&engine.state);
@@ -322,8 +285,7 @@ unsafe fn recv(
     match out {
         RecvOut::Nonblocking(request) => {
             match requests::start(&op) {
-                // SAFETY: the caller's contract: the application's request argument.
-                Ok(req) => unsafe { *request = req.raw() },
+                Ok(req) => *request = req.raw(),
                 Err(rc) => return forward(comm, rc),
             }
             let mut st = lock(&engine.state);
@@ -351,9 +313,7 @@ unsafe fn recv(
                 }
             }
             let o = op.outcome();
-            if status_is_real(status) {
-                // SAFETY: the caller's contract: a real status pointer of the application's.
-                let status = unsafe { &mut *status };
+            if let Some(status) = status {
                 let keep = status.MPI_ERROR;
                 *status = o.status;
                 status.MPI_ERROR = keep;
@@ -370,8 +330,7 @@ unsafe fn recv(
 macro_rules! indexed_p2p {
     ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $n:path, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
         /// # Safety
-        /// C arguments as MPI requires them for a send: the buffer with `count` elements of `datatype`,
-        /// and the status or request pointer, valid as MPI says.
+        /// C arguments as MPI requires them for a send: the buffer with `count` elements of `datatype`.
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -384,35 +343,32 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($send), || {
+            // SAFETY: the application's buffer (the caller's contract) goes on unchanged, to the standard
+            // ABI's implementation, to the next definition of the send or to the checked path.
+            mpixstream_wrappers::guard::ffi_guard(stringify!($send), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($send), || {
-                        // SAFETY: the application's arguments, passed on unchanged.
-                        unsafe {
-                            crate::standard_abi::multiplex::send(
-                                stringify!($send),
-                                buf,
-                                $n(count),
-                                datatype,
-                                dest,
-                                tag,
-                                comm,
-                                source_stream_index,
-                                dest_stream_index,
-                            )
-                        }
+                        crate::standard_abi::multiplex::send(
+                            stringify!($send),
+                            buf,
+                            $n(count),
+                            datatype,
+                            dest,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                        )
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 let fast = registry::with_table(comm, |mx| {
-                    let (h, t) =
-                        fast_send_route(mx, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)?;
-                    let _claim = mx.claim_index(source_stream_index, h, c"MPI_Send");
-                    // SAFETY: the next definition of the send (its C prototype), with the application's
-                    // buffer, count and datatype as it passed them, on the hidden communicator.
-                    Some(forward(comm, unsafe { next!($mpi_send)(buf, count, datatype, dest, t, h) }))
+                    let (h, t) = fast_send_route(mx, count as MPI_Count, dest, tag, si, di)?;
+                    let _claim = mx.claim_index(si, h, c"MPI_Send");
+                    Some(forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h)))
                 });
                 if let Some(rc) = fast {
                     return rc;
@@ -435,28 +391,40 @@ macro_rules! indexed_p2p {
                     di: c_int,
                 ) -> c_int {
                     let f = stringify!($send);
-                    mpix_entry(f, |rt| match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
-                        Err(rc) => rc,
-                        Ok(None) => MPI_SUCCESS,
-                        Ok(Some((MPI_COMM_NULL, t))) => {
-                            // SAFETY: the caller's contract: the application's send buffer.
-                            unsafe { send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None) }
-                        }
-                        Ok(Some((h, t))) => {
-                            let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
-                            // SAFETY: as on the fast path: the application's arguments, the hidden communicator.
-                            forward(comm, unsafe { next!($mpi_send)(buf, count, datatype, dest, t, h) })
+                    // SAFETY: the caller's contract: the application's buffer, passed on unchanged.
+                    mpix_entry(f, |rt| unsafe {
+                        match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
+                            Err(rc) => rc,
+                            Ok(None) => MPI_SUCCESS,
+                            // Between two indices of this process on dedicated endpoints (`Route::LOCAL`):
+                            // copied (`mailbox`).
+                            Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
+                                Some(mx) => mailbox::send(
+                                    &mx,
+                                    buf,
+                                    count as MPI_Count,
+                                    datatype,
+                                    t,
+                                    si as usize,
+                                    di as usize,
+                                    None,
+                                ),
+                                None => MPI_ERR_COMM,
+                            },
+                            Ok(Some((h, t))) => {
+                                let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
+                                forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
+                            }
                         }
                     })
                 }
-                // SAFETY: the application's arguments of this call.
-                unsafe { checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index) }
+                checked(buf, count, datatype, dest, tag, comm, si, di)
             })
         }
 
         /// # Safety
-        /// C arguments as MPI requires them for a nonblocking send: the buffer with `count` elements of `datatype`,
-        /// and the status or request pointer, valid as MPI says.
+        /// C arguments as MPI requires them for a nonblocking send: the buffer with `count` elements of
+        /// `datatype`, the request pointer.
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $isend(
@@ -471,41 +439,39 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || {
+            // SAFETY: the application's buffer and request (the caller's contract) go on unchanged, to
+            // the standard ABI's implementation, to the next definition of the send or to the checked
+            // path.
+            mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($isend), || {
-                        // SAFETY: the application's arguments, passed on unchanged.
-                        unsafe {
-                            crate::standard_abi::multiplex::isend(
-                                stringify!($isend),
-                                buf,
-                                $n(count),
-                                datatype,
-                                dest,
-                                tag,
-                                comm,
-                                source_stream_index,
-                                dest_stream_index,
-                                request.cast(),
-                            )
-                        }
+                        crate::standard_abi::multiplex::isend(
+                            stringify!($isend),
+                            buf,
+                            $n(count),
+                            datatype,
+                            dest,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            request.cast(),
+                        )
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 // One compiled entry on every target. MPICH's call keeps a frame of ours around it (nine
                 // arguments here against its seven: no tail call), so an error it returns reaches the
                 // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
                 // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
                 if !request.is_null() {
                     let fast = registry::with_table(comm, |mx| {
-                        let (h, t) =
-                            fast_send_route(mx, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)?;
-                        let _claim = mx.claim_index(source_stream_index, h, c"MPI_Isend");
-                        // SAFETY: the next definition of the send (its C prototype), with the application's
-                        // buffer, count, datatype and request as it passed them, on the hidden communicator.
-                        Some(forward(comm, unsafe { next!($mpi_isend)(buf, count, datatype, dest, t, h, request) }))
+                        let (h, t) = fast_send_route(mx, count as MPI_Count, dest, tag, si, di)?;
+                        let _claim = mx.claim_index(si, h, c"MPI_Isend");
+                        Some(forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request)))
                     });
                     if let Some(rc) = fast {
                         return rc;
@@ -528,37 +494,37 @@ macro_rules! indexed_p2p {
                     request: *mut MPI_Request,
                 ) -> c_int {
                     let f = stringify!($isend);
-                    mpix_entry(f, |rt| {
+                    // SAFETY: the caller's contract: the application's buffer and request (checked for
+                    // NULL by `send_route`), passed on unchanged.
+                    mpix_entry(f, |rt| unsafe {
                         match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
                             Err(rc) => rc,
                             Ok(None) => {
-                                // SAFETY: the next definition of the send, with the application's arguments.
-                                forward(comm, unsafe {
-                                    next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request)
-                                })
+                                forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
                             }
-                            Ok(Some((MPI_COMM_NULL, t))) => {
-                                // SAFETY: the caller's contract: the application's send buffer and request.
-                                unsafe { send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request)) }
-                            }
+                            // Between two indices of this process on dedicated endpoints (`Route::LOCAL`):
+                            // copied (`mailbox`).
+                            Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
+                                Some(mx) => {
+                                    let (si, di, request) = (si as usize, di as usize, Some(&mut *request));
+                                    mailbox::send(&mx, buf, count as MPI_Count, datatype, t, si, di, request)
+                                }
+                                None => MPI_ERR_COMM,
+                            },
                             Ok(Some((h, t))) => {
                                 let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Isend"));
-                                // SAFETY: as on the fast path: the application's arguments, the hidden communicator.
-                                forward(comm, unsafe { next!($mpi_isend)(buf, count, datatype, dest, t, h, request) })
+                                forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
                             }
                         }
                     })
                 }
-                // SAFETY: the application's arguments of this call.
-                unsafe {
-                    checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
-                }
+                checked(buf, count, datatype, dest, tag, comm, si, di, request)
             })
         }
 
         /// # Safety
-        /// C arguments as MPI requires them for a receive: the buffer with `count` elements of `datatype`,
-        /// and the status or request pointer, valid as MPI says.
+        /// C arguments as MPI requires them for a receive: the buffer with `count` elements of
+        /// `datatype`, the status pointer (NULL or `MPI_STATUS_IGNORE` allowed).
         #[no_mangle]
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
@@ -572,53 +538,49 @@ macro_rules! indexed_p2p {
             status: *mut MPI_Status,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || {
+            // SAFETY: the application's buffer and status (the caller's contract) go on unchanged, to the
+            // standard ABI's implementation, to the next definition of the receive or to `recv` (the
+            // status as a reference where it is a real one, for the call).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($recv), || {
-                        // SAFETY: the application's arguments, passed on unchanged.
-                        unsafe {
-                            crate::standard_abi::multiplex::recv(
-                                stringify!($recv),
-                                buf,
-                                $n(count),
-                                datatype,
-                                source,
-                                tag,
-                                comm,
-                                source_stream_index,
-                                dest_stream_index,
-                                status.cast(),
-                            )
-                        }
+                        crate::standard_abi::multiplex::recv(
+                            stringify!($recv),
+                            buf,
+                            $n(count),
+                            datatype,
+                            source,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            status.cast(),
+                        )
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 let fast = registry::with_table(comm, |mx| {
-                    let h =
-                        fast_recv_route(mx, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)?;
-                    let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Recv");
-                    // SAFETY: the next definition of the receive (its C prototype), with the application's
-                    // buffer, count, datatype and status as it passed them, on the hidden communicator.
-                    Some(forward(comm, unsafe { next!($mpi_recv)(buf, count, datatype, source, tag, h, status) }))
+                    let h = fast_recv_route(mx, count as MPI_Count, source, tag, si, di)?;
+                    let _claim = mx.claim_index(di, h, c"MPI_Recv");
+                    Some(forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status)))
                 });
                 if let Some(rc) = fast {
                     return rc;
                 }
                 let f = stringify!($recv);
                 mpix_entry(f, |rt| {
-                    let (si, di) = (source_stream_index, dest_stream_index);
-                    let out = RecvOut::Blocking(status);
-                    // SAFETY: the application's arguments of this call.
-                    unsafe { recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out) }
+                    let out = RecvOut::Blocking(status_is_real(status).then(|| &mut *status));
+                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, Some(out))
                 })
             })
         }
 
         /// # Safety
-        /// C arguments as MPI requires them for a nonblocking receive: the buffer with `count` elements of `datatype`,
-        /// and the status or request pointer, valid as MPI says.
+        /// C arguments as MPI requires them for a nonblocking receive: the buffer with `count` elements
+        /// of `datatype`, the request pointer.
         #[no_mangle]
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
@@ -632,43 +594,35 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
-            mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || {
+            // SAFETY: the application's buffer and request (the caller's contract) go on unchanged, to the
+            // standard ABI's implementation, to the next definition of the receive or to `recv` (the
+            // request as a reference where it is not NULL, for the call).
+            mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($irecv), || {
-                        // SAFETY: the application's arguments, passed on unchanged.
-                        unsafe {
-                            crate::standard_abi::multiplex::irecv(
-                                stringify!($irecv),
-                                buf,
-                                $n(count),
-                                datatype,
-                                source,
-                                tag,
-                                comm,
-                                source_stream_index,
-                                dest_stream_index,
-                                request.cast(),
-                            )
-                        }
+                        crate::standard_abi::multiplex::irecv(
+                            stringify!($irecv),
+                            buf,
+                            $n(count),
+                            datatype,
+                            source,
+                            tag,
+                            comm,
+                            source_stream_index,
+                            dest_stream_index,
+                            request.cast(),
+                        )
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 if !request.is_null() {
                     let fast = registry::with_table(comm, |mx| {
-                        let h = fast_recv_route(
-                            mx,
-                            count as MPI_Count,
-                            source,
-                            tag,
-                            source_stream_index,
-                            dest_stream_index,
-                        )?;
-                        let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Irecv");
-                        // SAFETY: the next definition of the receive (its C prototype), with the application's
-                        // buffer, count, datatype and request as it passed them, on the hidden communicator.
-                        Some(forward(comm, unsafe { next!($mpi_irecv)(buf, count, datatype, source, tag, h, request) }))
+                        let h = fast_recv_route(mx, count as MPI_Count, source, tag, si, di)?;
+                        let _claim = mx.claim_index(di, h, c"MPI_Irecv");
+                        Some(forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request)))
                     });
                     if let Some(rc) = fast {
                         return rc;
@@ -676,10 +630,8 @@ macro_rules! indexed_p2p {
                 }
                 let f = stringify!($irecv);
                 mpix_entry(f, |rt| {
-                    let (si, di) = (source_stream_index, dest_stream_index);
-                    let out = RecvOut::Nonblocking(request);
-                    // SAFETY: the application's arguments of this call.
-                    unsafe { recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out) }
+                    let out = request.as_mut().map(RecvOut::Nonblocking);
+                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
                 })
             })
         }

@@ -107,10 +107,9 @@ unsafe extern "C" fn greq_wait(
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPIX_Stream_irecv (query)", || {
-        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran.
-        let op = unsafe { op_of(extra) };
-        // SAFETY: MPICH passes a status of its own to fill in, valid for the call.
-        let status = unsafe { &mut *status };
+        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
+        // with a status of its own to fill in, valid for the call.
+        let (op, status) = unsafe { (op_of(extra), &mut *status) };
         let o = op.outcome();
         if o.cancelled {
             let _ = set_elements(status, Datatype::BYTE, 0);
