@@ -1,9 +1,9 @@
 //! The enqueue entry points. Prototypes are native MPICH 5's where it has the function
 //! (`MPIX_Send_enqueue` ... `MPIX_Allreduce_enqueue`, and their `_c` forms); the collectives beyond
 //! native follow MPI's prototypes; `MPIX_Host_queue_*` are ours (include/mpix_stream.h).
-use super::engine::{Queue, QueueEngine};
+use super::engine::Queue;
 use super::ops::{Kind, StatusDst};
-use super::registry::engine;
+use super::registry::{engine, EngineRef};
 use super::requests::request_stream;
 use crate::comms::Origin;
 use crate::errors::{raise, Class};
@@ -16,7 +16,7 @@ use std::os::raw::{c_int, c_void};
 use std::ptr::null_mut;
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
-fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static QueueEngine, c_int> {
+fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<EngineRef, c_int> {
     // The common case through the communicator table's cache (no hashing, no lock).
     if let Some(e) = rt.comms.stream_of(comm).and_then(engine) {
         e.report_error(comm, func)?;
@@ -328,7 +328,7 @@ pub extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are
 /// skipped (their statuses set empty); requests are set to `MPI_REQUEST_NULL`.
 fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuses: &[StatusDst]) -> c_int {
-    let mut eng: Option<&'static QueueEngine> = None;
+    let mut eng: Option<EngineRef> = None;
     let mut live = Vec::new();
     let mut dsts = Vec::new();
     for (i, &h) in requests.iter().enumerate() {
@@ -436,7 +436,7 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
 }
 
 /// The host queue behind `stream`, or the error.
-fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<&'static QueueEngine, c_int> {
+fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<EngineRef, c_int> {
     let index = rt
         .streams
         .lookup(stream)
