@@ -458,7 +458,8 @@ fn run(q: &Shared, r: &mut Runner, item: Item) {
             }
         }
         // SAFETY: `f` and `arg` are what the application gave MPIX_Host_queue_launch, whose contract
-        // (include/mpix_stream.h) is that the queue calls `f(arg)` once, on its thread, in order.
+        // (include/mpix_stream.h) is that the queue runs `f(arg)` once, after everything queued before
+        // it, on its worker or a synchronising thread: here, the stream's one driver.
         Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
     }
     count_executed(q);
