@@ -17,7 +17,7 @@ impl Request {
     /// `MPI_Test` into `status`, as the caller initialised it: MPICH writes only the fields the request
     /// kind defines (a send's completion sets the cancelled bit alone), so the rest keep the caller's
     /// values. True once complete (`self` is updated as by [`Request::test`]); on `Err`, `status` holds
-    /// whatever MPICH wrote before it failed.
+    /// whatever MPICH wrote before it failed (a truncated receive's source, tag and count).
     pub fn test_into(&mut self, status: &mut MPI_Status) -> MpiResult<bool> {
         let mut flag = 0;
         check(call!(PMPI_Test(&mut self.0, &mut flag, status)))?;
@@ -54,14 +54,6 @@ impl Request {
     /// `MPI_Grequest_complete` of a generalized request of ours.
     pub fn grequest_complete(self) -> MpiResult {
         check(call!(PMPI_Grequest_complete(self.0)))
-    }
-
-    /// `MPI_Test` into `status`, which MPICH fills once the request is complete, also when it completed
-    /// with an error (a truncated receive's source, tag and count): whether it is complete.
-    pub fn test_into(&mut self, status: &mut MPI_Status) -> MpiResult<bool> {
-        let mut flag = 0;
-        check(call!(PMPI_Test(&mut self.0, &mut flag, status)))?;
-        Ok(flag != 0)
     }
 }
 
