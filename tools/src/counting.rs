@@ -7,6 +7,12 @@
 //! on completion, with the size from the status (we pass our own status where the application passed
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
+//!
+//! The hooks get the application's arguments as it passed them to MPI; those that take pointers are
+//! `unsafe fn`s with one contract, *the application's arguments*: each pointer is null or valid as MPI
+//! requires of that argument for the call (a request, flag, index or status, an array of `count` of
+//! them), and MPICH has written the outputs once `call` returned. They read what they need as values
+//! ([`arg`], [`status`], [`arg_at`]), never holding a reference across `call`, which writes them.
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
@@ -14,6 +20,37 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
+
+/// The value of the application's argument `p` (an `MPI_Request *`, `int *`…), `None` where it is null.
+///
+/// # Safety
+/// `p` is null or valid for reading a `T` now (the application's arguments, module comment).
+#[inline]
+pub(crate) unsafe fn arg<T: Copy>(p: *const T) -> Option<T> {
+    // SAFETY: non-null, so valid for reading (the contract).
+    (!p.is_null()).then(|| unsafe { p.read() })
+}
+
+/// Element `i` of the application's array `p`, `None` where `p` is null.
+///
+/// # Safety
+/// `p` is null or valid for reading at least `i + 1` elements now.
+#[inline]
+pub(crate) unsafe fn arg_at<T: Copy>(p: *const T, i: usize) -> Option<T> {
+    // SAFETY: non-null, so `i` is within the array (the contract).
+    (!p.is_null()).then(|| unsafe { p.add(i).read() })
+}
+
+/// The status at `st` (a copy), `None` where `st` is null or `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `st` is null, `MPI_STATUS_IGNORE`, or valid for reading a status now (the application's, or one of
+/// ours).
+#[inline]
+unsafe fn status(st: *const MPI_Status) -> Option<MPI_Status> {
+    // SAFETY: a real status pointer, so valid for reading (the contract).
+    status_is_real(st as *mut MPI_Status).then(|| unsafe { st.read() })
+}
 
 /// Whether to follow a request in the table: on a checked communicator (its completion is checked),
 /// a receive (counted at completion, from its status), or, for the profile, one whose handle does not
@@ -24,22 +61,21 @@ fn wants_tracking(r: &CommRec, recv: bool, named: bool) -> bool {
     r.checked_stream.is_some() || (report_on() && (recv || !named))
 }
 
-/// Starts tracking `*request` (`named`: its handle names its endpoint). A builtin request (`handles::is_builtin`: shared and pre-completed) keys
-/// nothing, and has nothing left to attribute or to check.
+/// Starts tracking request `h` (the value the call wrote; `named`: its handle names its endpoint). A
+/// builtin request (`handles::is_builtin`: shared and pre-completed) keys nothing, and has nothing left
+/// to attribute or to check.
 ///
 /// A request that is not tracked removes any entry its handle still has: another thread's operation
 /// that had this handle may have completed inside MPICH a moment ago, its entry removed only when that
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
-    if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
-        return;
-    }
+pub(crate) fn track(h: Option<MPI_Request>, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
+    let Some(h) = h.filter(|&h| h != MPI_REQUEST_NULL && !is_builtin(h)) else { return };
     if wants_tracking(r, recv, named) {
-        request_table::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
+        request_table::requests().insert(h, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
-        request_table::requests().remove(*request);
+        request_table::requests().remove(h);
     }
 }
 
@@ -51,27 +87,28 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
     request_table::requests().get(h)
 }
 
-/// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
+/// The VCI that MPICH's request `h` for an operation on `r` names (the profile's word from MPICH itself).
 #[inline]
-unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
-    if !request.is_null() && report_on() {
-        r.note_request(*request);
+fn noted(r: &CommRec, h: Option<MPI_Request>) {
+    if let (Some(h), true) = (h, report_on()) {
+        r.note_request(h);
     }
 }
 
-/// A tracked operation completed: forget it and count a receive.
+/// A tracked operation completed: forget it and count a receive (`status` reads what the call wrote
+/// in its status, `None` where ignored; only a receive's is read).
 #[inline]
-unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
+fn finish(h: MPI_Request, info: ReqInfo, rc: c_int, status: impl FnOnce() -> Option<MPI_Status>) {
     request_table::requests().remove_own(h, info.seq);
-    if info.recv
-        && report_on()
-        && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
-    {
-        info.rec.count_recv(status);
+    if info.recv && report_on() {
+        let status = status();
+        if rc == MPI_SUCCESS || status.is_some_and(|s| s.MPI_ERROR == MPI_SUCCESS) {
+            info.rec.count_recv(status.as_ref());
+        }
     }
 }
 
-pub unsafe fn send(
+pub fn send(
     name: &'static str,
     comm: MPI_Comm,
     count: MPI_Count,
@@ -91,6 +128,8 @@ pub unsafe fn send(
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn isend(
     name: &'static str,
     comm: MPI_Comm,
@@ -110,12 +149,16 @@ pub unsafe fn isend(
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        noted(r, request);
-        track(request, r, false, false, state::requests_name_endpoints());
+        // SAFETY: the application's `request`, written by the call (the contract).
+        let h = unsafe { arg(request) };
+        noted(r, h);
+        track(h, r, false, false, state::requests_name_endpoints());
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn recv(
     name: &'static str,
     comm: MPI_Comm,
@@ -125,11 +168,15 @@ pub unsafe fn recv(
     if !on() {
         return call(status);
     }
-    counted_recv(name, rec(comm), status, call)
+    // SAFETY: the contract, passed on.
+    unsafe { counted_recv(name, rec(comm), status, call) }
 }
 
 /// A blocking receive on the communicator `r` (`MPI_Recv`, `MPI_Mrecv`): checked, and counted from
 /// its status (a local one when the caller ignores it and the report needs the count).
+///
+/// # Safety
+/// The application's arguments (module comment).
 unsafe fn counted_recv(
     name: &'static str,
     r: Option<&'static CommRec>,
@@ -141,11 +188,14 @@ unsafe fn counted_recv(
     let st = if status_is_real(status) || !report_on() { status } else { &mut local };
     let rc = call(st);
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.count_recv(st);
+        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
+        r.count_recv(unsafe { self::status(st) }.as_ref());
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn irecv(
     name: &'static str,
     comm: MPI_Comm,
@@ -155,11 +205,15 @@ pub unsafe fn irecv(
     if !on() {
         return call();
     }
-    tracked_irecv(name, rec(comm), request, call)
+    // SAFETY: the contract, passed on.
+    unsafe { tracked_irecv(name, rec(comm), request, call) }
 }
 
 /// A nonblocking receive on the communicator `r` (`MPI_Irecv`, `MPI_Imrecv`): checked, and its request
 /// tracked so that its completion is counted.
+///
+/// # Safety
+/// The application's arguments (module comment).
 unsafe fn tracked_irecv(
     name: &'static str,
     r: Option<&'static CommRec>,
@@ -169,12 +223,16 @@ unsafe fn tracked_irecv(
     let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        noted(r, request);
-        track(request, r, true, false, true);
+        // SAFETY: the application's `request`, written by the call (the contract).
+        let h = unsafe { arg(request) };
+        noted(r, h);
+        track(h, r, true, false, true);
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn sendrecv(
     name: &'static str,
     comm: MPI_Comm,
@@ -196,12 +254,13 @@ pub unsafe fn sendrecv(
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
         }
-        r.count_recv(st);
+        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
+        r.count_recv(unsafe { self::status(st) }.as_ref());
     }
     rc
 }
 
-pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -209,14 +268,17 @@ pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c
     call()
 }
 
-unsafe fn remember_message(r: Option<&'static CommRec>, message: *mut MPI_Message) {
-    if let Some(r) = r {
-        if !message.is_null() && *message != MPI_MESSAGE_NULL && *message != MPI_MESSAGE_NO_PROC {
-            state::messages().insert(*message, r);
+/// Remembers matched message `message` (the value the call wrote) with its communicator's record.
+fn remember_message(r: Option<&'static CommRec>, message: Option<MPI_Message>) {
+    if let (Some(r), Some(m)) = (r, message) {
+        if m != MPI_MESSAGE_NULL && m != MPI_MESSAGE_NO_PROC {
+            state::messages().insert(m, r);
         }
     }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn mprobe(
     name: &'static str,
     comm: MPI_Comm,
@@ -230,11 +292,14 @@ pub unsafe fn mprobe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        remember_message(r, message);
+        // SAFETY: the application's `message`, written by the call (the contract).
+        remember_message(r, unsafe { arg(message) });
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn improbe(
     name: &'static str,
     comm: MPI_Comm,
@@ -248,19 +313,23 @@ pub unsafe fn improbe(
     let r = rec(comm);
     let _g = entry::enter(name, r);
     let rc = call();
-    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 {
-        remember_message(r, message);
+    if rc == MPI_SUCCESS {
+        // SAFETY: the application's `flag` and `message`, written by the call (the contract); the
+        // message only where the flag says there is one.
+        let m = unsafe { arg(flag).is_some_and(|f| f != 0).then(|| arg(message)).flatten() };
+        remember_message(r, m);
     }
     rc
 }
 
-unsafe fn take_message(message: *mut MPI_Message) -> Option<&'static CommRec> {
-    if message.is_null() || *message == MPI_MESSAGE_NULL || *message == MPI_MESSAGE_NO_PROC {
-        return None;
-    }
-    state::messages().remove(&*message).map(|(_, r)| r)
+/// The record of the communicator matched message `message` came from (forgetting it).
+fn take_message(message: Option<MPI_Message>) -> Option<&'static CommRec> {
+    let m = message.filter(|&m| m != MPI_MESSAGE_NULL && m != MPI_MESSAGE_NO_PROC)?;
+    state::messages().remove(&m).map(|(_, r)| r)
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn mrecv(
     name: &'static str,
     message: *mut MPI_Message,
@@ -270,9 +339,12 @@ pub unsafe fn mrecv(
     if !on() {
         return call(status);
     }
-    counted_recv(name, take_message(message), status, call)
+    // SAFETY: the application's `message`, read before the call; the contract, passed on.
+    unsafe { counted_recv(name, take_message(arg(message)), status, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn imrecv(
     name: &'static str,
     message: *mut MPI_Message,
@@ -282,19 +354,25 @@ pub unsafe fn imrecv(
     if !on() {
         return call();
     }
-    tracked_irecv(name, take_message(message), request, call)
+    // SAFETY: the application's `message`, read before the call; the contract, passed on.
+    unsafe { tracked_irecv(name, take_message(arg(message)), request, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn wait(
     name: &'static str,
     request: *mut MPI_Request,
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call(status);
     }
-    let h = *request;
+    // SAFETY: the application's `request`, read before the call (the contract).
+    let Some(h) = (unsafe { arg(request) }) else {
+        return call(status);
+    };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
         return call(status);
@@ -303,12 +381,16 @@ pub unsafe fn wait(
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
-    if rc == MPI_SUCCESS && (*request == MPI_REQUEST_NULL || info.persistent) {
-        finish(h, info, st, rc);
+    // SAFETY: the application's `request`, written by the call (the contract).
+    if rc == MPI_SUCCESS && (unsafe { arg(request) } == Some(MPI_REQUEST_NULL) || info.persistent) {
+        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
+        finish(h, info, rc, || unsafe { self::status(st) });
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn test(
     name: &'static str,
     request: *mut MPI_Request,
@@ -316,10 +398,13 @@ pub unsafe fn test(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call(status);
     }
-    let h = *request;
+    // SAFETY: the application's `request`, read before the call (the contract).
+    let Some(h) = (unsafe { arg(request) }) else {
+        return call(status);
+    };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
         return call(status);
@@ -328,8 +413,12 @@ pub unsafe fn test(
     let mut local = MPI_Status::default();
     let st = if status_is_real(status) || !info.recv { status } else { &mut local };
     let rc = call(st);
-    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && (*request == MPI_REQUEST_NULL || info.persistent) {
-        finish(h, info, st, rc);
+    // SAFETY: the application's `flag` and `request`, written by the call (the contract).
+    let done = rc == MPI_SUCCESS
+        && unsafe { arg(flag).is_some_and(|f| f != 0) && (arg(request) == Some(MPI_REQUEST_NULL) || info.persistent) };
+    if done {
+        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
+        finish(h, info, rc, || unsafe { self::status(st) });
     }
     rc
 }
@@ -337,12 +426,8 @@ pub unsafe fn test(
 /// Tracked operations among the requests of one call (on the stack for the usual window sizes).
 type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
 
-/// The tracked operations among `n` requests: (position, handle, info), into `into`.
-unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked) {
-    if n <= 0 || requests.is_null() {
-        return;
-    }
-    let handles = std::slice::from_raw_parts(requests, n as usize);
+/// The tracked operations among `handles`: (position, handle, info), into `into`.
+fn tracked_among(handles: &[MPI_Request], into: &mut Tracked) {
     into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
 }
 
@@ -363,29 +448,38 @@ fn statuses_for(
     local.as_mut_ptr()
 }
 
+/// The status at position `i` of the array `base` (`None`: ignored).
+///
+/// # Safety
+/// `base` is null, `MPI_STATUSES_IGNORE`, or valid for reading at least `i + 1` statuses now.
+unsafe fn status_at(base: *mut MPI_Status, i: usize) -> Option<MPI_Status> {
+    // SAFETY: a real array of at least `i + 1` statuses (the contract).
+    status_is_real(base).then(|| unsafe { base.add(i).read() })
+}
+
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
-/// every started persistent one (the call completed them all); their status is at `status_of(position)`.
+/// every started persistent one (the call completed them all); their statuses are at `st`.
+///
+/// # Safety
+/// The application's arguments (module comment): `requests` and `st` (its statuses or ours) hold the
+/// call's `n` requests and statuses, as the call left them.
 unsafe fn finish_completed(
     requests: *mut MPI_Request,
     infos: &[(usize, MPI_Request, ReqInfo)],
     rc: c_int,
-    status_of: impl Fn(usize) -> *const MPI_Status,
+    st: *mut MPI_Status,
 ) {
     for &(i, h, info) in infos {
-        if *requests.add(i) == MPI_REQUEST_NULL || info.persistent {
-            finish(h, info, status_of(i), rc);
+        // SAFETY: `i` is a position among the call's requests (`tracked_among`), so within the array.
+        if unsafe { arg_at(requests, i) } == Some(MPI_REQUEST_NULL) || info.persistent {
+            // SAFETY: and within the statuses.
+            finish(h, info, rc, || unsafe { status_at(st, i) });
         }
     }
 }
 
-unsafe fn status_at(base: *mut MPI_Status, i: usize) -> *const MPI_Status {
-    if status_is_real(base) {
-        base.add(i)
-    } else {
-        MPI_STATUS_IGNORE
-    }
-}
-
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitall(
     name: &'static str,
     n: c_int,
@@ -397,8 +491,11 @@ pub unsafe fn waitall(
         return call(statuses);
     }
     let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
+    // once the call runs (it writes them).
+    let all = unsafe { request_slice(n, requests) };
+    tracked_among(all, &mut infos);
+    let _g = entry::enter_requests(name, all, &infos);
     if infos.is_empty() {
         return call(statuses);
     }
@@ -406,11 +503,14 @@ pub unsafe fn waitall(
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
-        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+        // SAFETY: the application's arrays, or `local` of `n` statuses, as the call left them.
+        unsafe { finish_completed(requests, &infos, rc, st) };
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testall(
     name: &'static str,
     n: c_int,
@@ -423,20 +523,29 @@ pub unsafe fn testall(
         return call(statuses);
     }
     let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
+    // once the call runs (it writes them).
+    let all = unsafe { request_slice(n, requests) };
+    tracked_among(all, &mut infos);
+    let _g = entry::enter_requests(name, all, &infos);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !flag.is_null() && *flag != 0 {
-        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+    // SAFETY: the application's `flag`, written by the call (the contract).
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && unsafe { arg(flag) }.is_some_and(|f| f != 0) {
+        // SAFETY: the application's arrays, or `local` of `n` statuses, as the call left them.
+        unsafe { finish_completed(requests, &infos, rc, st) };
     }
     rc
 }
 
+/// `MPI_Waitany` (`flag` None) and `MPI_Testany`.
+///
+/// # Safety
+/// The application's arguments (module comment).
 unsafe fn any_common(
     name: &'static str,
     n: c_int,
@@ -450,8 +559,11 @@ unsafe fn any_common(
         return call(status);
     }
     let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
+    // once the call runs (it writes them).
+    let all = unsafe { request_slice(n, requests) };
+    tracked_among(all, &mut infos);
+    let _g = entry::enter_requests(name, all, &infos);
     if infos.is_empty() {
         return call(status);
     }
@@ -459,16 +571,21 @@ unsafe fn any_common(
     let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
     let st = if need { &mut local as *mut MPI_Status } else { status };
     let rc = call(st);
-    let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
-    if rc == MPI_SUCCESS && done && !index.is_null() && *index != MPI_UNDEFINED {
-        let k = *index as usize;
-        if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
-            finish(h, info, st, rc);
+    // SAFETY: the application's `flag` and `index`, written by the call (the contract).
+    let done = || unsafe { flag.is_none_or(|f| arg(f).is_some_and(|f| f != 0)) };
+    // SAFETY: as `done`.
+    let completed = || unsafe { arg(index) }.filter(|&k| k != MPI_UNDEFINED);
+    if let Some(k) = (rc == MPI_SUCCESS && done()).then(completed).flatten() {
+        if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
+            // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
+            finish(h, info, rc, || unsafe { self::status(st) });
         }
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitany(
     name: &'static str,
     n: c_int,
@@ -477,9 +594,12 @@ pub unsafe fn waitany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    any_common(name, n, requests, index, None, status, call)
+    // SAFETY: the contract, passed on.
+    unsafe { any_common(name, n, requests, index, None, status, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testany(
     name: &'static str,
     n: c_int,
@@ -489,9 +609,14 @@ pub unsafe fn testany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    any_common(name, n, requests, index, Some(flag), status, call)
+    // SAFETY: the contract, passed on.
+    unsafe { any_common(name, n, requests, index, Some(flag), status, call) }
 }
 
+/// `MPI_Waitsome` and `MPI_Testsome`.
+///
+/// # Safety
+/// The application's arguments (module comment).
 unsafe fn some_common(
     name: &'static str,
     n: c_int,
@@ -505,26 +630,35 @@ unsafe fn some_common(
         return call(statuses);
     }
     let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
+    // once the call runs (it writes them).
+    let all = unsafe { request_slice(n, requests) };
+    tracked_among(all, &mut infos);
+    let _g = entry::enter_requests(name, all, &infos);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
     let st = statuses_for(n, statuses, &infos, &mut local);
     let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
+    // SAFETY: the application's `outcount`, written by the call (the contract).
+    let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| unsafe { arg(outcount) }).flatten();
+    if let Some(done) = done.filter(|&c| c != MPI_UNDEFINED) {
         // The j-th completed request is indices[j]; its status is the j-th status.
-        for j in 0..(*outcount).max(0) as usize {
-            let k = *indices.add(j) as usize;
-            if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
-                finish(h, info, status_at(st, j), rc);
+        for j in 0..done.max(0) as usize {
+            // SAFETY: the call wrote `outcount` (at most `n`) indices at `indices` (the contract).
+            let k = unsafe { arg_at(indices, j) };
+            if let Some(&(_, h, info)) = k.and_then(|k| infos.iter().find(|x| x.0 == k as usize)) {
+                // SAFETY: and as many statuses at `st` (the application's, or `local` of `n`).
+                finish(h, info, rc, || unsafe { status_at(st, j) });
             }
         }
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitsome(
     name: &'static str,
     n: c_int,
@@ -534,9 +668,12 @@ pub unsafe fn waitsome(
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    some_common(name, n, requests, outcount, indices, statuses, call)
+    // SAFETY: the contract, passed on.
+    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testsome(
     name: &'static str,
     n: c_int,
@@ -546,14 +683,20 @@ pub unsafe fn testsome(
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    some_common(name, n, requests, outcount, indices, statuses, call)
+    // SAFETY: the contract, passed on.
+    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call();
     }
-    let h = *request;
+    // SAFETY: the application's `request`, read before the call (the contract).
+    let Some(h) = (unsafe { arg(request) }) else {
+        return call();
+    };
     let info = tracked(h);
     let rc = call();
     if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
@@ -567,7 +710,7 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     rc
 }
 
-pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -580,6 +723,8 @@ pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce()
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn icollective(
     name: &'static str,
     comm: MPI_Comm,
@@ -597,7 +742,8 @@ pub unsafe fn icollective(
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
-        track(request, r, false, false, false);
+        // SAFETY: the application's `request`, written by the call (the contract).
+        track(unsafe { arg(request) }, r, false, false, false);
     }
     rc
 }
@@ -635,14 +781,19 @@ mod tests {
         ];
         let loaded = mpich.iter().any(|path| {
             let c = std::ffi::CString::new(*path).unwrap();
+            // SAFETY: a NUL-terminated path; loading MPICH runs only its own initialisers.
             !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
         });
         assert!(loaded, "no MPICH to load (scripts/install.sh installs one)");
         state::PANIC_FOR_TEST.with(|p| p.set(true));
         let mut request = MPI_REQUEST_NULL;
+        // SAFETY: the C entry points with valid arguments (a null buffer of count 0, a live request);
+        // the hook panics before MPICH is called.
         let send =
             unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
+        // SAFETY: as above.
         let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
+        // SAFETY: as above.
         let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle) };
         state::PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
