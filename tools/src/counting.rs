@@ -11,45 +11,82 @@
 //! The hooks get the application's arguments as it passed them to MPI; those that take pointers are
 //! `unsafe fn`s with one contract, *the application's arguments*: each pointer is null or valid as MPI
 //! requires of that argument for the call (a request, flag, index or status, an array of `count` of
-//! them), and MPICH has written the outputs once `call` returned. They read what they need as values
-//! ([`arg`], [`status`], [`arg_at`]), never holding a reference across `call`, which writes them.
+//! them), and MPICH has written the outputs once `call` returned. Each such hook wraps its pointers in
+//! [`Arg`]s once, and reads them as values, before or after `call` (which writes them), never during it.
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
-use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
 
-/// The value of the application's argument `p` (an `MPI_Request *`, `int *`…), `None` where it is null.
-///
-/// # Safety
-/// `p` is null or valid for reading a `T` now (the application's arguments, module comment).
-#[inline]
-pub(crate) unsafe fn arg<T: Copy>(p: *const T) -> Option<T> {
-    // SAFETY: non-null, so valid for reading (the contract).
-    (!p.is_null()).then(|| unsafe { p.read() })
+/// A pointer argument of the application's call (an `MPI_Request *`, `int *`, `MPI_Status *`, or an
+/// array of `len` of them), read as values: all the hooks take from the application's memory.
+#[derive(Clone, Copy)]
+pub(crate) struct Arg<T> {
+    p: *const T,
+    len: usize,
 }
 
-/// Element `i` of the application's array `p`, `None` where `p` is null.
-///
-/// # Safety
-/// `p` is null or valid for reading at least `i + 1` elements now.
-#[inline]
-pub(crate) unsafe fn arg_at<T: Copy>(p: *const T, i: usize) -> Option<T> {
-    // SAFETY: non-null, so `i` is within the array (the contract).
-    (!p.is_null()).then(|| unsafe { p.add(i).read() })
+impl<T: Copy> Arg<T> {
+    /// The argument `p` of `len` elements (a negative count: none).
+    ///
+    /// # Safety
+    /// `p` is null or valid for reading `len` elements whenever the result is read: the application's
+    /// arguments (module comment), read by its hook only before and after `call`.
+    #[inline]
+    pub(crate) unsafe fn new(p: *const T, len: c_int) -> Arg<T> {
+        Arg { p, len: len.max(0) as usize }
+    }
+
+    /// The first element (the one of a single argument), `None` where the pointer is null.
+    #[inline]
+    pub(crate) fn get(self) -> Option<T> {
+        self.at(0)
+    }
+
+    /// Element `i`, `None` where the pointer is null or `i` past the end.
+    #[inline]
+    pub(crate) fn at(self, i: usize) -> Option<T> {
+        if self.p.is_null() || i >= self.len {
+            return None;
+        }
+        // SAFETY: non-null and `i < len`: valid for reading now (`new`'s contract).
+        Some(unsafe { self.p.add(i).read() })
+    }
+
+    /// The elements as a slice, for `f` only (empty where the pointer is null).
+    #[inline]
+    pub(crate) fn with_slice<R>(self, f: impl FnOnce(&[T]) -> R) -> R {
+        if self.p.is_null() || self.len == 0 {
+            return f(&[]);
+        }
+        // SAFETY: `len` elements valid for reading (`new`'s contract), and nothing writes them while `f`
+        // runs: the hooks call it outside `call`.
+        f(unsafe { std::slice::from_raw_parts(self.p, self.len) })
+    }
 }
 
-/// The status at `st` (a copy), `None` where `st` is null or `MPI_STATUS_IGNORE`.
-///
-/// # Safety
-/// `st` is null, `MPI_STATUS_IGNORE`, or valid for reading a status now (the application's, or one of
-/// ours).
+impl Arg<MPI_Status> {
+    /// A status argument of `len` statuses: none to read where it is null or `MPI_STATUS(ES)_IGNORE`.
+    ///
+    /// # Safety
+    /// As [`Arg::new`].
+    #[inline]
+    pub(crate) unsafe fn statuses(p: *mut MPI_Status, len: c_int) -> Arg<MPI_Status> {
+        Arg { p: if status_is_real(p) { p } else { std::ptr::null() }, len: len.max(0) as usize }
+    }
+}
+
+/// The status the call wrote at position `i`: ours (`local`) where we passed them, else the
+/// application's (`None` where it ignores them).
 #[inline]
-unsafe fn status(st: *const MPI_Status) -> Option<MPI_Status> {
-    // SAFETY: a real status pointer, so valid for reading (the contract).
-    status_is_real(st as *mut MPI_Status).then(|| unsafe { st.read() })
+fn status_of(ours: bool, local: &[MPI_Status], app: Arg<MPI_Status>, i: usize) -> Option<MPI_Status> {
+    if ours {
+        local.get(i).copied()
+    } else {
+        app.at(i)
+    }
 }
 
 /// Whether to follow a request in the table: on a checked communicator (its completion is checked),
@@ -95,8 +132,8 @@ fn noted(r: &CommRec, h: Option<MPI_Request>) {
     }
 }
 
-/// A tracked operation completed: forget it and count a receive (`status` reads what the call wrote
-/// in its status, `None` where ignored; only a receive's is read).
+/// A tracked operation completed: forget it and count a receive (`status` gives what the call wrote in
+/// its status, `None` where ignored; read for a receive only).
 #[inline]
 fn finish(h: MPI_Request, info: ReqInfo, rc: c_int, status: impl FnOnce() -> Option<MPI_Status>) {
     request_table::requests().remove_own(h, info.seq);
@@ -149,8 +186,8 @@ pub unsafe fn isend(
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        // SAFETY: the application's `request`, written by the call (the contract).
-        let h = unsafe { arg(request) };
+        // SAFETY: the application's `request` (the contract), read after the call.
+        let h = unsafe { Arg::new(request, 1) }.get();
         noted(r, h);
         track(h, r, false, false, state::requests_name_endpoints());
     }
@@ -168,28 +205,26 @@ pub unsafe fn recv(
     if !on() {
         return call(status);
     }
-    // SAFETY: the contract, passed on.
-    unsafe { counted_recv(name, rec(comm), status, call) }
+    // SAFETY: the application's `status` (the contract), read after the call.
+    counted_recv(name, rec(comm), status, unsafe { Arg::statuses(status, 1) }, call)
 }
 
 /// A blocking receive on the communicator `r` (`MPI_Recv`, `MPI_Mrecv`): checked, and counted from
-/// its status (a local one when the caller ignores it and the report needs the count).
-///
-/// # Safety
-/// The application's arguments (module comment).
-unsafe fn counted_recv(
+/// its status (a local one when the caller ignores it and the report needs the count); `status` and
+/// `app` are the application's status pointer and the same as an argument to read.
+fn counted_recv(
     name: &'static str,
     r: Option<&'static CommRec>,
     status: *mut MPI_Status,
+    app: Arg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
-    let rc = call(st);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
-        r.count_recv(unsafe { self::status(st) }.as_ref());
+        r.count_recv(status_of(ours, &local, app, 0).as_ref());
     }
     rc
 }
@@ -205,26 +240,22 @@ pub unsafe fn irecv(
     if !on() {
         return call();
     }
-    // SAFETY: the contract, passed on.
-    unsafe { tracked_irecv(name, rec(comm), request, call) }
+    // SAFETY: the application's `request` (the contract), read after the call.
+    tracked_irecv(name, rec(comm), unsafe { Arg::new(request, 1) }, call)
 }
 
 /// A nonblocking receive on the communicator `r` (`MPI_Irecv`, `MPI_Imrecv`): checked, and its request
 /// tracked so that its completion is counted.
-///
-/// # Safety
-/// The application's arguments (module comment).
-unsafe fn tracked_irecv(
+fn tracked_irecv(
     name: &'static str,
     r: Option<&'static CommRec>,
-    request: *mut MPI_Request,
+    request: Arg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        // SAFETY: the application's `request`, written by the call (the contract).
-        let h = unsafe { arg(request) };
+        let h = request.get();
         noted(r, h);
         track(h, r, true, false, true);
     }
@@ -245,17 +276,18 @@ pub unsafe fn sendrecv(
     if !on() {
         return call(status);
     }
+    // SAFETY: the application's `status` (the contract), read after the call.
+    let app = unsafe { Arg::statuses(status, 1) };
     let r = rec(comm);
     let _g = entry::enter(name, r);
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
-    let rc = call(st);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
         }
-        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
-        r.count_recv(unsafe { self::status(st) }.as_ref());
+        r.count_recv(status_of(ours, &local, app, 0).as_ref());
     }
     rc
 }
@@ -292,8 +324,8 @@ pub unsafe fn mprobe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        // SAFETY: the application's `message`, written by the call (the contract).
-        remember_message(r, unsafe { arg(message) });
+        // SAFETY: the application's `message` (the contract), read after the call.
+        remember_message(r, unsafe { Arg::new(message, 1) }.get());
     }
     rc
 }
@@ -314,10 +346,12 @@ pub unsafe fn improbe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        // SAFETY: the application's `flag` and `message`, written by the call (the contract); the
-        // message only where the flag says there is one.
-        let m = unsafe { arg(flag).is_some_and(|f| f != 0).then(|| arg(message)).flatten() };
-        remember_message(r, m);
+        // SAFETY: the application's `flag` and `message` (the contract), read after the call.
+        let (flag, message) = unsafe { (Arg::new(flag, 1), Arg::new(message, 1)) };
+        // The message only where the flag says there is one.
+        if flag.get().is_some_and(|f| f != 0) {
+            remember_message(r, message.get());
+        }
     }
     rc
 }
@@ -339,8 +373,9 @@ pub unsafe fn mrecv(
     if !on() {
         return call(status);
     }
-    // SAFETY: the application's `message`, read before the call; the contract, passed on.
-    unsafe { counted_recv(name, take_message(arg(message)), status, call) }
+    // SAFETY: the application's `message` (read before the call) and `status` (after it): the contract.
+    let (message, app) = unsafe { (Arg::new(message, 1), Arg::statuses(status, 1)) };
+    counted_recv(name, take_message(message.get()), status, app, call)
 }
 
 /// # Safety
@@ -354,8 +389,9 @@ pub unsafe fn imrecv(
     if !on() {
         return call();
     }
-    // SAFETY: the application's `message`, read before the call; the contract, passed on.
-    unsafe { tracked_irecv(name, take_message(arg(message)), request, call) }
+    // SAFETY: the application's `message` (read before the call) and `request` (after it): the contract.
+    let (message, request) = unsafe { (Arg::new(message, 1), Arg::new(request, 1)) };
+    tracked_irecv(name, take_message(message.get()), request, call)
 }
 
 /// # Safety
@@ -369,8 +405,9 @@ pub unsafe fn wait(
     if !on() {
         return call(status);
     }
-    // SAFETY: the application's `request`, read before the call (the contract).
-    let Some(h) = (unsafe { arg(request) }) else {
+    // SAFETY: the application's `request` and `status` (the contract), read before and after the call.
+    let (req, app) = unsafe { (Arg::new(request, 1), Arg::statuses(status, 1)) };
+    let Some(h) = req.get() else {
         return call(status);
     };
     let Some(info) = tracked(h) else {
@@ -378,13 +415,11 @@ pub unsafe fn wait(
         return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
-    let rc = call(st);
-    // SAFETY: the application's `request`, written by the call (the contract).
-    if rc == MPI_SUCCESS && (unsafe { arg(request) } == Some(MPI_REQUEST_NULL) || info.persistent) {
-        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
-        finish(h, info, rc, || unsafe { self::status(st) });
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    if rc == MPI_SUCCESS && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent) {
+        finish(h, info, rc, || status_of(ours, &local, app, 0));
     }
     rc
 }
@@ -401,8 +436,10 @@ pub unsafe fn test(
     if !on() {
         return call(status);
     }
-    // SAFETY: the application's `request`, read before the call (the contract).
-    let Some(h) = (unsafe { arg(request) }) else {
+    // SAFETY: the application's `request`, `flag` and `status` (the contract), read before and after
+    // the call.
+    let (req, flag, app) = unsafe { (Arg::new(request, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
+    let Some(h) = req.get() else {
         return call(status);
     };
     let Some(info) = tracked(h) else {
@@ -410,15 +447,14 @@ pub unsafe fn test(
         return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
-    let rc = call(st);
-    // SAFETY: the application's `flag` and `request`, written by the call (the contract).
-    let done = rc == MPI_SUCCESS
-        && unsafe { arg(flag).is_some_and(|f| f != 0) && (arg(request) == Some(MPI_REQUEST_NULL) || info.persistent) };
-    if done {
-        // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
-        finish(h, info, rc, || unsafe { self::status(st) });
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    if rc == MPI_SUCCESS
+        && flag.get().is_some_and(|f| f != 0)
+        && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent)
+    {
+        finish(h, info, rc, || status_of(ours, &local, app, 0));
     }
     rc
 }
@@ -426,54 +462,40 @@ pub unsafe fn test(
 /// Tracked operations among the requests of one call (on the stack for the usual window sizes).
 type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
 
-/// The tracked operations among `handles`: (position, handle, info), into `into`.
-fn tracked_among(handles: &[MPI_Request], into: &mut Tracked) {
-    into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
+/// The tracked operations among the call's requests (position, handle, info), and the call entered on
+/// their endpoints.
+fn enter_tracked(name: &'static str, requests: Arg<MPI_Request>) -> (Tracked, entry::Entered) {
+    requests.with_slice(|all| {
+        let infos: Tracked = all.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))).collect();
+        let g = entry::enter_requests(name, all, &infos);
+        (infos, g)
+    })
 }
 
 /// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
 type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
 
-/// Our status array where the application ignores statuses but we need receive sizes.
-fn statuses_for(
-    n: c_int,
-    statuses: *mut MPI_Status,
-    infos: &[(usize, MPI_Request, ReqInfo)],
-    local: &mut Statuses,
-) -> *mut MPI_Status {
+/// Whether we pass our own statuses (`local`, `n` of them): where the application ignores them but we
+/// need receive sizes.
+fn own_statuses(n: c_int, statuses: *mut MPI_Status, infos: &Tracked, local: &mut Statuses) -> bool {
     if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
-        return statuses;
+        return false;
     }
     local.resize(n.max(0) as usize, MPI_Status::default());
-    local.as_mut_ptr()
-}
-
-/// The status at position `i` of the array `base` (`None`: ignored).
-///
-/// # Safety
-/// `base` is null, `MPI_STATUSES_IGNORE`, or valid for reading at least `i + 1` statuses now.
-unsafe fn status_at(base: *mut MPI_Status, i: usize) -> Option<MPI_Status> {
-    // SAFETY: a real array of at least `i + 1` statuses (the contract).
-    status_is_real(base).then(|| unsafe { base.add(i).read() })
+    true
 }
 
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
-/// every started persistent one (the call completed them all); their statuses are at `st`.
-///
-/// # Safety
-/// The application's arguments (module comment): `requests` and `st` (its statuses or ours) hold the
-/// call's `n` requests and statuses, as the call left them.
-unsafe fn finish_completed(
-    requests: *mut MPI_Request,
-    infos: &[(usize, MPI_Request, ReqInfo)],
+/// every started persistent one (the call completed them all); their statuses are ours or `app`.
+fn finish_completed(
+    requests: Arg<MPI_Request>,
+    infos: &Tracked,
     rc: c_int,
-    st: *mut MPI_Status,
+    (ours, local, app): (bool, &[MPI_Status], Arg<MPI_Status>),
 ) {
     for &(i, h, info) in infos {
-        // SAFETY: `i` is a position among the call's requests (`tracked_among`), so within the array.
-        if unsafe { arg_at(requests, i) } == Some(MPI_REQUEST_NULL) || info.persistent {
-            // SAFETY: and within the statuses.
-            finish(h, info, rc, || unsafe { status_at(st, i) });
+        if requests.at(i) == Some(MPI_REQUEST_NULL) || info.persistent {
+            finish(h, info, rc, || status_of(ours, local, app, i));
         }
     }
 }
@@ -490,21 +512,17 @@ pub unsafe fn waitall(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
-    // once the call runs (it writes them).
-    let all = unsafe { request_slice(n, requests) };
-    tracked_among(all, &mut infos);
-    let _g = entry::enter_requests(name, all, &infos);
+    // SAFETY: the application's `n` requests and statuses (the contract), read before and after the call.
+    let (reqs, app) = unsafe { (Arg::new(requests, n), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
-        // SAFETY: the application's arrays, or `local` of `n` statuses, as the call left them.
-        unsafe { finish_completed(requests, &infos, rc, st) };
+        finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
@@ -522,63 +540,43 @@ pub unsafe fn testall(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
-    // once the call runs (it writes them).
-    let all = unsafe { request_slice(n, requests) };
-    tracked_among(all, &mut infos);
-    let _g = entry::enter_requests(name, all, &infos);
+    // SAFETY: the application's `n` requests and statuses, and `flag` (the contract), read before and
+    // after the call.
+    let (reqs, flag, app) = unsafe { (Arg::new(requests, n), Arg::new(flag, 1), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
-    // SAFETY: the application's `flag`, written by the call (the contract).
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && unsafe { arg(flag) }.is_some_and(|f| f != 0) {
-        // SAFETY: the application's arrays, or `local` of `n` statuses, as the call left them.
-        unsafe { finish_completed(requests, &infos, rc, st) };
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && flag.get().is_some_and(|f| f != 0) {
+        finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
 
-/// `MPI_Waitany` (`flag` None) and `MPI_Testany`.
-///
-/// # Safety
-/// The application's arguments (module comment).
-unsafe fn any_common(
+/// `MPI_Waitany` (`flag` None) and `MPI_Testany`, their arguments as [`Arg`]s; `status` the
+/// application's pointer.
+fn any_common(
     name: &'static str,
-    n: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    flag: Option<*mut c_int>,
-    status: *mut MPI_Status,
+    reqs: Arg<MPI_Request>,
+    index: Arg<c_int>,
+    flag: Option<Arg<c_int>>,
+    (status, app): (*mut MPI_Status, Arg<MPI_Status>),
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() {
-        return call(status);
-    }
-    let mut infos = Tracked::new();
-    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
-    // once the call runs (it writes them).
-    let all = unsafe { request_slice(n, requests) };
-    tracked_among(all, &mut infos);
-    let _g = entry::enter_requests(name, all, &infos);
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(status);
     }
-    let mut local = MPI_Status::default();
-    let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
-    let st = if need { &mut local as *mut MPI_Status } else { status };
-    let rc = call(st);
-    // SAFETY: the application's `flag` and `index`, written by the call (the contract).
-    let done = || unsafe { flag.is_none_or(|f| arg(f).is_some_and(|f| f != 0)) };
-    // SAFETY: as `done`.
-    let completed = || unsafe { arg(index) }.filter(|&k| k != MPI_UNDEFINED);
-    if let Some(k) = (rc == MPI_SUCCESS && done()).then(completed).flatten() {
+    let mut local = [MPI_Status::default()];
+    let ours = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
+    if let Some(k) = (rc == MPI_SUCCESS && done).then(|| index.get()).flatten().filter(|&k| k != MPI_UNDEFINED) {
         if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
-            // SAFETY: `st` is the application's status (the contract) or `local`, filled in by the call.
-            finish(h, info, rc, || unsafe { self::status(st) });
+            finish(h, info, rc, || status_of(ours, &local, app, 0));
         }
     }
     rc
@@ -594,8 +592,13 @@ pub unsafe fn waitany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { any_common(name, n, requests, index, None, status, call) }
+    if !on() {
+        return call(status);
+    }
+    // SAFETY: the application's `n` requests, `index` and `status` (the contract), read before and after
+    // the call.
+    let (reqs, index, app) = unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::statuses(status, 1)) };
+    any_common(name, reqs, index, None, (status, app), call)
 }
 
 /// # Safety
@@ -609,8 +612,14 @@ pub unsafe fn testany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { any_common(name, n, requests, index, Some(flag), status, call) }
+    if !on() {
+        return call(status);
+    }
+    // SAFETY: the application's `n` requests, `index`, `flag` and `status` (the contract), read before
+    // and after the call.
+    let (reqs, index, flag, app) =
+        unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
+    any_common(name, reqs, index, Some(flag), (status, app), call)
 }
 
 /// `MPI_Waitsome` and `MPI_Testsome`.
@@ -629,28 +638,24 @@ unsafe fn some_common(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    // SAFETY: the application's `n` requests, read before the call (the contract); the slice is not used
-    // once the call runs (it writes them).
-    let all = unsafe { request_slice(n, requests) };
-    tracked_among(all, &mut infos);
-    let _g = entry::enter_requests(name, all, &infos);
+    // SAFETY: the application's `n` requests, `outcount`, `n` indices and `n` statuses (the contract),
+    // read before and after the call.
+    let (reqs, outcount, indices, app) =
+        unsafe { (Arg::new(requests, n), Arg::new(outcount, 1), Arg::new(indices, n), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
-    // SAFETY: the application's `outcount`, written by the call (the contract).
-    let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| unsafe { arg(outcount) }).flatten();
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| outcount.get()).flatten();
     if let Some(done) = done.filter(|&c| c != MPI_UNDEFINED) {
         // The j-th completed request is indices[j]; its status is the j-th status.
         for j in 0..done.max(0) as usize {
-            // SAFETY: the call wrote `outcount` (at most `n`) indices at `indices` (the contract).
-            let k = unsafe { arg_at(indices, j) };
+            let k = indices.at(j);
             if let Some(&(_, h, info)) = k.and_then(|k| infos.iter().find(|x| x.0 == k as usize)) {
-                // SAFETY: and as many statuses at `st` (the application's, or `local` of `n`).
-                finish(h, info, rc, || unsafe { status_at(st, j) });
+                finish(h, info, rc, || status_of(ours, &local, app, j));
             }
         }
     }
@@ -693,8 +698,8 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     if !on() {
         return call();
     }
-    // SAFETY: the application's `request`, read before the call (the contract).
-    let Some(h) = (unsafe { arg(request) }) else {
+    // SAFETY: the application's `request` (the contract), read before the call.
+    let Some(h) = unsafe { Arg::new(request, 1) }.get() else {
         return call();
     };
     let info = tracked(h);
@@ -742,8 +747,8 @@ pub unsafe fn icollective(
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
-        // SAFETY: the application's `request`, written by the call (the contract).
-        track(unsafe { arg(request) }, r, false, false, false);
+        // SAFETY: the application's `request` (the contract), read after the call.
+        track(unsafe { Arg::new(request, 1) }.get(), r, false, false, false);
     }
     rc
 }
@@ -789,12 +794,13 @@ mod tests {
         let mut request = MPI_REQUEST_NULL;
         // SAFETY: the C entry points with valid arguments (a null buffer of count 0, a live request);
         // the hook panics before MPICH is called.
-        let send =
-            unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
-        // SAFETY: as above.
-        let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
-        // SAFETY: as above.
-        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle) };
+        let (send, wait, barrier) = unsafe {
+            (
+                crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle),
+                crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE),
+                crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle),
+            )
+        };
         state::PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
     }

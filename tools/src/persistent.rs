@@ -5,12 +5,11 @@
 //! counted when it completes) and is checked on its communicator.
 //!
 //! The hooks that take pointers have `counting`'s contract, *the application's arguments*.
-use crate::counting::{arg, arg_at, track};
+use crate::counting::{track, Arg};
 use crate::entry;
 use crate::state::{self, on, rec, report_on, Persistent, StartKind};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
-use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
 
 /// A persistent request's constructor (`MPI_Send_init`… `MPI_Psend_init`, the persistent collectives,
@@ -25,8 +24,8 @@ pub unsafe fn persistent(
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { created(name, comm, request, None, call) }
+    // SAFETY: the application's `request` (the contract), read after the call.
+    created(name, comm, unsafe { Arg::new(request, 1) }, None, call)
 }
 
 /// A persistent send's constructor (`MPI_Send_init`, `Bsend_init`, `Ssend_init`, `Rsend_init`, their
@@ -43,16 +42,15 @@ pub unsafe fn persistent_send(
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { created(name, comm, request, (dest != MPI_PROC_NULL).then_some((count, datatype)), call) }
+    let send = (dest != MPI_PROC_NULL).then_some((count, datatype));
+    // SAFETY: the application's `request` (the contract), read after the call.
+    created(name, comm, unsafe { Arg::new(request, 1) }, send, call)
 }
 
-/// # Safety
-/// The application's arguments (`counting`'s module comment).
-unsafe fn created(
+fn created(
     name: &'static str,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Arg<MPI_Request>,
     send: Option<(MPI_Count, MPI_Datatype)>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
@@ -63,8 +61,7 @@ unsafe fn created(
     let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        // SAFETY: the application's `request`, written by the call (the contract).
-        if let Some(h) = unsafe { arg(request) }.filter(|&h| h != MPI_REQUEST_NULL && !is_builtin(h)) {
+        if let Some(h) = request.get().filter(|&h| h != MPI_REQUEST_NULL && !is_builtin(h)) {
             state::persistent().insert(h, Persistent { rec: r, kind: StartKind::of(name), send });
         }
     }
@@ -103,15 +100,15 @@ pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl Fn
     if !on() {
         return call();
     }
-    // SAFETY: the application's `request`, read before the call (the contract).
-    let Some(p) = unsafe { arg(request) }.and_then(persistent_of) else {
+    // SAFETY: the application's `request` (the contract), read before and after the call.
+    let request = unsafe { Arg::new(request, 1) };
+    let Some(p) = request.get().and_then(persistent_of) else {
         return call();
     };
     let _g = entry::enter(name, Some(p.rec));
     let rc = call();
     if rc == MPI_SUCCESS {
-        // SAFETY: as the call left it.
-        started(unsafe { arg(request) }, p);
+        started(request.get(), p);
     }
     rc
 }
@@ -127,11 +124,11 @@ pub unsafe fn startall(
     if !on() {
         return call();
     }
-    // SAFETY: the application's `count` requests, read before the call (the contract); the slice is not
-    // used once the call runs.
-    let handles = unsafe { request_slice(count, requests) };
-    let found: smallvec::SmallVec<[(usize, Persistent); 16]> =
-        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect();
+    // SAFETY: the application's `count` requests (the contract), read before and after the call.
+    let requests = unsafe { Arg::new(requests, count) };
+    let found: smallvec::SmallVec<[(usize, Persistent); 16]> = requests.with_slice(|handles| {
+        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect()
+    });
     if found.is_empty() {
         return call();
     }
@@ -139,8 +136,7 @@ pub unsafe fn startall(
     let rc = call();
     if rc == MPI_SUCCESS {
         for &(i, p) in &found {
-            // SAFETY: `i` is a position among the call's requests, as the call left them.
-            started(unsafe { arg_at(requests, i) }, p);
+            started(requests.at(i), p);
         }
     }
     rc
