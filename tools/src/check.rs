@@ -229,3 +229,30 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     }
     std::process::abort()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owners_call_is_one_whole_name() {
+        let o: &'static Owner = Box::leak(Box::default());
+        assert_eq!(o.call(), None);
+        o.set_call("MPI_Send");
+        assert_eq!(o.call(), Some("MPI_Send"));
+        o.set_call("");
+        assert_eq!(o.call(), None);
+        // A writer switching between names of different lengths: a reader sees one of them whole.
+        let writer = std::thread::spawn(move || {
+            for i in 0..100_000 {
+                o.set_call(if i % 2 == 0 { "MPI_Waitall" } else { "MPI_Irecv_c_long_name_for_the_test" });
+            }
+        });
+        while !writer.is_finished() {
+            if let Some(c) = o.call() {
+                assert!(c == "MPI_Waitall" || c == "MPI_Irecv_c_long_name_for_the_test", "{c}");
+            }
+        }
+        writer.join().unwrap();
+    }
+}

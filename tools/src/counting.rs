@@ -773,6 +773,19 @@ mod tests {
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }
 
+    #[test]
+    fn an_argument_reads_within_its_length_only() {
+        let requests = [MPI_REQUEST_NULL, 0xac00_0003u32 as i32];
+        // SAFETY: a live array of two requests, read while it lives.
+        let (a, none) = unsafe { (Arg::new(requests.as_ptr(), 2), Arg::<c_int>::new(std::ptr::null(), 3)) };
+        assert_eq!((a.get(), a.at(1), a.at(2)), (Some(MPI_REQUEST_NULL), Some(requests[1]), None));
+        assert_eq!(a.with_slice(|s| s.len()), 2);
+        assert_eq!((none.get(), none.with_slice(|s| s.len())), (None, 0));
+        // SAFETY: MPI_STATUS_IGNORE is never read.
+        let ignored = unsafe { Arg::statuses(MPI_STATUS_IGNORE, 1) };
+        assert!(ignored.get().is_none());
+    }
+
     /// A panic inside a hook comes back from the exported interposer as `MPI_ERR_INTERN`, never as an
     /// abort: the generated interposers run under the panic guard.
     #[test]
