@@ -397,7 +397,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         // callback MPICH runs when the communicator goes.
         let keyval = KEYVAL.load(Ordering::Acquire);
         if keyval != 0 {
-            // The value is only compared by `comm_deleted`, never followed.
+            // The record's address, which MPICH hands back to `comm_deleted` (it never follows it).
             let _ = Comm(comm).set_attr(keyval, Opaque(r as *const CommRec as *mut c_void));
         }
     }
