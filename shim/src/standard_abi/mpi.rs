@@ -14,7 +14,7 @@
 //!
 //! The typed functions, as `mpixstream_wrappers::mpi` over MPICH's table: calls return [`MpiResult`]
 //! (`Err`: the library's error code, unchanged); our own data are Rust values and slices; the
-//! application's buffers, statuses and request slots pass through only in `unsafe fn`s whose `# Safety`
+//! application's buffers, statuses and request slots pass through only in the methods whose `# Safety`
 //! says what the caller guarantees. One difference: a handle of this ABI is a pointer the library follows
 //! (MPICH 5's `libmpi_abi` reads its object's header through it), not an `int` it can check. Every handle
 //! passed here is therefore one of: a predefined constant of `mpi_abi.h` (below), a handle the library
@@ -178,7 +178,7 @@ macro_rules! call {
         // The methods below pass values, handles that are predefined constants, ours from the library, or
         // the program's for the call being served (the module comment: valid handles, as MPI requires),
         // pointers to live Rust values of the prototype's C types, valid for the whole call, and, in the
-        // `unsafe` methods only, the application's pointers under their `# Safety` obligations. The
+        // methods with a `# Safety` section only, the application's pointers under its obligations. The
         // library keeps none of these pointers past the call, except the attribute words and the keyval
         // callbacks, which it stores by value and never dereferences.
         unsafe { f($($arg),*) }

@@ -6,7 +6,7 @@
 //! is the library's own on its shared endpoints. The queue-backed streams (`info` key `type`), the enqueue
 //! calls and the progress threads are refused ([`super::refuse`]).
 //!
-//! The functions are `unsafe` for their pointer arguments only: each is the program's argument of the
+//! The functions' `# Safety` concerns their pointer arguments only: each is the program's argument of the
 //! entry point, passed on unchanged, and MPI's contract for it holds (null, which is checked, or valid
 //! for the access the function's `# Safety` names); each is turned into a reference once, at the top.
 use super::errors::{agree, mpi_live, raise, Class};
@@ -240,9 +240,9 @@ pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
 /// `MPIX_Stream_progress`.
 ///
 /// # Safety
-/// None: its body is safe. It stays `unsafe` only while its caller (`crate::mpix::MPIX_Stream_progress`,
-/// converted separately) calls it in an `unsafe` block, which would otherwise warn; make it safe with
-/// that call site.
+/// None: its body is safe. It keeps the marker only while its caller (`crate::mpix::MPIX_Stream_progress`,
+/// converted separately) calls it inside a block that would otherwise warn as unneeded; drop the marker
+/// with that block.
 pub unsafe fn stream_progress(stream: H) -> c_int {
     const F: &str = "MPIX_Stream_progress";
     let (m, st) = match ready(F) {
@@ -262,11 +262,16 @@ pub unsafe fn stream_progress(stream: H) -> c_int {
 /// `MPIX_Stream_comm_create_multiplex`.
 ///
 /// # Safety
-/// As [`multiplex::create`].
+/// `array`: null, or `count` readable handles where `count` is in `0..=multiplex::MAX_WIDTH` (another
+/// count is refused unread); `newcomm`: null or writable (one handle).
 pub unsafe fn comm_create_multiplex(comm: H, count: c_int, array: *const H, newcomm: *mut H) -> c_int {
     if let Err(rc) = ready("MPIX_Stream_comm_create_multiplex") {
         return rc;
     }
-    // SAFETY: this function's contract is `create`'s.
-    unsafe { multiplex::create(comm, count, array, newcomm) }
+    let array = (!array.is_null() && (0..=multiplex::MAX_WIDTH).contains(&count)).then(|| {
+        // SAFETY: non-null, so `count` readable handles (the contract), `count` checked in range.
+        unsafe { std::slice::from_raw_parts(array, count as usize) }
+    });
+    // SAFETY: the program's output argument: null or writable (the contract).
+    multiplex::create(comm, count, array, unsafe { newcomm.as_mut() })
 }

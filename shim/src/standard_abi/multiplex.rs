@@ -250,12 +250,9 @@ fn local_streams(count: c_int, array: Option<&[H]>, has_newcomm: bool) -> Result
     Ok(out.into_boxed_slice())
 }
 
-/// `MPIX_Stream_comm_create_multiplex`.
-///
-/// # Safety
-/// `array`: null, or `count` readable handles where `0 <= count <= MAX_WIDTH`; `newcomm`: null or
-/// writable (one handle): the program's arguments, as MPI requires them.
-pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) -> c_int {
+/// `MPIX_Stream_comm_create_multiplex`: `array` the program's streams (`None`: a null pointer, or a count
+/// out of range), `newcomm` its output argument (`None`: a null pointer).
+pub fn create(comm: H, count: c_int, array: Option<&[H]>, newcomm: Option<&mut H>) -> c_int {
     const F: &str = "MPIX_Stream_comm_create_multiplex";
     let m = match mpi::mpi() {
         Ok(m) => m,
@@ -280,12 +277,6 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
         }
         Ok(false) => {}
     }
-    // SAFETY: the program's output argument: null or writable (the contract).
-    let newcomm = unsafe { newcomm.as_mut() };
-    let array = (!array.is_null() && (0..=MAX_WIDTH).contains(&count)).then(|| {
-        // SAFETY: non-null, so `count` readable handles (the contract), `count` checked in range.
-        unsafe { std::slice::from_raw_parts(array, count as usize) }
-    });
     let local = local_streams(count, array, newcomm.is_some());
     let rank = m.comm_rank(comm).unwrap_or(0);
     let size = m.comm_size(comm).unwrap_or(0);
