@@ -10,8 +10,8 @@
 //! and the MPIX stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
 //! point-to-point, every stream on the library's shared endpoints, since no library of this ABI exports
 //! streams), with the calls it cannot serve refused with `MPI_ERR_UNSUPPORTED_OPERATION` ([`refuse`]).
-//! Every MPI call made here takes no handle, or takes the standard ABI's own handles through its own
-//! table (`mpi`) or `next_wide!`.
+//! Every MPI call made here takes no handle, or takes the standard ABI's own handles through the typed
+//! methods of its own table (`mpi::Mpi`) or `next_wide!`.
 pub mod errors;
 pub mod mpi;
 pub mod mpix;
