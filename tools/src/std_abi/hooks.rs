@@ -48,14 +48,30 @@ fn tracked(h: H) -> Option<(&'static CommRec, bool)> {
     REQUESTS.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&h).copied()
 }
 
-/// The handle in the program's `*slot` (a request or a message, pointer-wide on this ABI), `None` for a
-/// null slot.
-///
-/// # Safety
-/// `slot` is null or readable: the program's argument, as the call it passed it to requires.
-unsafe fn handle_in<T>(slot: *const T) -> Option<H> {
-    // SAFETY: the caller's promise; the slot holds a handle of this ABI, pointer-wide.
-    unsafe { slot.cast::<H>().as_ref() }.copied()
+/// One of the program's pointer arguments (a request, message or flag slot, a status), read through the
+/// pointer when asked, before or after the call (no reference is held while the library writes it).
+#[derive(Clone, Copy)]
+struct Arg<T: Copy>(*const T);
+
+impl<T: Copy> Arg<T> {
+    /// # Safety
+    /// `p` is null or readable (a `T`) for the rest of the hook: the program's argument, as the call it
+    /// passed it to requires, or our own local status.
+    unsafe fn new(p: *const T) -> Arg<T> {
+        Arg(p)
+    }
+
+    /// The value now, `None` for a null pointer.
+    fn get(self) -> Option<T> {
+        // SAFETY: `new`'s promise; a copy is read, no reference kept.
+        (!self.0.is_null()).then(|| unsafe { self.0.read() })
+    }
+}
+
+/// A request or message slot: pointer-wide handles on this ABI (the prototypes' `MPI_Request *` and
+/// `MPI_Message *` are MPICH's `int *`).
+fn slot<T>(p: *mut T) -> *const H {
+    p.cast::<H>().cast_const()
 }
 
 /// Tracks a nonblocking operation's request: a receive (to count it), or any operation on a checked
@@ -117,7 +133,7 @@ pub unsafe fn isend(
             count_send(p.send, count, datatype);
         }
         // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { handle_in(request) }, p.send, false);
+        track(unsafe { Arg::new(slot(request)) }.get(), p.send, false);
     }
     rc
 }
@@ -160,7 +176,7 @@ pub unsafe fn irecv(name: &'static str, comm: H, request: *mut MPI_Request, call
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { handle_in(request) }, p.recv, true);
+        track(unsafe { Arg::new(slot(request)) }.get(), p.recv, true);
     }
     rc
 }
@@ -215,9 +231,9 @@ pub unsafe fn improbe(
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         // SAFETY: the program's flag and message slots, which the call just filled (the contract).
-        let (found, h) = unsafe { (flag.as_ref().is_some_and(|&f| f != 0), handle_in(message)) };
-        if let (true, Some(h)) = (found, h) {
-            if h != MESSAGE_NULL && h != MESSAGE_NO_PROC {
+        let (flag, message) = unsafe { (Arg::new(flag), Arg::new(slot(message))) };
+        if flag.get().is_some_and(|f| f != 0) {
+            if let Some(h) = message.get().filter(|&h| h != MESSAGE_NULL && h != MESSAGE_NO_PROC) {
                 remember(&MESSAGES, h, p.recv);
             }
         }
@@ -238,16 +254,16 @@ pub unsafe fn mrecv(
     if !on() {
         return call(status);
     }
-    // SAFETY: the program's message slot, read before the call (the contract).
-    let Some(h) = (unsafe { handle_in(message) }) else { return call(status) };
-    let r = take(&MESSAGES, h);
-    let _g = crate::entry::enter(name, r);
     let mut local = Status::default();
     let st = status_or(status, &mut local);
+    // SAFETY: the program's message slot and `st`, ours or the program's status (the contract).
+    let (message, filled) = unsafe { (Arg::new(slot(message)), Arg::new(st)) };
+    let Some(h) = message.get() else { return call(status) };
+    let r = take(&MESSAGES, h);
+    let _g = crate::entry::enter(name, r);
     let rc = call(st.cast());
-    if let (Some(r), SUCCESS) = (r, rc) {
-        // SAFETY: `st` is `local` or the program's status, which the call just filled (the contract).
-        count_recv(r, unsafe { &*st });
+    if let (Some(r), SUCCESS, Some(s)) = (r, rc, filled.get()) {
+        count_recv(r, &s);
     }
     rc
 }
@@ -265,22 +281,22 @@ pub unsafe fn wait(
     if !on() {
         return call(status);
     }
-    // SAFETY: the program's request slot, read before the call (the contract).
-    let Some(h) = (unsafe { handle_in(request) }) else { return call(status) };
+    let mut local = Status::default();
+    let st = status_or(status, &mut local);
+    // SAFETY: the program's request slot and `st`, ours or the program's status (the contract).
+    let (request, filled) = unsafe { (Arg::new(slot(request)), Arg::new(st)) };
+    let Some(h) = request.get() else { return call(status) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
         return call(status);
     };
     let _g = crate::entry::enter(name, Some(r));
-    let mut local = Status::default();
-    let st = status_or(status, &mut local);
     let rc = call(st.cast());
-    // SAFETY: the program's request slot, which the call just updated (the contract).
-    let completed = unsafe { handle_in(request) } == Some(REQUEST_NULL);
-    if rc == SUCCESS && completed && take(&REQUESTS, h).is_some() && recv {
-        // SAFETY: `st` is `local` or the program's status, which the call just filled (the contract).
-        count_recv(r, unsafe { &*st });
+    if rc == SUCCESS && request.get() == Some(REQUEST_NULL) && take(&REQUESTS, h).is_some() && recv {
+        if let Some(s) = filled.get() {
+            count_recv(r, &s);
+        }
     }
     rc
 }
@@ -299,22 +315,27 @@ pub unsafe fn test(
     if !on() {
         return call(status);
     }
-    // SAFETY: the program's request slot, read before the call (the contract).
-    let Some(h) = (unsafe { handle_in(request) }) else { return call(status) };
+    let mut local = Status::default();
+    let st = status_or(status, &mut local);
+    // SAFETY: the program's request and flag slots, and `st`, ours or the program's status (the contract).
+    let (request, flag, filled) = unsafe { (Arg::new(slot(request)), Arg::new(flag), Arg::new(st)) };
+    let Some(h) = request.get() else { return call(status) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
         return call(status);
     };
     let _g = crate::entry::enter(name, Some(r));
-    let mut local = Status::default();
-    let st = status_or(status, &mut local);
     let rc = call(st.cast());
-    // SAFETY: the program's flag and request slots, which the call just updated (the contract).
-    let completed = unsafe { flag.as_ref().is_some_and(|&f| f != 0) && handle_in(request) == Some(REQUEST_NULL) };
-    if rc == SUCCESS && completed && take(&REQUESTS, h).is_some() && recv {
-        // SAFETY: `st` is `local` or the program's status, which the call just filled (the contract).
-        count_recv(r, unsafe { &*st });
+    if rc == SUCCESS
+        && flag.get().is_some_and(|f| f != 0)
+        && request.get() == Some(REQUEST_NULL)
+        && take(&REQUESTS, h).is_some()
+        && recv
+    {
+        if let Some(s) = filled.get() {
+            count_recv(r, &s);
+        }
     }
     rc
 }
@@ -444,7 +465,7 @@ pub unsafe fn icollective(
     if let (Some(p), SUCCESS) = (p, rc) {
         p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { handle_in(request) }, p.send, false);
+        track(unsafe { Arg::new(slot(request)) }.get(), p.send, false);
     }
     rc
 }
