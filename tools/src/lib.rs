@@ -38,8 +38,6 @@ pub mod request_table;
 pub mod round_robin;
 pub mod shim;
 pub mod state;
-// Converted separately (issue 40): its lints are switched on when it is.
-#[allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub mod std_abi;
 pub mod text;
 pub mod thread;

@@ -320,11 +320,12 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 p.push_str(&abi_prologue(r, false));
                 p
             }
-            // MPI_Finalize on the standard ABI: the tools library's report first (`std_finalize`).
+            // MPI_Finalize on the standard ABI: the tools library's report first (`std_finalize`), inside
+            // the panic guard as every entry point's body.
             Lean::Hook(_) if r.name == "MPI_Finalize" => format!(
                 "if $crate::abi::standard() {{\n\
                  use $hooks as hooks;\n\
-                 return hooks::std_finalize(|| unsafe {{ {} }});\n}}\n",
+                 return $crate::guard::ffi_guard(\"MPI_Finalize\", || hooks::std_finalize(|| unsafe {{ {} }}));\n}}\n",
                 wide_call(r)
             ),
             _ => abi_prologue(r, true),
