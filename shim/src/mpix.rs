@@ -69,8 +69,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
             Err(code) => return code,
             Ok(None) => None,
             Ok(Some(t)) if t.is_empty() => None,
-            // SAFETY: `parse_info` takes a handle and our own string only (MPICH checks the handle).
-            Ok(Some(t)) => match unsafe { crate::enqueue::parse_info(rt, info, &t) } {
+            Ok(Some(t)) => match crate::enqueue::parse_info(rt, info, &t) {
                 Ok(spec) => Some(spec),
                 Err((class, msg)) => return raise(MPI_COMM_WORLD, class, F, &msg),
             },

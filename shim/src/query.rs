@@ -34,8 +34,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         // one else during this call.
         let d = unsafe { &mut *out };
         if mpixstream_wrappers::abi::standard() {
-            // SAFETY: `d` is the caller's whole `Description` (checked above).
-            return unsafe { crate::standard_abi::policy::describe(d) };
+            return crate::standard_abi::policy::describe(d);
         }
         let Some(rt) = runtime::active() else {
             return -1;

@@ -10,9 +10,8 @@
 //! pool's size, this rank) it is given by [`init`].
 use crate::state::CommRec;
 use crate::thread::thread_id;
-use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use mpixstream_wrappers::mpi::Comm;
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Who is inside a call on one stream right now.
@@ -20,10 +19,40 @@ use std::sync::OnceLock;
 pub struct Owner {
     /// The owning thread's id (0: free).
     thread: AtomicU32,
-    /// The owner's call (a `&'static str`'s address and length), for the violation message.
+    /// Odd while the owner writes `call_*` (a seqlock: a reader takes the pair only from one call).
+    version: AtomicU32,
+    /// The owner's call (a `&'static str`'s address and length, 0 once it left), for the violation
+    /// message.
     call_ptr: AtomicUsize,
     call_len: AtomicUsize,
     comm: AtomicI32,
+}
+
+impl Owner {
+    /// Sets the call, as the slot's owner (the only writer: it holds `thread`).
+    #[inline]
+    fn set_call(&self, call: &'static str) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
+        self.call_len.store(call.len(), Ordering::Relaxed);
+        self.version.store(v.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The owner's call, where one is set: the address and length written together by one `set_call`.
+    fn call(&self) -> Option<&'static str> {
+        let v = self.version.load(Ordering::Acquire);
+        let (p, n) = (self.call_ptr.load(Ordering::Relaxed), self.call_len.load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if v & 1 == 1 || self.version.load(Ordering::Relaxed) != v || p == 0 || n == 0 {
+            return None;
+        }
+        // SAFETY: the version was even and unchanged around the loads, so (p, n) are the address and
+        // length one `set_call` stored from one `&'static str` (it writes both between two version
+        // changes): `n` bytes readable for the rest of the process.
+        std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, n) }).ok()
+    }
 }
 
 /// Owner slots, one per stream of the pool (set once, at `MPI_Init`).
@@ -58,8 +87,7 @@ impl Drop for Guard {
     #[inline]
     fn drop(&mut self) {
         for o in self.held.iter().flatten().chain(self.more.iter()) {
-            o.call_len.store(0, Ordering::Relaxed);
-            o.call_ptr.store(0, Ordering::Relaxed);
+            o.set_call("");
             o.thread.store(0, Ordering::Release);
         }
     }
@@ -97,8 +125,7 @@ fn take(g: &mut Guard, call: &'static str, rec: &'static CommRec) {
     match owner.thread.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => {
             owner.comm.store(rec.handle, Ordering::Relaxed);
-            owner.call_ptr.store(call.as_ptr() as usize, Ordering::Relaxed);
-            owner.call_len.store(call.len(), Ordering::Relaxed);
+            owner.set_call(call);
             g.push(owner);
         }
         // Ours already (a call that takes several requests of one stream, or re-entry): nothing to do.
@@ -132,9 +159,8 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     // The other thread stores its call name just after taking the slot: give it a moment.
     let mut other_call = None;
     for _ in 0..1000 {
-        let (p, n) = (owner.call_ptr.load(Ordering::Relaxed), owner.call_len.load(Ordering::Relaxed));
-        if p != 0 && n != 0 {
-            other_call = std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, n) }).ok();
+        other_call = owner.call();
+        if other_call.is_some() {
             break;
         }
         std::hint::spin_loop();
@@ -183,7 +209,8 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     );
     // One write(2): the job is about to be torn down (this rank's abort, or another rank's), and a
     // message written in pieces was seen cut off after its first piece.
-    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+    // (Rust's stderr is unbuffered: this is one write(2).)
+    let _ = std::io::Write::write(&mut std::io::stderr(), msg.as_bytes());
     // Hydra's proxy forwards a rank's stderr from its event loop, and tears the job down at once on an
     // abort: without a pause the message was lost in 4 of 20 runs of tests/c/check_bad.c (nothing in
     // the output at all). The violating call never reaches MPICH: the job ends 0.3 s later.
@@ -192,13 +219,40 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
         // The standard ABI's MPI_Abort, on its own MPI_COMM_WORLD (a pointer-wide handle).
         let f = mpixstream_wrappers::abi::lookup(c"PMPI_Abort");
         if !f.is_null() {
-            let f = unsafe {
-                std::mem::transmute::<*mut libc::c_void, unsafe extern "C" fn(usize, libc::c_int) -> libc::c_int>(f)
-            };
-            unsafe { f(mpixstream_wrappers::abi::MPI_COMM_WORLD, 3) };
+            type Abort = unsafe extern "C" fn(usize, libc::c_int) -> libc::c_int;
+            // SAFETY: the standard ABI library's `PMPI_Abort`, whose prototype in mpi_abi.h is `Abort`
+            // (a communicator is pointer-wide there), called with its own MPI_COMM_WORLD.
+            unsafe { std::mem::transmute::<*mut libc::c_void, Abort>(f)(mpixstream_wrappers::abi::MPI_COMM_WORLD, 3) };
         }
     } else {
-        unsafe { (pmpi().PMPI_Abort)(MPI_COMM_WORLD, 3) };
+        let _ = Comm::WORLD.abort(3);
     }
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owners_call_is_one_whole_name() {
+        let o: &'static Owner = Box::leak(Box::default());
+        assert_eq!(o.call(), None);
+        o.set_call("MPI_Send");
+        assert_eq!(o.call(), Some("MPI_Send"));
+        o.set_call("");
+        assert_eq!(o.call(), None);
+        // A writer switching between names of different lengths: a reader sees one of them whole.
+        let writer = std::thread::spawn(move || {
+            for i in 0..100_000 {
+                o.set_call(if i % 2 == 0 { "MPI_Waitall" } else { "MPI_Irecv_c_long_name_for_the_test" });
+            }
+        });
+        while !writer.is_finished() {
+            if let Some(c) = o.call() {
+                assert!(c == "MPI_Waitall" || c == "MPI_Irecv_c_long_name_for_the_test", "{c}");
+            }
+        }
+        writer.join().unwrap();
+    }
 }

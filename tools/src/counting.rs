@@ -7,13 +7,87 @@
 //! on completion, with the size from the status (we pass our own status where the application passed
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
+//!
+//! The hooks get the application's arguments as it passed them to MPI; those that take pointers are
+//! `unsafe fn`s with one contract, *the application's arguments*: each pointer is null or valid as MPI
+//! requires of that argument for the call (a request, flag, index or status, an array of `count` of
+//! them), and MPICH has written the outputs once `call` returned. Each such hook wraps its pointers in
+//! [`Arg`]s once, and reads them as values, before or after `call` (which writes them), never during it.
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
-use mpixstream_wrappers::interpose::request_slice;
 use std::os::raw::c_int;
+
+/// A pointer argument of the application's call (an `MPI_Request *`, `int *`, `MPI_Status *`, or an
+/// array of `len` of them), read as values: all the hooks take from the application's memory.
+#[derive(Clone, Copy)]
+pub(crate) struct Arg<T> {
+    p: *const T,
+    len: usize,
+}
+
+impl<T: Copy> Arg<T> {
+    /// The argument `p` of `len` elements (a negative count: none).
+    ///
+    /// # Safety
+    /// `p` is null or valid for reading `len` elements whenever the result is read: the application's
+    /// arguments (module comment), read by its hook only before and after `call`.
+    #[inline]
+    pub(crate) unsafe fn new(p: *const T, len: c_int) -> Arg<T> {
+        Arg { p, len: len.max(0) as usize }
+    }
+
+    /// The first element (the one of a single argument), `None` where the pointer is null.
+    #[inline]
+    pub(crate) fn get(self) -> Option<T> {
+        self.at(0)
+    }
+
+    /// Element `i`, `None` where the pointer is null or `i` past the end.
+    #[inline]
+    pub(crate) fn at(self, i: usize) -> Option<T> {
+        if self.p.is_null() || i >= self.len {
+            return None;
+        }
+        // SAFETY: non-null and `i < len`: valid for reading now (`new`'s contract).
+        Some(unsafe { self.p.add(i).read() })
+    }
+
+    /// The elements as a slice, for `f` only (empty where the pointer is null).
+    #[inline]
+    pub(crate) fn with_slice<R>(self, f: impl FnOnce(&[T]) -> R) -> R {
+        if self.p.is_null() || self.len == 0 {
+            return f(&[]);
+        }
+        // SAFETY: `len` elements valid for reading (`new`'s contract), and nothing writes them while `f`
+        // runs: the hooks call it outside `call`.
+        f(unsafe { std::slice::from_raw_parts(self.p, self.len) })
+    }
+}
+
+impl Arg<MPI_Status> {
+    /// A status argument of `len` statuses: none to read where it is null or `MPI_STATUS(ES)_IGNORE`.
+    ///
+    /// # Safety
+    /// As [`Arg::new`].
+    #[inline]
+    pub(crate) unsafe fn statuses(p: *mut MPI_Status, len: c_int) -> Arg<MPI_Status> {
+        Arg { p: if status_is_real(p) { p } else { std::ptr::null() }, len: len.max(0) as usize }
+    }
+}
+
+/// The status the call wrote at position `i`: ours (`local`) where we passed them, else the
+/// application's (`None` where it ignores them).
+#[inline]
+fn status_of(ours: bool, local: &[MPI_Status], app: Arg<MPI_Status>, i: usize) -> Option<MPI_Status> {
+    if ours {
+        local.get(i).copied()
+    } else {
+        app.at(i)
+    }
+}
 
 /// Whether to follow a request in the table: on a checked communicator (its completion is checked),
 /// a receive (counted at completion, from its status), or, for the profile, one whose handle does not
@@ -24,22 +98,21 @@ fn wants_tracking(r: &CommRec, recv: bool, named: bool) -> bool {
     r.checked_stream.is_some() || (report_on() && (recv || !named))
 }
 
-/// Starts tracking `*request` (`named`: its handle names its endpoint). A builtin request (`handles::is_builtin`: shared and pre-completed) keys
-/// nothing, and has nothing left to attribute or to check.
+/// Starts tracking request `h` (the value the call wrote; `named`: its handle names its endpoint). A
+/// builtin request (`handles::is_builtin`: shared and pre-completed) keys nothing, and has nothing left
+/// to attribute or to check.
 ///
 /// A request that is not tracked removes any entry its handle still has: another thread's operation
 /// that had this handle may have completed inside MPICH a moment ago, its entry removed only when that
 /// thread's call returns; left there, it would charge this request's completion to that other
 /// communicator (and the check would abort a correct program). A tracked one overwrites it.
 #[inline]
-pub(crate) unsafe fn track(request: *mut MPI_Request, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
-    if request.is_null() || *request == MPI_REQUEST_NULL || is_builtin(*request) {
-        return;
-    }
+pub(crate) fn track(h: Option<MPI_Request>, r: &'static CommRec, recv: bool, persistent: bool, named: bool) {
+    let Some(h) = h.filter(|&h| h != MPI_REQUEST_NULL && !is_builtin(h)) else { return };
     if wants_tracking(r, recv, named) {
-        request_table::requests().insert(*request, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
+        request_table::requests().insert(h, ReqInfo { rec: r, recv, persistent, seq: next_seq() });
     } else {
-        request_table::requests().remove(*request);
+        request_table::requests().remove(h);
     }
 }
 
@@ -51,27 +124,28 @@ fn tracked(h: MPI_Request) -> Option<ReqInfo> {
     request_table::requests().get(h)
 }
 
-/// The VCI that MPICH's request for an operation on `r` names (the profile's word from MPICH itself).
+/// The VCI that MPICH's request `h` for an operation on `r` names (the profile's word from MPICH itself).
 #[inline]
-unsafe fn noted(r: &CommRec, request: *mut MPI_Request) {
-    if !request.is_null() && report_on() {
-        r.note_request(*request);
+fn noted(r: &CommRec, h: Option<MPI_Request>) {
+    if let (Some(h), true) = (h, report_on()) {
+        r.note_request(h);
     }
 }
 
-/// A tracked operation completed: forget it and count a receive.
+/// A tracked operation completed: forget it and count a receive (`status` gives what the call wrote in
+/// its status, `None` where ignored; read for a receive only).
 #[inline]
-unsafe fn finish(h: MPI_Request, info: ReqInfo, status: *const MPI_Status, rc: c_int) {
+fn finish(h: MPI_Request, info: ReqInfo, rc: c_int, status: impl FnOnce() -> Option<MPI_Status>) {
     request_table::requests().remove_own(h, info.seq);
-    if info.recv
-        && report_on()
-        && (rc == MPI_SUCCESS || (status_is_real(status as *mut _) && (*status).MPI_ERROR == MPI_SUCCESS))
-    {
-        info.rec.count_recv(status);
+    if info.recv && report_on() {
+        let status = status();
+        if rc == MPI_SUCCESS || status.is_some_and(|s| s.MPI_ERROR == MPI_SUCCESS) {
+            info.rec.count_recv(status.as_ref());
+        }
     }
 }
 
-pub unsafe fn send(
+pub fn send(
     name: &'static str,
     comm: MPI_Comm,
     count: MPI_Count,
@@ -91,6 +165,8 @@ pub unsafe fn send(
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn isend(
     name: &'static str,
     comm: MPI_Comm,
@@ -110,12 +186,16 @@ pub unsafe fn isend(
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        noted(r, request);
-        track(request, r, false, false, state::requests_name_endpoints());
+        // SAFETY: the application's `request` (the contract), read after the call.
+        let h = unsafe { Arg::new(request, 1) }.get();
+        noted(r, h);
+        track(h, r, false, false, state::requests_name_endpoints());
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn recv(
     name: &'static str,
     comm: MPI_Comm,
@@ -125,27 +205,32 @@ pub unsafe fn recv(
     if !on() {
         return call(status);
     }
-    counted_recv(name, rec(comm), status, call)
+    // SAFETY: the application's `status` (the contract), read after the call.
+    counted_recv(name, rec(comm), status, unsafe { Arg::statuses(status, 1) }, call)
 }
 
 /// A blocking receive on the communicator `r` (`MPI_Recv`, `MPI_Mrecv`): checked, and counted from
-/// its status (a local one when the caller ignores it and the report needs the count).
-unsafe fn counted_recv(
+/// its status (a local one when the caller ignores it and the report needs the count); `status` and
+/// `app` are the application's status pointer and the same as an argument to read.
+fn counted_recv(
     name: &'static str,
     r: Option<&'static CommRec>,
     status: *mut MPI_Status,
+    app: Arg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
-    let rc = call(st);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.count_recv(st);
+        r.count_recv(status_of(ours, &local, app, 0).as_ref());
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn irecv(
     name: &'static str,
     comm: MPI_Comm,
@@ -155,26 +240,30 @@ pub unsafe fn irecv(
     if !on() {
         return call();
     }
-    tracked_irecv(name, rec(comm), request, call)
+    // SAFETY: the application's `request` (the contract), read after the call.
+    tracked_irecv(name, rec(comm), unsafe { Arg::new(request, 1) }, call)
 }
 
 /// A nonblocking receive on the communicator `r` (`MPI_Irecv`, `MPI_Imrecv`): checked, and its request
 /// tracked so that its completion is counted.
-unsafe fn tracked_irecv(
+fn tracked_irecv(
     name: &'static str,
     r: Option<&'static CommRec>,
-    request: *mut MPI_Request,
+    request: Arg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
     let rc = call();
     if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
-        noted(r, request);
-        track(request, r, true, false, true);
+        let h = request.get();
+        noted(r, h);
+        track(h, r, true, false, true);
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn sendrecv(
     name: &'static str,
     comm: MPI_Comm,
@@ -187,21 +276,23 @@ pub unsafe fn sendrecv(
     if !on() {
         return call(status);
     }
+    // SAFETY: the application's `status` (the contract), read after the call.
+    let app = unsafe { Arg::statuses(status, 1) };
     let r = rec(comm);
     let _g = entry::enter(name, r);
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !report_on() { status } else { &mut local };
-    let rc = call(st);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
         }
-        r.count_recv(st);
+        r.count_recv(status_of(ours, &local, app, 0).as_ref());
     }
     rc
 }
 
-pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -209,14 +300,17 @@ pub unsafe fn probe(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c
     call()
 }
 
-unsafe fn remember_message(r: Option<&'static CommRec>, message: *mut MPI_Message) {
-    if let Some(r) = r {
-        if !message.is_null() && *message != MPI_MESSAGE_NULL && *message != MPI_MESSAGE_NO_PROC {
-            state::messages().insert(*message, r);
+/// Remembers matched message `message` (the value the call wrote) with its communicator's record.
+fn remember_message(r: Option<&'static CommRec>, message: Option<MPI_Message>) {
+    if let (Some(r), Some(m)) = (r, message) {
+        if m != MPI_MESSAGE_NULL && m != MPI_MESSAGE_NO_PROC {
+            state::messages().insert(m, r);
         }
     }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn mprobe(
     name: &'static str,
     comm: MPI_Comm,
@@ -230,11 +324,14 @@ pub unsafe fn mprobe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        remember_message(r, message);
+        // SAFETY: the application's `message` (the contract), read after the call.
+        remember_message(r, unsafe { Arg::new(message, 1) }.get());
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn improbe(
     name: &'static str,
     comm: MPI_Comm,
@@ -248,19 +345,25 @@ pub unsafe fn improbe(
     let r = rec(comm);
     let _g = entry::enter(name, r);
     let rc = call();
-    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 {
-        remember_message(r, message);
+    if rc == MPI_SUCCESS {
+        // SAFETY: the application's `flag` and `message` (the contract), read after the call.
+        let (flag, message) = unsafe { (Arg::new(flag, 1), Arg::new(message, 1)) };
+        // The message only where the flag says there is one.
+        if flag.get().is_some_and(|f| f != 0) {
+            remember_message(r, message.get());
+        }
     }
     rc
 }
 
-unsafe fn take_message(message: *mut MPI_Message) -> Option<&'static CommRec> {
-    if message.is_null() || *message == MPI_MESSAGE_NULL || *message == MPI_MESSAGE_NO_PROC {
-        return None;
-    }
-    state::messages().remove(&*message).map(|(_, r)| r)
+/// The record of the communicator matched message `message` came from (forgetting it).
+fn take_message(message: Option<MPI_Message>) -> Option<&'static CommRec> {
+    let m = message.filter(|&m| m != MPI_MESSAGE_NULL && m != MPI_MESSAGE_NO_PROC)?;
+    state::messages().remove(&m).map(|(_, r)| r)
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn mrecv(
     name: &'static str,
     message: *mut MPI_Message,
@@ -270,9 +373,13 @@ pub unsafe fn mrecv(
     if !on() {
         return call(status);
     }
-    counted_recv(name, take_message(message), status, call)
+    // SAFETY: the application's `message` (read before the call) and `status` (after it): the contract.
+    let (message, app) = unsafe { (Arg::new(message, 1), Arg::statuses(status, 1)) };
+    counted_recv(name, take_message(message.get()), status, app, call)
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn imrecv(
     name: &'static str,
     message: *mut MPI_Message,
@@ -282,33 +389,43 @@ pub unsafe fn imrecv(
     if !on() {
         return call();
     }
-    tracked_irecv(name, take_message(message), request, call)
+    // SAFETY: the application's `message` (read before the call) and `request` (after it): the contract.
+    let (message, request) = unsafe { (Arg::new(message, 1), Arg::new(request, 1)) };
+    tracked_irecv(name, take_message(message.get()), request, call)
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn wait(
     name: &'static str,
     request: *mut MPI_Request,
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call(status);
     }
-    let h = *request;
+    // SAFETY: the application's `request` and `status` (the contract), read before and after the call.
+    let (req, app) = unsafe { (Arg::new(request, 1), Arg::statuses(status, 1)) };
+    let Some(h) = req.get() else {
+        return call(status);
+    };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
         return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
-    let rc = call(st);
-    if rc == MPI_SUCCESS && (*request == MPI_REQUEST_NULL || info.persistent) {
-        finish(h, info, st, rc);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    if rc == MPI_SUCCESS && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent) {
+        finish(h, info, rc, || status_of(ours, &local, app, 0));
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn test(
     name: &'static str,
     request: *mut MPI_Request,
@@ -316,20 +433,28 @@ pub unsafe fn test(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call(status);
     }
-    let h = *request;
+    // SAFETY: the application's `request`, `flag` and `status` (the contract), read before and after
+    // the call.
+    let (req, flag, app) = unsafe { (Arg::new(request, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
+    let Some(h) = req.get() else {
+        return call(status);
+    };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
         return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
-    let mut local = MPI_Status::default();
-    let st = if status_is_real(status) || !info.recv { status } else { &mut local };
-    let rc = call(st);
-    if rc == MPI_SUCCESS && !flag.is_null() && *flag != 0 && (*request == MPI_REQUEST_NULL || info.persistent) {
-        finish(h, info, st, rc);
+    let mut local = [MPI_Status::default()];
+    let ours = !status_is_real(status) && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    if rc == MPI_SUCCESS
+        && flag.get().is_some_and(|f| f != 0)
+        && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent)
+    {
+        finish(h, info, rc, || status_of(ours, &local, app, 0));
     }
     rc
 }
@@ -337,55 +462,46 @@ pub unsafe fn test(
 /// Tracked operations among the requests of one call (on the stack for the usual window sizes).
 type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
 
-/// The tracked operations among `n` requests: (position, handle, info), into `into`.
-unsafe fn tracked_among(n: c_int, requests: *mut MPI_Request, into: &mut Tracked) {
-    if n <= 0 || requests.is_null() {
-        return;
-    }
-    let handles = std::slice::from_raw_parts(requests, n as usize);
-    into.extend(handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))));
+/// The tracked operations among the call's requests (position, handle, info), and the call entered on
+/// their endpoints.
+fn enter_tracked(name: &'static str, requests: Arg<MPI_Request>) -> (Tracked, entry::Entered) {
+    requests.with_slice(|all| {
+        let infos: Tracked = all.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))).collect();
+        let g = entry::enter_requests(name, all, &infos);
+        (infos, g)
+    })
 }
 
 /// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
 type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
 
-/// Our status array where the application ignores statuses but we need receive sizes.
-fn statuses_for(
-    n: c_int,
-    statuses: *mut MPI_Status,
-    infos: &[(usize, MPI_Request, ReqInfo)],
-    local: &mut Statuses,
-) -> *mut MPI_Status {
+/// Whether we pass our own statuses (`local`, `n` of them): where the application ignores them but we
+/// need receive sizes.
+fn own_statuses(n: c_int, statuses: *mut MPI_Status, infos: &Tracked, local: &mut Statuses) -> bool {
     if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
-        return statuses;
+        return false;
     }
     local.resize(n.max(0) as usize, MPI_Status::default());
-    local.as_mut_ptr()
+    true
 }
 
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
-/// every started persistent one (the call completed them all); their status is at `status_of(position)`.
-unsafe fn finish_completed(
-    requests: *mut MPI_Request,
-    infos: &[(usize, MPI_Request, ReqInfo)],
+/// every started persistent one (the call completed them all); their statuses are ours or `app`.
+fn finish_completed(
+    requests: Arg<MPI_Request>,
+    infos: &Tracked,
     rc: c_int,
-    status_of: impl Fn(usize) -> *const MPI_Status,
+    (ours, local, app): (bool, &[MPI_Status], Arg<MPI_Status>),
 ) {
     for &(i, h, info) in infos {
-        if *requests.add(i) == MPI_REQUEST_NULL || info.persistent {
-            finish(h, info, status_of(i), rc);
+        if requests.at(i) == Some(MPI_REQUEST_NULL) || info.persistent {
+            finish(h, info, rc, || status_of(ours, local, app, i));
         }
     }
 }
 
-unsafe fn status_at(base: *mut MPI_Status, i: usize) -> *const MPI_Status {
-    if status_is_real(base) {
-        base.add(i)
-    } else {
-        MPI_STATUS_IGNORE
-    }
-}
-
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitall(
     name: &'static str,
     n: c_int,
@@ -396,21 +512,23 @@ pub unsafe fn waitall(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests and statuses (the contract), read before and after the call.
+    let (reqs, app) = unsafe { (Arg::new(requests, n), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
-        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+        finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testall(
     name: &'static str,
     n: c_int,
@@ -422,53 +540,50 @@ pub unsafe fn testall(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests and statuses, and `flag` (the contract), read before and
+    // after the call.
+    let (reqs, flag, app) = unsafe { (Arg::new(requests, n), Arg::new(flag, 1), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !flag.is_null() && *flag != 0 {
-        finish_completed(requests, &infos, rc, |i| status_at(st, i));
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && flag.get().is_some_and(|f| f != 0) {
+        finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
 
-unsafe fn any_common(
+/// `MPI_Waitany` (`flag` None) and `MPI_Testany`, their arguments as [`Arg`]s; `status` the
+/// application's pointer.
+fn any_common(
     name: &'static str,
-    n: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    flag: Option<*mut c_int>,
-    status: *mut MPI_Status,
+    reqs: Arg<MPI_Request>,
+    index: Arg<c_int>,
+    flag: Option<Arg<c_int>>,
+    (status, app): (*mut MPI_Status, Arg<MPI_Status>),
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    if !on() {
-        return call(status);
-    }
-    let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(status);
     }
-    let mut local = MPI_Status::default();
-    let need = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
-    let st = if need { &mut local as *mut MPI_Status } else { status };
-    let rc = call(st);
-    let done = flag.is_none_or(|f| !f.is_null() && *f != 0);
-    if rc == MPI_SUCCESS && done && !index.is_null() && *index != MPI_UNDEFINED {
-        let k = *index as usize;
-        if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
-            finish(h, info, st, rc);
+    let mut local = [MPI_Status::default()];
+    let ours = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
+    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
+    if let Some(k) = (rc == MPI_SUCCESS && done).then(|| index.get()).flatten().filter(|&k| k != MPI_UNDEFINED) {
+        if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
+            finish(h, info, rc, || status_of(ours, &local, app, 0));
         }
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitany(
     name: &'static str,
     n: c_int,
@@ -477,9 +592,17 @@ pub unsafe fn waitany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    any_common(name, n, requests, index, None, status, call)
+    if !on() {
+        return call(status);
+    }
+    // SAFETY: the application's `n` requests, `index` and `status` (the contract), read before and after
+    // the call.
+    let (reqs, index, app) = unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::statuses(status, 1)) };
+    any_common(name, reqs, index, None, (status, app), call)
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testany(
     name: &'static str,
     n: c_int,
@@ -489,9 +612,20 @@ pub unsafe fn testany(
     status: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    any_common(name, n, requests, index, Some(flag), status, call)
+    if !on() {
+        return call(status);
+    }
+    // SAFETY: the application's `n` requests, `index`, `flag` and `status` (the contract), read before
+    // and after the call.
+    let (reqs, index, flag, app) =
+        unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
+    any_common(name, reqs, index, Some(flag), (status, app), call)
 }
 
+/// `MPI_Waitsome` and `MPI_Testsome`.
+///
+/// # Safety
+/// The application's arguments (module comment).
 unsafe fn some_common(
     name: &'static str,
     n: c_int,
@@ -504,27 +638,32 @@ unsafe fn some_common(
     if !on() {
         return call(statuses);
     }
-    let mut infos = Tracked::new();
-    tracked_among(n, requests, &mut infos);
-    let _g = entry::enter_requests(name, request_slice(n, requests), &infos);
+    // SAFETY: the application's `n` requests, `outcount`, `n` indices and `n` statuses (the contract),
+    // read before and after the call.
+    let (reqs, outcount, indices, app) =
+        unsafe { (Arg::new(requests, n), Arg::new(outcount, 1), Arg::new(indices, n), Arg::statuses(statuses, n)) };
+    let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
         return call(statuses);
     }
     let mut local = Statuses::new();
-    let st = statuses_for(n, statuses, &infos, &mut local);
-    let rc = call(st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && !outcount.is_null() && *outcount != MPI_UNDEFINED {
+    let ours = own_statuses(n, statuses, &infos, &mut local);
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| outcount.get()).flatten();
+    if let Some(done) = done.filter(|&c| c != MPI_UNDEFINED) {
         // The j-th completed request is indices[j]; its status is the j-th status.
-        for j in 0..(*outcount).max(0) as usize {
-            let k = *indices.add(j) as usize;
-            if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k) {
-                finish(h, info, status_at(st, j), rc);
+        for j in 0..done.max(0) as usize {
+            let k = indices.at(j);
+            if let Some(&(_, h, info)) = k.and_then(|k| infos.iter().find(|x| x.0 == k as usize)) {
+                finish(h, info, rc, || status_of(ours, &local, app, j));
             }
         }
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn waitsome(
     name: &'static str,
     n: c_int,
@@ -534,9 +673,12 @@ pub unsafe fn waitsome(
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    some_common(name, n, requests, outcount, indices, statuses, call)
+    // SAFETY: the contract, passed on.
+    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn testsome(
     name: &'static str,
     n: c_int,
@@ -546,14 +688,20 @@ pub unsafe fn testsome(
     statuses: *mut MPI_Status,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    some_common(name, n, requests, outcount, indices, statuses, call)
+    // SAFETY: the contract, passed on.
+    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call();
     }
-    let h = *request;
+    // SAFETY: the application's `request` (the contract), read before the call.
+    let Some(h) = unsafe { Arg::new(request, 1) }.get() else {
+        return call();
+    };
     let info = tracked(h);
     let rc = call();
     if let (Some(info), true) = (info, rc == MPI_SUCCESS) {
@@ -567,7 +715,7 @@ pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call:
     rc
 }
 
-pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -580,6 +728,8 @@ pub unsafe fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce()
     rc
 }
 
+/// # Safety
+/// The application's arguments (module comment).
 pub unsafe fn icollective(
     name: &'static str,
     comm: MPI_Comm,
@@ -597,7 +747,8 @@ pub unsafe fn icollective(
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
-        track(request, r, false, false, false);
+        // SAFETY: the application's `request` (the contract), read after the call.
+        track(unsafe { Arg::new(request, 1) }.get(), r, false, false, false);
     }
     rc
 }
@@ -622,6 +773,19 @@ mod tests {
         assert!(tracked(MPI_REQUEST_NULL).is_none());
     }
 
+    #[test]
+    fn an_argument_reads_within_its_length_only() {
+        let requests = [MPI_REQUEST_NULL, 0xac00_0003u32 as i32];
+        // SAFETY: a live array of two requests, read while it lives.
+        let (a, none) = unsafe { (Arg::new(requests.as_ptr(), 2), Arg::<c_int>::new(std::ptr::null(), 3)) };
+        assert_eq!((a.get(), a.at(1), a.at(2)), (Some(MPI_REQUEST_NULL), Some(requests[1]), None));
+        assert_eq!(a.with_slice(|s| s.len()), 2);
+        assert_eq!((none.get(), none.with_slice(|s| s.len())), (None, 0));
+        // SAFETY: MPI_STATUS_IGNORE is never read.
+        let ignored = unsafe { Arg::statuses(MPI_STATUS_IGNORE, 1) };
+        assert!(ignored.get().is_none());
+    }
+
     /// A panic inside a hook comes back from the exported interposer as `MPI_ERR_INTERN`, never as an
     /// abort: the generated interposers run under the panic guard.
     #[test]
@@ -635,15 +799,21 @@ mod tests {
         ];
         let loaded = mpich.iter().any(|path| {
             let c = std::ffi::CString::new(*path).unwrap();
+            // SAFETY: a NUL-terminated path; loading MPICH runs only its own initialisers.
             !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
         });
         assert!(loaded, "no MPICH to load (scripts/install.sh installs one)");
         state::PANIC_FOR_TEST.with(|p| p.set(true));
         let mut request = MPI_REQUEST_NULL;
-        let send =
-            unsafe { crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
-        let wait = unsafe { crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE) };
-        let barrier = unsafe { crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle) };
+        // SAFETY: the C entry points with valid arguments (a null buffer of count 0, a live request);
+        // the hook panics before MPICH is called.
+        let (send, wait, barrier) = unsafe {
+            (
+                crate::MPI_Send(std::ptr::null(), 0, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle),
+                crate::MPI_Wait(&mut request, MPI_STATUS_IGNORE),
+                crate::MPI_Barrier(MPI_COMM_WORLD as WideHandle),
+            )
+        };
         state::PANIC_FOR_TEST.with(|p| p.set(false));
         assert_eq!((send, wait, barrier), (MPI_ERR_INTERN, MPI_ERR_INTERN, MPI_ERR_INTERN));
     }

@@ -22,7 +22,7 @@
 //!   and topology constructors count what moves it); [`profile`]: the profile's endpoints and threads;
 //! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
 //!   [`mpich_cvar`], [`clock`], [`json`], [`text`], [`thread`].
-#![allow(clippy::missing_safety_doc)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod check;
 pub mod clock;
@@ -52,13 +52,15 @@ mod hooks {
 }
 mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 
+use mpixstream_wrappers::guard::guard_with;
+
 /// Called by the lean library at the end of `MPI_Init*`.
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_init() {
-    let r = std::panic::catch_unwind(|| unsafe {
+    let ok = guard_with("mpixstream_tools_init", false, || {
         if mpixstream_wrappers::abi::standard() {
             std_abi_init();
-            return;
+            return true;
         }
         if let Some(setup) = state::init() {
             let d = setup.description;
@@ -66,8 +68,9 @@ pub extern "C" fn mpixstream_tools_init() {
             start_profile(setup.report_path.is_some());
             state::start();
         }
+        true
     });
-    if r.is_err() {
+    if !ok {
         eprintln!("mpixstream-tools: internal error at MPI_Init; counters and checks are off");
     }
 }
@@ -120,7 +123,7 @@ fn start_profile(report: bool) {
 /// Called by the lean library at the start of `MPI_Finalize`, while MPI is still fully up.
 #[no_mangle]
 pub extern "C" fn mpixstream_tools_finalize() {
-    let r = std::panic::catch_unwind(|| unsafe {
+    let ok = guard_with("mpixstream_tools_finalize", false, || {
         if mpixstream_wrappers::abi::standard() {
             if let Some(setup) = STD_SETUP.get().filter(|s| s.report_path.is_some()) {
                 std_abi::stop();
@@ -135,14 +138,16 @@ pub extern "C" fn mpixstream_tools_finalize() {
                     STD_CHECK.load(std::sync::atomic::Ordering::Relaxed),
                     (rank, size),
                     report::Abi::Standard,
-                    |part, rank, size| std_abi::gather(part, rank, size),
+                    // SAFETY: `std_abi::gather` asks nothing of its caller beyond its arguments' types
+                    // (it is `unsafe` for its own raw calls; converted separately).
+                    |part, rank, size| unsafe { std_abi::gather(part, rank, size) },
                 );
             }
             std_abi::stop();
-            return;
+            return true;
         }
         if !state::on() {
-            return;
+            return true;
         }
         if let (true, Some(setup)) = (state::report_on(), state::setup()) {
             profile::stop();
@@ -150,8 +155,9 @@ pub extern "C" fn mpixstream_tools_finalize() {
             report::write(setup, &state::all_records(), state::check_mode());
         }
         state::stop();
+        true
     });
-    if r.is_err() {
+    if !ok {
         eprintln!("mpixstream-tools: internal error while writing the report");
     }
 }
@@ -169,17 +175,19 @@ pub unsafe extern "C" fn mpixstream_tools_contended(
     comm: mpixstream_wrappers::ffi::MPI_Comm,
     call: *const libc::c_char,
 ) {
-    let r = std::panic::catch_unwind(|| {
+    let ok = guard_with("mpixstream_tools_contended", false, || {
         if !state::on() || state::check_mode() == 0 || call.is_null() {
-            return;
+            return true;
         }
-        // SAFETY: the lean library passes a C string literal of its own (static).
-        let Ok(call) = unsafe { std::ffi::CStr::from_ptr(call) }.to_str() else { return };
+        // SAFETY: by the contract, a non-null `call` is a NUL-terminated string that outlives the call
+        // (the lean library passes a C string literal of its own, static).
+        let Ok(call) = unsafe { std::ffi::CStr::from_ptr(call) }.to_str() else { return true };
         if let Some(rec) = state::rec(comm) {
             check::contended(call, rec);
         }
+        true
     });
-    if r.is_err() {
+    if !ok {
         eprintln!("mpixstream-tools: internal error while checking a contended endpoint");
     }
 }
@@ -194,11 +202,12 @@ pub extern "C" fn mpixstream_tools_comm_created(
     newcomm: mpixstream_wrappers::ffi::MPI_Comm,
 ) {
     use mpixstream_wrappers::interpose::CommCtor;
-    let r = std::panic::catch_unwind(|| {
-        let Some(&ctor) = usize::try_from(kind).ok().and_then(|k| CommCtor::ALL.get(k)) else { return };
+    let ok = guard_with("mpixstream_tools_comm_created", false, || {
+        let Some(&ctor) = usize::try_from(kind).ok().and_then(|k| CommCtor::ALL.get(k)) else { return true };
         round_robin::made(ctor.name(), round_robin::commits_of(ctor), parent, newcomm, ctor.is_blocking());
+        true
     });
-    if r.is_err() {
+    if !ok {
         eprintln!("mpixstream-tools: internal error while following a communicator's creation");
     }
 }
@@ -210,9 +219,9 @@ pub extern "C" fn mpixstream_tools_request_replaced(
     inner: mpixstream_wrappers::ffi::MPI_Request,
     outer: mpixstream_wrappers::ffi::MPI_Request,
 ) {
-    let r = std::panic::catch_unwind(|| {
+    let ok = guard_with("mpixstream_tools_request_replaced", false, || {
         if !state::on() {
-            return;
+            return true;
         }
         // `outer` MPI_REQUEST_NULL: the lean library completes `inner` itself (a routed buffered
         // send): only forget it.
@@ -221,8 +230,9 @@ pub extern "C" fn mpixstream_tools_request_replaced(
                 request_table::requests().insert(outer, info);
             }
         }
+        true
     });
-    if r.is_err() {
+    if !ok {
         eprintln!("mpixstream-tools: internal error while following a wrapped nonblocking collective");
     }
 }

@@ -16,13 +16,22 @@ pub fn read_int(name: &CStr) -> Option<c_int> {
     type HandleFree = unsafe extern "C" fn(*mut *mut c_void) -> c_int;
     type Finalize = unsafe extern "C" fn() -> c_int;
     let sym = |n: &CStr| Some(lookup(n)).filter(|p| !p.is_null());
+    // SAFETY: each pointer is the loaded MPI library's entry point of that name, and each type above is
+    // that function's prototype in MPI's `mpi.h` (the MPI_T interface, MPI 3.0 on).
+    let (init, get_index, alloc, read, free, finalize) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, InitThread>(sym(c"PMPI_T_init_thread")?),
+            std::mem::transmute::<*mut c_void, GetIndex>(sym(c"PMPI_T_cvar_get_index")?),
+            std::mem::transmute::<*mut c_void, HandleAlloc>(sym(c"PMPI_T_cvar_handle_alloc")?),
+            std::mem::transmute::<*mut c_void, Read>(sym(c"PMPI_T_cvar_read")?),
+            std::mem::transmute::<*mut c_void, HandleFree>(sym(c"PMPI_T_cvar_handle_free")?),
+            std::mem::transmute::<*mut c_void, Finalize>(sym(c"PMPI_T_finalize")?),
+        )
+    };
+    // SAFETY: the MPI_T calls in the order the standard requires (init, use, free, finalize), with
+    // pointers to live locals of the prototypes' types; `value` is a `c_int`, the type of an integer
+    // control variable with `count` 1 (checked before the read), and `handle` is the one `alloc` made.
     unsafe {
-        let init: InitThread = std::mem::transmute(sym(c"PMPI_T_init_thread")?);
-        let get_index: GetIndex = std::mem::transmute(sym(c"PMPI_T_cvar_get_index")?);
-        let alloc: HandleAlloc = std::mem::transmute(sym(c"PMPI_T_cvar_handle_alloc")?);
-        let read: Read = std::mem::transmute(sym(c"PMPI_T_cvar_read")?);
-        let free: HandleFree = std::mem::transmute(sym(c"PMPI_T_cvar_handle_free")?);
-        let finalize: Finalize = std::mem::transmute(sym(c"PMPI_T_finalize")?);
         let mut provided = 0;
         if init(MPI_THREAD_SINGLE, &mut provided) != MPI_SUCCESS {
             return None;

@@ -3,7 +3,9 @@
 //! `MPI_Request_free`: `counting::request_free`), so that each `MPI_Start`/`MPI_Startall` counts a start
 //! of its kind and a send's message, tracks the request as any nonblocking operation (a receive is
 //! counted when it completes) and is checked on its communicator.
-use crate::counting::track;
+//!
+//! The hooks that take pointers have `counting`'s contract, *the application's arguments*.
+use crate::counting::{track, Arg};
 use crate::entry;
 use crate::state::{self, on, rec, report_on, Persistent, StartKind};
 use mpixstream_wrappers::ffi::*;
@@ -13,17 +15,24 @@ use std::os::raw::c_int;
 /// A persistent request's constructor (`MPI_Send_init`… `MPI_Psend_init`, the persistent collectives,
 /// their `_c` forms): checked on its communicator; the request is remembered with its communicator's
 /// record and what it starts (by the constructor's name), for `start` and `startall`.
+///
+/// # Safety
+/// The application's arguments (`counting`'s module comment).
 pub unsafe fn persistent(
     name: &'static str,
     comm: MPI_Comm,
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    created(name, comm, request, None, call)
+    // SAFETY: the application's `request` (the contract), read after the call.
+    created(name, comm, unsafe { Arg::new(request, 1) }, None, call)
 }
 
 /// A persistent send's constructor (`MPI_Send_init`, `Bsend_init`, `Ssend_init`, `Rsend_init`, their
 /// `_c` forms): as `persistent`, and its message is counted as sent at each start.
+///
+/// # Safety
+/// The application's arguments (`counting`'s module comment).
 pub unsafe fn persistent_send(
     name: &'static str,
     comm: MPI_Comm,
@@ -33,13 +42,15 @@ pub unsafe fn persistent_send(
     request: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    created(name, comm, request, (dest != MPI_PROC_NULL).then_some((count, datatype)), call)
+    let send = (dest != MPI_PROC_NULL).then_some((count, datatype));
+    // SAFETY: the application's `request` (the contract), read after the call.
+    created(name, comm, unsafe { Arg::new(request, 1) }, send, call)
 }
 
-unsafe fn created(
+fn created(
     name: &'static str,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: Arg<MPI_Request>,
     send: Option<(MPI_Count, MPI_Datatype)>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
@@ -49,9 +60,9 @@ unsafe fn created(
     let r = rec(comm);
     let _g = entry::enter(name, r);
     let rc = call();
-    if let (Some(r), true) = (r, rc == MPI_SUCCESS && !request.is_null()) {
-        if *request != MPI_REQUEST_NULL && !is_builtin(*request) {
-            state::persistent().insert(*request, Persistent { rec: r, kind: StartKind::of(name), send });
+    if let (Some(r), true) = (r, rc == MPI_SUCCESS) {
+        if let Some(h) = request.get().filter(|&h| h != MPI_REQUEST_NULL && !is_builtin(h)) {
+            state::persistent().insert(h, Persistent { rec: r, kind: StartKind::of(name), send });
         }
     }
     rc
@@ -68,8 +79,9 @@ fn persistent_of(h: MPI_Request) -> Option<Persistent> {
 /// A persistent request started: one start of its kind on its communicator, a send's message counted
 /// as sent (a receive's when it completes), and, on a checked
 /// communicator, tracked as any nonblocking operation, so that the waits on it are checked too (its
-/// entry outlives each completion, as the handle does, until `MPI_Request_free`).
-unsafe fn started(request: *mut MPI_Request, p: Persistent) {
+/// entry outlives each completion, as the handle does, until `MPI_Request_free`). `h`: the request as
+/// the call left it.
+fn started(h: Option<MPI_Request>, p: Persistent) {
     if report_on() {
         p.rec.count_start(p.kind);
         if let Some((count, datatype)) = p.send {
@@ -79,36 +91,44 @@ unsafe fn started(request: *mut MPI_Request, p: Persistent) {
     // A persistent receive's message is counted when it completes, from its status, as a nonblocking
     // receive's is.
     // A persistent request's handle does not name its endpoint (MPICH makes it from pool 0).
-    track(request, p.rec, p.kind == StartKind::Recv, true, false);
+    track(h, p.rec, p.kind == StartKind::Recv, true, false);
 }
 
+/// # Safety
+/// The application's arguments (`counting`'s module comment).
 pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
-    if !on() || request.is_null() {
+    if !on() {
         return call();
     }
-    let Some(p) = persistent_of(*request) else {
+    // SAFETY: the application's `request` (the contract), read before and after the call.
+    let request = unsafe { Arg::new(request, 1) };
+    let Some(p) = request.get().and_then(persistent_of) else {
         return call();
     };
     let _g = entry::enter(name, Some(p.rec));
     let rc = call();
     if rc == MPI_SUCCESS {
-        started(request, p);
+        started(request.get(), p);
     }
     rc
 }
 
+/// # Safety
+/// The application's arguments (`counting`'s module comment).
 pub unsafe fn startall(
     name: &'static str,
     count: c_int,
     requests: *mut MPI_Request,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !on() || count <= 0 || requests.is_null() {
+    if !on() {
         return call();
     }
-    let handles = std::slice::from_raw_parts(requests, count as usize);
-    let found: smallvec::SmallVec<[(usize, Persistent); 16]> =
-        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect();
+    // SAFETY: the application's `count` requests (the contract), read before and after the call.
+    let requests = unsafe { Arg::new(requests, count) };
+    let found: smallvec::SmallVec<[(usize, Persistent); 16]> = requests.with_slice(|handles| {
+        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect()
+    });
     if found.is_empty() {
         return call();
     }
@@ -116,7 +136,7 @@ pub unsafe fn startall(
     let rc = call();
     if rc == MPI_SUCCESS {
         for &(i, p) in &found {
-            started(requests.add(i), p);
+            started(requests.at(i), p);
         }
     }
     rc

@@ -138,8 +138,8 @@ pub struct ThreadProfile {
     joined: Cell<*const ThreadSet>,
 }
 
-// The cells are written by the owning thread only; the report reads them after every application
-// thread has left MPI (at MPI_Finalize).
+// SAFETY: the cells are written by the owning thread only (through `ME`, its own thread-local); the
+// report reads them after every application thread has left MPI (at MPI_Finalize).
 unsafe impl Sync for ThreadProfile {}
 
 impl ThreadProfile {
@@ -163,16 +163,13 @@ static THREADS: Mutex<Vec<&'static ThreadProfile>> = Mutex::new(Vec::new());
 static THREAD_COUNT: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
-    static ME: Cell<*const ThreadProfile> = const { Cell::new(std::ptr::null()) };
+    /// The calling thread's profile, a leaked box (never freed: the report reads it at the end).
+    static ME: Cell<Option<&'static ThreadProfile>> = const { Cell::new(None) };
 }
 
 #[inline]
 fn me() -> &'static ThreadProfile {
-    let p = ME.with(|m| m.get());
-    if !p.is_null() {
-        return unsafe { &*p };
-    }
-    register()
+    ME.with(|m| m.get()).unwrap_or_else(register)
 }
 
 #[cold]
@@ -187,7 +184,7 @@ fn register() -> &'static ThreadProfile {
         joined: Cell::new(std::ptr::null()),
     }));
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(t);
-    ME.with(|m| m.set(t));
+    ME.with(|m| m.set(Some(t)));
     t
 }
 

@@ -11,7 +11,7 @@ use crate::shim;
 use crate::state::{CommRec, MultiplexPart, Setup, StartKind};
 use crate::text::{cstr, truncate};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::Comm;
 use mpixstream_wrappers::tools::Description;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -281,19 +281,19 @@ fn opt_dash(v: Option<u32>) -> String {
 }
 
 /// Gathers every rank's bytes to rank 0 (collective): each rank's length with `gather_len(mine, all)`,
-/// then the bytes with `gather_bytes(mine, len, all, lens, displs)` (`MPI_Gather`/`MPI_Gatherv` of
-/// the ABI the program speaks, on its `MPI_COMM_WORLD`, through `PMPI_*` so never counted; `false`:
-/// the call failed). Rank 0 gets every part, the others an empty list.
-pub fn gather_parts(
+/// then the bytes with `gather_bytes(mine, all, lens, displs)` (`MPI_Gather`/`MPI_Gatherv` of the ABI
+/// the program speaks, on its `MPI_COMM_WORLD`, through `PMPI_*` so never counted; `false`: the call
+/// failed). Rank 0 gets every part, the others an empty list.
+pub fn gather_slices(
     bytes: &[u8],
     rank: c_int,
     size: c_int,
-    gather_len: impl FnOnce(*const c_int, *mut c_int) -> bool,
-    gather_bytes: impl FnOnce(*const c_void, c_int, *mut c_void, *const c_int, *const c_int) -> bool,
+    gather_len: impl FnOnce(&[c_int], &mut [c_int]) -> bool,
+    gather_bytes: impl FnOnce(&[u8], &mut [u8], &[c_int], &[c_int]) -> bool,
 ) -> Option<Vec<Vec<u8>>> {
     let len = bytes.len() as c_int;
     let mut lens = vec![0 as c_int; if rank == 0 { size as usize } else { 1 }];
-    if !gather_len(&len, lens.as_mut_ptr()) {
+    if !gather_len(&[len], &mut lens) {
         return None;
     }
     let mut displs = vec![0 as c_int; lens.len()];
@@ -305,13 +305,7 @@ pub fn gather_parts(
         }
     }
     let mut all = vec![0u8; total.max(1)];
-    if !gather_bytes(
-        bytes.as_ptr() as *const c_void,
-        len,
-        all.as_mut_ptr() as *mut c_void,
-        lens.as_ptr(),
-        displs.as_ptr(),
-    ) {
+    if !gather_bytes(bytes, &mut all, &lens, &displs) {
         return None;
     }
     if rank != 0 {
@@ -320,20 +314,36 @@ pub fn gather_parts(
     Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
 }
 
-/// [`gather_parts`] on MPICH's ABI.
-unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
-    let p = pmpi();
-    gather_parts(
+/// [`gather_slices`] with the buffers as C pointers: `gather_len(mine, all)`, `gather_bytes(mine, len,
+/// all, lens, displs)` (the standard ABI's own calls).
+pub fn gather_parts(
+    bytes: &[u8],
+    rank: c_int,
+    size: c_int,
+    gather_len: impl FnOnce(*const c_int, *mut c_int) -> bool,
+    gather_bytes: impl FnOnce(*const c_void, c_int, *mut c_void, *const c_int, *const c_int) -> bool,
+) -> Option<Vec<Vec<u8>>> {
+    gather_slices(
         bytes,
         rank,
         size,
-        |mine, all| unsafe {
-            (p.PMPI_Gather)(mine as *const c_void, 1, MPI_INT, all as *mut c_void, 1, MPI_INT, 0, MPI_COMM_WORLD)
-                == MPI_SUCCESS
+        |mine, all| gather_len(mine.as_ptr(), all.as_mut_ptr()),
+        |mine, all, lens, displs| {
+            let len = mine.len() as c_int;
+            gather_bytes(mine.as_ptr().cast(), len, all.as_mut_ptr().cast(), lens.as_ptr(), displs.as_ptr())
         },
-        |mine, len, all, lens, displs| unsafe {
-            (p.PMPI_Gatherv)(mine, len, MPI_BYTE, all, lens, displs, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS
-        },
+    )
+}
+
+/// [`gather_slices`] on MPICH's ABI.
+fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
+    let world = Comm::WORLD;
+    gather_slices(
+        bytes,
+        rank,
+        size,
+        |mine, all| world.gather(mine, all, 0).is_ok(),
+        |mine, all, lens, displs| world.gatherv(mine, all, lens, displs, 0).is_ok(),
     )
 }
 
@@ -346,20 +356,17 @@ pub enum Abi {
 
 /// Writes the report of `records` (every communicator seen, in creation order); collective over
 /// `MPI_COMM_WORLD`.
-pub unsafe fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
+pub fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     // Fresh: the policy's counters have moved since MPI_Init.
     let d = shim::get().describe().or(setup.description);
-    let p = pmpi();
-    let (mut rank, mut size) = (0, 1);
-    (p.PMPI_Comm_rank)(MPI_COMM_WORLD, &mut rank);
-    (p.PMPI_Comm_size)(MPI_COMM_WORLD, &mut size);
+    let (rank, size) = (Comm::WORLD.rank().unwrap_or(0), Comm::WORLD.size().unwrap_or(1));
     let path = setup.report_path.clone().unwrap_or_default();
-    write_with(d, path, records, check_mode, (rank, size), Abi::Mpich, |part, rank, size| gather(part, rank, size));
+    write_with(d, path, records, check_mode, (rank, size), Abi::Mpich, gather);
 }
 
 /// The report, given the lean library's description, where to write it, this rank and the job's size in
 /// `MPI_COMM_WORLD`, and how to gather every rank's part to rank 0 (the ABI's own `MPI_Gather`).
-pub unsafe fn write_with(
+pub fn write_with(
     d: Option<Description>,
     path: String,
     records: &[&CommRec],

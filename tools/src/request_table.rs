@@ -8,9 +8,9 @@
 //!
 //! MPICH hands a freed request handle out again at once: inserting a handle replaces whatever entry it
 //! still has, and a completion removes an entry only if it is its own (`seq`).
-use crate::state::{HandleMap, ReqInfo};
+use crate::state::{CommRec, HandleMap, ReqInfo};
 use mpixstream_wrappers::ffi::MPI_Request;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 const BITS: u32 = 14;
@@ -25,9 +25,29 @@ const PERSISTENT: u64 = 2;
 struct Slot {
     version: AtomicU64,
     key: AtomicU64,
-    rec: AtomicUsize,
+    rec: RecCell,
     flags: AtomicU64,
     seq: AtomicU64,
+}
+
+/// A record reference in an atomic word: only a `&'static CommRec` goes in (null until the first),
+/// so what comes out is one.
+#[derive(Default)]
+struct RecCell(AtomicPtr<CommRec>);
+
+impl RecCell {
+    #[inline]
+    fn store(&self, rec: &'static CommRec) {
+        self.0.store(rec as *const CommRec as *mut CommRec, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn load(&self) -> Option<&'static CommRec> {
+        let p = self.0.load(Ordering::Relaxed);
+        // SAFETY: `p` is null or was stored by `store` from a `&'static CommRec` (the only writer), a
+        // record alive for the rest of the process; shared references to it are what `ReqInfo` holds.
+        unsafe { p.as_ref() }
+    }
 }
 
 fn key(h: MPI_Request) -> u64 {
@@ -94,17 +114,14 @@ impl Slot {
                 continue;
             }
             let k = self.key.load(Ordering::Relaxed);
-            let rec = self.rec.load(Ordering::Relaxed);
+            let rec = self.rec.load();
             let flags = self.flags.load(Ordering::Relaxed);
             let seq = self.seq.load(Ordering::Relaxed);
             fence(Ordering::Acquire);
             if self.version.load(Ordering::Relaxed) == v {
-                if k == EMPTY {
-                    return None;
-                }
-                // A key is only ever stored with its entry's fields, under the version; records are never
-                // freed.
-                let rec = unsafe { &*(rec as *const crate::state::CommRec) };
+                // A key is only ever stored with its entry's fields, under the version: a key with no
+                // record is an empty slot.
+                let rec = rec.filter(|_| k != EMPTY)?;
                 return Some((k, ReqInfo { rec, recv: flags & RECV != 0, persistent: flags & PERSISTENT != 0, seq }));
             }
         }
@@ -113,7 +130,7 @@ impl Slot {
     #[inline]
     fn set(&self, k: u64, info: ReqInfo) {
         self.key.store(k, Ordering::Relaxed);
-        self.rec.store(info.rec as *const _ as usize, Ordering::Relaxed);
+        self.rec.store(info.rec);
         let flags = if info.recv { RECV } else { 0 } | if info.persistent { PERSISTENT } else { 0 };
         self.flags.store(flags, Ordering::Relaxed);
         self.seq.store(info.seq, Ordering::Relaxed);
@@ -170,8 +187,8 @@ impl RequestTable {
         // Nothing to write where the slot holds another handle (the common case for a new request).
         if slot.key.load(Ordering::Acquire) == k {
             let removed = slot.write(|s| {
-                let (cur, info) = (s.key.load(Ordering::Relaxed), s.snapshot());
-                (cur == k && !keep(&info)).then(|| {
+                let info = s.snapshot().filter(|_| s.key.load(Ordering::Relaxed) == k)?;
+                (!keep(&info)).then(|| {
                     s.key.store(EMPTY, Ordering::Relaxed);
                     info
                 })
@@ -203,16 +220,16 @@ impl RequestTable {
 }
 
 impl Slot {
-    /// The fields as an entry, read by the slot's writer.
-    fn snapshot(&self) -> ReqInfo {
-        let rec = unsafe { &*(self.rec.load(Ordering::Relaxed) as *const crate::state::CommRec) };
+    /// The fields as an entry, read by the slot's writer (`None` before the slot's first entry).
+    fn snapshot(&self) -> Option<ReqInfo> {
+        let rec = self.rec.load()?;
         let flags = self.flags.load(Ordering::Relaxed);
-        ReqInfo {
+        Some(ReqInfo {
             rec,
             recv: flags & RECV != 0,
             persistent: flags & PERSISTENT != 0,
             seq: self.seq.load(Ordering::Relaxed),
-        }
+        })
     }
 }
 
@@ -224,7 +241,7 @@ mod tests {
 
     fn info(seq: u64) -> ReqInfo {
         let rec: &'static CommRec = Box::leak(Box::new(CommRec::for_test(MPI_COMM_WORLD)));
-        ReqInfo { rec, recv: seq % 2 == 0, persistent: false, seq }
+        ReqInfo { rec, recv: seq.is_multiple_of(2), persistent: false, seq }
     }
 
     #[test]

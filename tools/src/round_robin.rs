@@ -17,7 +17,7 @@
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_comm;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::Comm;
 use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -65,8 +65,7 @@ fn numbered(model: &Model, parent: MPI_Comm) -> bool {
 }
 
 fn is_inter(comm: MPI_Comm) -> bool {
-    let mut flag = 0;
-    unsafe { (pmpi().PMPI_Comm_test_inter)(comm, &mut flag) == MPI_SUCCESS && flag != 0 }
+    Comm(comm).is_inter().unwrap_or(false)
 }
 
 /// `commits` commits made `newcomm` from `parent` with `call` (`MPI_COMM_NULL`: this process got no
@@ -93,7 +92,7 @@ pub fn made(call: &'static str, commits: u32, parent: MPI_Comm, newcomm: MPI_Com
     };
     if counted && agree_now && AGREE.load(Ordering::Relaxed) {
         // Outside the lock: a collective over the new communicator, as MPICH's own (never counted).
-        unsafe { (pmpi().PMPI_Bcast_c)(&mut seq as *mut c_int as *mut _, 1, MPI_INT, 0, newcomm) };
+        let _ = Comm(newcomm).bcast(std::slice::from_mut(&mut seq), 0);
     }
     if let Some(model) = MODEL.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         model.by_comm.insert(newcomm, Made { seq: seq as u32, numbered: true, inter: false, call });
@@ -142,6 +141,10 @@ pub fn commits_of(ctor: CommCtor) -> u32 {
 
 /// The tools interposer of a topology constructor (`MPI_Cart_create`, `MPI_Graph_create`,
 /// `MPI_Dist_graph_create(_adjacent)`): one commit, its result.
+///
+/// # Safety
+/// `newcomm` is the application's argument: null or valid for reads once `call` returned (as MPI
+/// requires of the constructor's output).
 pub unsafe fn comm_made(
     name: &'static str,
     parent: MPI_Comm,
@@ -150,13 +153,14 @@ pub unsafe fn comm_made(
 ) -> c_int {
     let rc = call();
     if rc == MPI_SUCCESS && !newcomm.is_null() {
-        made(name, 1, parent, *newcomm, true);
+        // SAFETY: non-null, and valid once the call returned (the contract).
+        made(name, 1, parent, unsafe { *newcomm }, true);
     }
     rc
 }
 
 /// The tools interposer of a window constructor: MPICH commits an internal dup of `comm` for it.
-pub unsafe fn comm_made_inside(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
+pub fn comm_made_inside(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
     if rc == MPI_SUCCESS {
         let mut guard = MODEL.lock().unwrap_or_else(|e| e.into_inner());

@@ -22,16 +22,20 @@ pub struct Shim {
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
 
-unsafe fn sym<T>(name: &std::ffi::CStr) -> Option<T> {
-    let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
-    if p.is_null() {
-        None
-    } else {
-        Some(std::mem::transmute_copy::<*mut libc::c_void, T>(&p))
-    }
+/// The process's symbol `name` as a `T`, `None` where no object defines it.
+///
+/// # Safety
+/// `T` is a function pointer type of the symbol's C prototype (the lean library's `shim/src/query.rs`).
+unsafe fn sym<T: Copy>(name: &std::ffi::CStr) -> Option<T> {
+    const { assert!(std::mem::size_of::<T>() == std::mem::size_of::<*mut libc::c_void>()) };
+    // SAFETY: `name` is a NUL-terminated string; RTLD_DEFAULT searches the loaded objects.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    // SAFETY: a non-null symbol address, as the pointer type of its prototype (the contract; same size).
+    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut libc::c_void, T>(&p) })
 }
 
 pub fn get() -> &'static Shim {
+    // SAFETY: each type is the prototype of that symbol in shim/src/query.rs (the lean library's query API).
     SHIM.get_or_init(|| unsafe {
         Shim {
             describe: sym(c"mpixstream_describe"),
@@ -55,6 +59,7 @@ impl Shim {
     pub fn describe(&self) -> Option<Description> {
         let f = self.describe?;
         let mut d = Description::default();
+        // SAFETY: the lean library's `mpixstream_describe`, writing a `Description` into a live one.
         (unsafe { f(&mut d) } == 0).then_some(d)
     }
 
@@ -80,6 +85,7 @@ impl Shim {
     pub fn multiplex_of(&self, comm: MPI_Comm) -> Option<(MPI_Comm, Option<u32>)> {
         let f = self.multiplex_of?;
         let (mut user, mut index) = (0 as MPI_Comm, -1 as c_int);
+        // SAFETY: the lean library's `mpixstream_multiplex_of`, writing into two live locals.
         (unsafe { f(comm, &mut user, &mut index) } == 1).then_some((user, (index >= 0).then_some(index as u32)))
     }
 

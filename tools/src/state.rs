@@ -11,12 +11,13 @@ use crate::thread::thread_id;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::{self, RequestPools};
-use mpixstream_wrappers::pmpi::{self, pmpi};
+use mpixstream_wrappers::mpi::{self, comm, Comm, Datatype, Opaque};
+use mpixstream_wrappers::pmpi;
 use mpixstream_wrappers::settings::{Check, Config, Report};
 use mpixstream_wrappers::tools::Description;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::{OnceLock, RwLock};
 
@@ -210,14 +211,13 @@ impl CommRec {
         self.counters.starts[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a completed receive from its status (skips `MPI_PROC_NULL` and failed receives).
+    /// Counts a completed receive from its status (`None`: ignored; skips `MPI_PROC_NULL` and failed
+    /// receives).
     #[inline]
-    pub unsafe fn count_recv(&self, status: *const MPI_Status) {
-        if !status_is_real(status as *mut MPI_Status) || (*status).MPI_SOURCE == MPI_PROC_NULL {
-            return;
-        }
-        let mut n: MPI_Count = 0;
-        if (pmpi().PMPI_Get_count_c)(status, MPI_BYTE, &mut n) != MPI_SUCCESS || n < 0 {
+    pub fn count_recv(&self, status: Option<&MPI_Status>) {
+        let Some(status) = status.filter(|s| s.MPI_SOURCE != MPI_PROC_NULL) else { return };
+        let Ok(n) = mpi::datatype::get_count(status, Datatype::BYTE) else { return };
+        if n < 0 {
             return;
         }
         self.counters.recv_msgs.fetch_add(1, Ordering::Relaxed);
@@ -253,11 +253,13 @@ impl CommRec {
 
 #[inline]
 fn bytes_of(count: MPI_Count, datatype: MPI_Datatype) -> u64 {
-    let mut size: MPI_Count = 0;
-    if count <= 0 || unsafe { (pmpi().PMPI_Type_size_c)(datatype, &mut size) } != MPI_SUCCESS || size < 0 {
+    if count <= 0 {
         return 0;
     }
-    (count as u64).saturating_mul(size as u64)
+    match Datatype(datatype).size() {
+        Ok(size) if size >= 0 => (count as u64).saturating_mul(size as u64),
+        _ => 0,
+    }
 }
 
 /// What the lean library told us at `MPI_Init`.
@@ -287,7 +289,9 @@ static EPOCH: AtomicU64 = AtomicU64::new(1);
 static KEYVAL: AtomicI32 = AtomicI32::new(0);
 
 thread_local! {
-    static CACHE: Cell<(MPI_Comm, u64, *const CommRec)> = const { Cell::new((0, 0, std::ptr::null())) };
+    /// The calling thread's last lookup: (handle, epoch, record). The record is a leaked box, so the
+    /// `'static` reference is what it is.
+    static CACHE: Cell<(MPI_Comm, u64, Option<&'static CommRec>)> = const { Cell::new((0, 0, None)) };
 }
 
 /// The record of `comm`, created at its first use; None for a handle that is not a communicator (the
@@ -295,12 +299,12 @@ thread_local! {
 #[inline]
 pub fn rec(comm: MPI_Comm) -> Option<&'static CommRec> {
     let epoch = EPOCH.load(Ordering::Acquire);
-    let (h, e, p) = CACHE.with(|c| c.get());
-    if h == comm && e == epoch && !p.is_null() {
-        return Some(unsafe { &*p });
+    let (h, e, cached) = CACHE.with(|c| c.get());
+    if let (true, Some(r)) = (h == comm && e == epoch, cached) {
+        return Some(r);
     }
     let r = rec_slow(comm)?;
-    CACHE.with(|c| c.set((comm, epoch, r as *const CommRec)));
+    CACHE.with(|c| c.set((comm, epoch, Some(r))));
     Some(r)
 }
 
@@ -315,7 +319,6 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         }
     }
     // First use: learn what we can outside the lock (MPI calls), then insert.
-    let p = pmpi();
     let s = shim::get();
     // A hidden communicator of a multiplex communicator (the lean library's indexed traffic): recorded
     // under that communicator and the index whose stream it carries here.
@@ -348,8 +351,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         2 => stream,
         _ => None,
     };
-    let mut size = 0;
-    unsafe { (p.PMPI_Comm_size)(comm, &mut size) };
+    let size = Comm(comm).size().unwrap_or(0);
     let handle = part.map_or(comm, |(user, _)| user);
     let name = comm_name(handle);
     let predefined = comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
@@ -395,7 +397,8 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         // callback MPICH runs when the communicator goes.
         let keyval = KEYVAL.load(Ordering::Acquire);
         if keyval != 0 {
-            unsafe { (p.PMPI_Comm_set_attr)(comm, keyval, r as *const CommRec as *mut c_void) };
+            // The record's address, which MPICH hands back to `comm_deleted` (it never follows it).
+            let _ = Comm(comm).set_attr(keyval, Opaque(r as *const CommRec as *mut c_void));
         }
     }
     Some(r)
@@ -408,32 +411,34 @@ fn comm_name(comm: MPI_Comm) -> String {
     if comm == MPI_COMM_SELF {
         return "MPI_COMM_SELF".into();
     }
-    let mut buf = [0 as c_char; 129];
-    let mut len = 0;
-    if unsafe { (pmpi().PMPI_Comm_get_name)(comm, buf.as_mut_ptr(), &mut len) } != MPI_SUCCESS {
-        return String::new();
-    }
-    let bytes: Vec<u8> = buf[..(len.clamp(0, 128) as usize)].iter().map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    Comm(comm).name().unwrap_or_default()
 }
 
 /// MPICH calls this when a communicator we saw is freed.
+///
+/// # Safety
+/// `value` is null or the attribute `rec_slow` set on `comm` (MPICH passes it back unchanged; the copy
+/// function is NULL, so no other communicator carries it): the address of a record.
 unsafe extern "C" fn comm_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
-    let r = value as *const CommRec;
-    round_robin::freed(comm);
-    if let Some(reg) = REGISTRY.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
-            reg.live.remove(&comm);
+    mpixstream_wrappers::guard::ffi_guard("comm_deleted", || {
+        let r = value as *const CommRec;
+        round_robin::freed(comm);
+        if let Some(reg) = REGISTRY.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            if reg.live.get(&comm).is_some_and(|&x| std::ptr::eq(x, r)) {
+                reg.live.remove(&comm);
+            }
+            // A multiplex communicator's hidden ones go together: a later one with the same handle gets
+            // records of its own.
+            reg.multiplex.retain(|_, &mut x| !std::ptr::eq(x, r));
         }
-        // A multiplex communicator's hidden ones go together: a later one with the same handle gets
-        // records of its own.
-        reg.multiplex.retain(|_, &mut x| !std::ptr::eq(x, r));
-    }
-    if !r.is_null() {
-        (*r).freed.store(true, Ordering::Release);
-    }
-    EPOCH.fetch_add(1, Ordering::AcqRel);
-    MPI_SUCCESS
+        // SAFETY: by the contract, a non-null `r` is the address of a record, a leaked box (records are
+        // never freed), so it points to a live `CommRec` and a shared reference to it is sound.
+        if let Some(rec) = unsafe { r.as_ref() } {
+            rec.freed.store(true, Ordering::Release);
+        }
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+        MPI_SUCCESS
+    })
 }
 
 /// How request handles name their VCI on the MPI library loaded (`RequestPools` as a `u8`), and
@@ -559,7 +564,7 @@ pub fn next_seq() -> u64 {
 
 /// Reads the settings and, when counting or checking is asked for, resolves the MPI entry points and
 /// prepares the records; returns the setup then. Nothing is counted until [`start`].
-pub unsafe fn init() -> Option<&'static Setup> {
+pub fn init() -> Option<&'static Setup> {
     // The one strict parser of both libraries (the lean library has already stopped MPI_Init on a
     // malformed value; this reads the same values).
     let settings = match Config::from_env() {
@@ -582,7 +587,7 @@ pub unsafe fn init() -> Option<&'static Setup> {
     if report.is_none() && check == 0 {
         return None;
     }
-    let Ok(p) = pmpi::load() else {
+    let Ok(_) = pmpi::load() else {
         eprintln!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
         return None;
     };
@@ -590,9 +595,8 @@ pub unsafe fn init() -> Option<&'static Setup> {
     if description.is_none() {
         eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
     }
-    let mut kv = 0;
     // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
-    if (p.PMPI_Comm_create_keyval)(None, Some(comm_deleted), &mut kv, std::ptr::null_mut()) == MPI_SUCCESS {
+    if let Ok(kv) = comm::create_keyval((None, Some(comm_deleted)), Opaque(std::ptr::null_mut())) {
         KEYVAL.store(kv, Ordering::Release);
     }
     let report_path = report;

@@ -58,6 +58,7 @@ fn speaks_standard_abi() -> bool {
         // SAFETY: the symbol of that name, whose prototype is the row's (two `int *`).
         let f = unsafe { std::mem::transmute::<*mut c_void, fn_types::MPI_Abi_get_version>(version) };
         let (mut major, mut minor) = (-1, -1);
+        // SAFETY: `f` takes two `int *`; both point to live locals for the call.
         return unsafe { f(&mut major, &mut minor) } == 0 && major >= 1;
     }
     library_path().is_some_and(|p| names_standard_abi(&p))
@@ -81,16 +82,15 @@ pub fn sonames() -> &'static [&'static CStr] {
 /// `name` in the MPI library the program's calls reach: the definition after this library in the
 /// global scope, else in an MPI library loaded privately (either ABI's sonames). Null if none.
 pub fn lookup(name: &CStr) -> *mut c_void {
-    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    let next = crate::dl::next_symbol(name);
     if !next.is_null() {
         return next;
     }
     for soname in
         [c"libmpi_abi.so.1", c"libmpi.so.12", c"libmpich.so.12", c"libmpi_abi.so", c"libmpi.so", c"libmpich.so"]
     {
-        let handle = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if !handle.is_null() {
-            let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
+        if let Some(object) = crate::dl::loaded(soname) {
+            let f = object.symbol(name);
             if !f.is_null() {
                 return f;
             }

@@ -93,7 +93,9 @@ pub unsafe fn request_slice<'a>(count: c_int, array: *mut MPI_Request) -> &'a [M
     if array.is_null() || count <= 0 {
         &[]
     } else {
-        std::slice::from_raw_parts(array, count as usize)
+        // SAFETY: non-null and `count` positive; the caller guarantees `count` requests at `array`,
+        // valid for `'a`.
+        unsafe { std::slice::from_raw_parts(array, count as usize) }
     }
 }
 

@@ -16,9 +16,11 @@
 //! - [`guard`]: the panic guard of every C entry point;
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
 //!   libraries.
-#![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
+#![allow(non_camel_case_types, non_snake_case)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod dl;
 pub mod ffi;
 pub mod fn_types;
 pub mod guard;

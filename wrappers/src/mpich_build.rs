@@ -8,9 +8,6 @@
 //! the one `MPIR_CVAR_CH4_NETMOD` names, else the first one listed; libfabric's provider is added for
 //! `ofi` where `FI_PROVIDER` chooses it. The path: the file that defines `PMPI_Init` in this process
 //! (`dladdr`), with its symbolic links resolved.
-use std::ffi::{CStr, OsStr};
-use std::os::raw::c_void;
-use std::os::unix::ffi::OsStrExt;
 
 /// The one-line description. `version_text` is `MPI_Get_library_version`'s text; `env` reads the
 /// environment (a parameter, so that tests need not set variables); `library_path` the loaded library.
@@ -77,18 +74,7 @@ fn field(text: &str, key: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
 
-/// The file (symbolic links resolved) that defines the code at address `addr` in this process
-/// (an address, not a pointer: `dladdr` only looks it up).
-pub fn library_path_of(addr: usize) -> Option<String> {
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    let path = std::path::Path::new(OsStr::from_bytes(name.to_bytes()));
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    Some(resolved.to_string_lossy().into_owned())
-}
+pub use crate::dl::library_path_of;
 
 #[cfg(test)]
 mod tests {
@@ -160,7 +146,7 @@ mod tests {
 
     #[test]
     fn path_of_a_libc_function() {
-        let p = library_path_of(libc::getpid as usize).expect("dladdr finds libc");
+        let p = library_path_of(libc::getpid as *const () as usize).expect("dladdr finds libc");
         assert!(p.contains("libc"), "{p}");
     }
 }

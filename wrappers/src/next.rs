@@ -31,7 +31,7 @@ pub fn resolve_once(slot: &AtomicUsize, name: &CStr, pmpi_name: &CStr) -> usize 
 fn resolve(slot: &AtomicUsize, name: &CStr, pmpi_name: &CStr) -> usize {
     // RTLD_NEXT is relative to the object that contains this code: each library has its own copy of
     // this crate, so each finds what follows itself.
-    let mut addr = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    let mut addr = crate::dl::next_symbol(name) as usize;
     if addr == 0 {
         addr = crate::pmpi::lookup(pmpi_name) as usize;
     }

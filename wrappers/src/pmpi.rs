@@ -42,6 +42,8 @@ pub fn load() -> Result<&'static Pmpi, String> {
         return Ok(p);
     }
     let find = find_symbol_source()?;
+    // SAFETY: `find` answers, for a name, null or that symbol of the MPI library the program's calls
+    // reach (`find_symbol_source`), which `resolve` requires.
     let table = unsafe { Pmpi::resolve(&|name| find(name))? };
     Ok(PMPI.get_or_init(|| table))
 }
@@ -58,18 +60,16 @@ pub fn lookup(name: &CStr) -> *mut c_void {
 type Finder = Box<dyn Fn(&CStr) -> *mut c_void>;
 
 fn find_symbol_source() -> Result<Finder, String> {
-    let probe = crate::cstr!("PMPI_Init");
+    let probe = c"PMPI_Init";
     // Common case: MPICH is a dependency of the executable, behind us in the global scope.
-    if !unsafe { libc::dlsym(libc::RTLD_NEXT, probe) }.is_null() {
-        return Ok(Box::new(|name: &CStr| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }));
+    if !crate::dl::next_symbol(probe).is_null() {
+        return Ok(Box::new(crate::dl::next_symbol));
     }
     // MPICH loaded with RTLD_LOCAL (for example by Python): find it among the loaded objects.
     // (The standard ABI's sonames where the program speaks it: then only `lookup` gets here, for `next!`.)
     for soname in crate::abi::sonames() {
-        let handle = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if !handle.is_null() && !unsafe { libc::dlsym(handle, probe) }.is_null() {
-            let handle = handle as usize;
-            return Ok(Box::new(move |name: &CStr| unsafe { libc::dlsym(handle as *mut c_void, name.as_ptr()) }));
+        if let Some(object) = crate::dl::loaded(soname).filter(|o| !o.symbol(probe).is_null()) {
+            return Ok(Box::new(move |name: &CStr| object.symbol(name)));
         }
     }
     Err("no MPI library is loaded in this process (PMPI_Init not found)".to_string())

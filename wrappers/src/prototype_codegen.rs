@@ -146,6 +146,10 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
     s.push_str(
         "}\n\nimpl Pmpi {\n\
          \x20   /// Resolves every row; a missing required symbol is an error naming it.\n\
+         \x20   ///\n\
+         \x20   /// # Safety\n\
+         \x20   /// `find` gives, for each `PMPI_*` name, NULL or the address of that function of the loaded MPI\n\
+         \x20   /// library, whose C prototype is the row's (tests/scripts/prototypes_match_mpi_h.sh).\n\
          \x20   pub unsafe fn resolve(find: &dyn Fn(&::std::ffi::CStr) -> *mut ::std::os::raw::c_void) -> Result<Pmpi, String> {\n\
          \x20       Ok(Pmpi {\n",
     );
@@ -157,7 +161,10 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
                 s,
                 "            {pname}: {{\n\
                  \x20               let p = find(c\"{pname}\");\n\
-                 \x20               if p.is_null() {{ None }} else {{ Some(::std::mem::transmute::<*mut ::std::os::raw::c_void, crate::fn_types::{name}>(p)) }}\n\
+                 \x20               if p.is_null() {{ None }} else {{\n\
+                 \x20                   // SAFETY: `p` is the address of `{pname}` (the caller's contract), whose prototype is the row's.\n\
+                 \x20                   Some(unsafe {{ ::std::mem::transmute::<*mut ::std::os::raw::c_void, crate::fn_types::{name}>(p) }})\n\
+                 \x20               }}\n\
                  \x20           }},"
             )
             .unwrap();
@@ -169,7 +176,8 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
                  \x20               if p.is_null() {{\n\
                  \x20                   return Err(\"the loaded MPI library has no {pname}\".to_string());\n\
                  \x20               }}\n\
-                 \x20               ::std::mem::transmute::<*mut ::std::os::raw::c_void, crate::fn_types::{name}>(p)\n\
+                 \x20               // SAFETY: `p` is the address of `{pname}` (the caller's contract), whose prototype is the row's.\n\
+                 \x20               unsafe {{ ::std::mem::transmute::<*mut ::std::os::raw::c_void, crate::fn_types::{name}>(p) }}\n\
                  \x20           }},"
             )
             .unwrap();
@@ -312,11 +320,12 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 p.push_str(&abi_prologue(r, false));
                 p
             }
-            // MPI_Finalize on the standard ABI: the tools library's report first (`std_finalize`).
+            // MPI_Finalize on the standard ABI: the tools library's report first (`std_finalize`), inside
+            // the panic guard as every entry point's body.
             Lean::Hook(_) if r.name == "MPI_Finalize" => format!(
                 "if $crate::abi::standard() {{\n\
                  use $hooks as hooks;\n\
-                 return hooks::std_finalize(|| unsafe {{ {} }});\n}}\n",
+                 return $crate::guard::ffi_guard(\"MPI_Finalize\", || hooks::std_finalize(|| unsafe {{ {} }}));\n}}\n",
                 wide_call(r)
             ),
             _ => abi_prologue(r, true),

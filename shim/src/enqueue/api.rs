@@ -1,9 +1,9 @@
 //! The enqueue entry points. Prototypes are native MPICH 5's where it has the function
 //! (`MPIX_Send_enqueue` ... `MPIX_Allreduce_enqueue`, and their `_c` forms); the collectives beyond
 //! native follow MPI's prototypes; `MPIX_Host_queue_*` are ours (include/mpix_stream.h).
-use super::engine::{Queue, QueueEngine};
-use super::ops::Kind;
-use super::registry::engine;
+use super::engine::Queue;
+use super::ops::{Kind, StatusDst};
+use super::registry::{engine, EngineRef};
 use super::requests::request_stream;
 use crate::comms::Origin;
 use crate::errors::{raise, Class};
@@ -11,10 +11,12 @@ use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{self, Datatype};
 use std::os::raw::{c_int, c_void};
+use std::ptr::null_mut;
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
-fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static QueueEngine, c_int> {
+fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<EngineRef, c_int> {
     // The common case through the communicator table's cache (no hashing, no lock).
     if let Some(e) = rt.comms.stream_of(comm).and_then(engine) {
         e.report_error(comm, func)?;
@@ -82,34 +84,65 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<&'static Queue
     }
 }
 
-fn count_ok(count: MPI_Count, comm: MPI_Comm, func: &str) -> Result<(), c_int> {
-    if count < 0 {
-        return Err(raise(comm, Class::Count, func, &format!("count {count} is negative")));
-    }
-    Ok(())
+/// How an operation entry point hands its operation back.
+#[derive(Clone, Copy)]
+enum Completion {
+    /// The blocking forms: the call returns once the operation is queued; its status (a receive's,
+    /// else null) is written when it completes.
+    Blocking(*mut MPI_Status),
+    /// `MPIX_Isend_enqueue`/`MPIX_Irecv_enqueue`: a request of ours is stored here.
+    Request(*mut MPI_Request),
 }
 
-/// Queues `kind` on `comm`'s stream; blocking when `request` is null.
-unsafe fn enqueue(
-    rt: &Runtime,
-    func: &'static str,
-    comm: MPI_Comm,
-    kind: Kind,
-    status: *mut MPI_Status,
-    request: *mut MPI_Request,
-) -> c_int {
-    let eng = match engine_for(rt, comm, func) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    match eng.submit(func, comm, kind, status, request) {
-        Ok(()) => MPI_SUCCESS,
-        Err((class, msg)) => raise(comm, class, func, &msg),
-    }
+/// The one path of every operation entry point: checks the request pointer and the counts, finds
+/// `comm`'s queue and queues `kind` on it.
+///
+/// # Safety
+/// The pointers are the entry point's own arguments as the application passed them: `kind`'s buffers
+/// valid as MPI requires until the operation completes, the status pointer null, `MPI_STATUS_IGNORE` or
+/// writable until then, the request pointer null (refused) or writable for the call.
+unsafe fn enqueue(func: &'static str, comm: MPI_Comm, counts: &[MPI_Count], kind: Kind, done: Completion) -> c_int {
+    mpix_entry(func, |rt| {
+        let (status, request) = match done {
+            Completion::Request(r) if r.is_null() => {
+                return raise(comm, Class::Arg, func, "the request argument is a null pointer");
+            }
+            Completion::Request(r) => (null_mut(), r),
+            Completion::Blocking(s) => (s, null_mut()),
+        };
+        if let Some(count) = counts.iter().find(|&&c| c < 0) {
+            return raise(comm, Class::Count, func, &format!("count {count} is negative"));
+        }
+        let eng = match engine_for(rt, comm, func) {
+            Ok(e) => e,
+            Err(code) => return code,
+        };
+        // SAFETY: this function's contract: the buffers and status are the application's for this
+        // operation, and the request pointer, if not null, is writable.
+        let submitted = unsafe { eng.submit(func, comm, kind, StatusDst::new(status), request.as_mut()) };
+        match submitted {
+            Ok(()) => MPI_SUCCESS,
+            Err((class, msg)) => raise(comm, class, func, &msg),
+        }
+    })
 }
+
+/// An entry point's call of the one path ([`enqueue`]) with its own arguments: `$func` (the entry
+/// point's name), the communicator, the counts to check, the operation and how it completes.
+macro_rules! enqueue {
+    ($func:ident, $comm:expr, [$($count:expr),*], $kind:expr, $done:expr) => {
+        // SAFETY: every pointer in `$kind` and `$done` is an argument of the C entry point `$func`, as
+        // the application passed it; MPI's rules for them are `enqueue`'s contract.
+        unsafe { enqueue(stringify!($func), $comm, &[$($count),*], $kind, $done) }
+    };
+}
+
+// The entry points: each turns its arguments into the operation and takes the one path.
 
 macro_rules! p2p {
     ($send:ident, $recv:ident, $isend:ident, $irecv:ident, $cnt:ty) => {
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
@@ -119,15 +152,13 @@ macro_rules! p2p {
             tag: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($send), |rt| unsafe {
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($send)) {
-                    return c;
-                }
-                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
-                enqueue(rt, stringify!($send), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let count = count as MPI_Count;
+            let kind = Kind::Send { buf: buf.cast_mut(), count, dt: Datatype(datatype), dest, tag };
+            enqueue!($send, comm, [count], kind, Completion::Blocking(null_mut()))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
@@ -138,15 +169,13 @@ macro_rules! p2p {
             comm: MPI_Comm,
             status: *mut MPI_Status,
         ) -> c_int {
-            mpix_entry(stringify!($recv), |rt| unsafe {
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($recv)) {
-                    return c;
-                }
-                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
-                enqueue(rt, stringify!($recv), comm, kind, status, std::ptr::null_mut())
-            })
+            let count = count as MPI_Count;
+            let kind = Kind::Recv { buf, count, dt: Datatype(datatype), source, tag };
+            enqueue!($recv, comm, [count], kind, Completion::Blocking(status))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
@@ -157,18 +186,13 @@ macro_rules! p2p {
             comm: MPI_Comm,
             request: *mut MPI_Request,
         ) -> c_int {
-            mpix_entry(stringify!($isend), |rt| unsafe {
-                if request.is_null() {
-                    return raise(comm, Class::Arg, stringify!($isend), "the request argument is a null pointer");
-                }
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($isend)) {
-                    return c;
-                }
-                let kind = Kind::Send { buf: buf as *mut c_void, count: count as MPI_Count, dt: datatype, dest, tag };
-                enqueue(rt, stringify!($isend), comm, kind, std::ptr::null_mut(), request)
-            })
+            let count = count as MPI_Count;
+            let kind = Kind::Send { buf: buf.cast_mut(), count, dt: Datatype(datatype), dest, tag };
+            enqueue!($isend, comm, [count], kind, Completion::Request(request))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
@@ -179,16 +203,9 @@ macro_rules! p2p {
             comm: MPI_Comm,
             request: *mut MPI_Request,
         ) -> c_int {
-            mpix_entry(stringify!($irecv), |rt| unsafe {
-                if request.is_null() {
-                    return raise(comm, Class::Arg, stringify!($irecv), "the request argument is a null pointer");
-                }
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($irecv)) {
-                    return c;
-                }
-                let kind = Kind::Recv { buf, count: count as MPI_Count, dt: datatype, source, tag };
-                enqueue(rt, stringify!($irecv), comm, kind, std::ptr::null_mut(), request)
-            })
+            let count = count as MPI_Count;
+            let kind = Kind::Recv { buf, count, dt: Datatype(datatype), source, tag };
+            enqueue!($irecv, comm, [count], kind, Completion::Request(request))
         }
     };
 }
@@ -198,6 +215,8 @@ p2p!(MPIX_Send_enqueue_c, MPIX_Recv_enqueue_c, MPIX_Isend_enqueue_c, MPIX_Irecv_
 
 macro_rules! collectives {
     ($allreduce:ident, $bcast:ident, $reduce:ident, $allgather:ident, $alltoall:ident, $cnt:ty) => {
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $allreduce(
             sendbuf: *const c_void,
@@ -207,21 +226,14 @@ macro_rules! collectives {
             op: MPI_Op,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($allreduce), |rt| unsafe {
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($allreduce)) {
-                    return c;
-                }
-                let kind = Kind::Allreduce {
-                    sbuf: sendbuf as *mut c_void,
-                    rbuf: recvbuf,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    op,
-                };
-                enqueue(rt, stringify!($allreduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let count = count as MPI_Count;
+            let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
+            let kind = Kind::Allreduce { sbuf, rbuf: recvbuf, count, dt, op };
+            enqueue!($allreduce, comm, [count], kind, Completion::Blocking(null_mut()))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $bcast(
             buffer: *mut c_void,
@@ -230,15 +242,13 @@ macro_rules! collectives {
             root: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($bcast), |rt| unsafe {
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($bcast)) {
-                    return c;
-                }
-                let kind = Kind::Bcast { buf: buffer, count: count as MPI_Count, dt: datatype, root };
-                enqueue(rt, stringify!($bcast), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let count = count as MPI_Count;
+            let kind = Kind::Bcast { buf: buffer, count, dt: Datatype(datatype), root };
+            enqueue!($bcast, comm, [count], kind, Completion::Blocking(null_mut()))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $reduce(
             sendbuf: *const c_void,
@@ -249,22 +259,14 @@ macro_rules! collectives {
             root: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($reduce), |rt| unsafe {
-                if let Err(c) = count_ok(count as MPI_Count, comm, stringify!($reduce)) {
-                    return c;
-                }
-                let kind = Kind::Reduce {
-                    sbuf: sendbuf as *mut c_void,
-                    rbuf: recvbuf,
-                    count: count as MPI_Count,
-                    dt: datatype,
-                    op,
-                    root,
-                };
-                enqueue(rt, stringify!($reduce), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let count = count as MPI_Count;
+            let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
+            let kind = Kind::Reduce { sbuf, rbuf: recvbuf, count, dt, op, root };
+            enqueue!($reduce, comm, [count], kind, Completion::Blocking(null_mut()))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $allgather(
             sendbuf: *const c_void,
@@ -275,24 +277,14 @@ macro_rules! collectives {
             recvtype: MPI_Datatype,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($allgather), |rt| unsafe {
-                for c in [sendcount as MPI_Count, recvcount as MPI_Count] {
-                    if let Err(code) = count_ok(c, comm, stringify!($allgather)) {
-                        return code;
-                    }
-                }
-                let kind = Kind::Allgather {
-                    sbuf: sendbuf as *mut c_void,
-                    scount: sendcount as MPI_Count,
-                    stype: sendtype,
-                    rbuf: recvbuf,
-                    rcount: recvcount as MPI_Count,
-                    rtype: recvtype,
-                };
-                enqueue(rt, stringify!($allgather), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
+            let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
+            let kind = Kind::Allgather { sbuf, scount, stype, rbuf: recvbuf, rcount, rtype };
+            enqueue!($allgather, comm, [scount, rcount], kind, Completion::Blocking(null_mut()))
         }
 
+        /// # Safety
+        /// A C entry point: the arguments are as MPI defines them for the call ([`enqueue`]).
         #[no_mangle]
         pub unsafe extern "C" fn $alltoall(
             sendbuf: *const c_void,
@@ -303,22 +295,10 @@ macro_rules! collectives {
             recvtype: MPI_Datatype,
             comm: MPI_Comm,
         ) -> c_int {
-            mpix_entry(stringify!($alltoall), |rt| unsafe {
-                for c in [sendcount as MPI_Count, recvcount as MPI_Count] {
-                    if let Err(code) = count_ok(c, comm, stringify!($alltoall)) {
-                        return code;
-                    }
-                }
-                let kind = Kind::Alltoall {
-                    sbuf: sendbuf as *mut c_void,
-                    scount: sendcount as MPI_Count,
-                    stype: sendtype,
-                    rbuf: recvbuf,
-                    rcount: recvcount as MPI_Count,
-                    rtype: recvtype,
-                };
-                enqueue(rt, stringify!($alltoall), comm, kind, std::ptr::null_mut(), std::ptr::null_mut())
-            })
+            let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
+            let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
+            let kind = Kind::Alltoall { sbuf, scount, stype, rbuf: recvbuf, rcount, rtype };
+            enqueue!($alltoall, comm, [scount, rcount], kind, Completion::Blocking(null_mut()))
         }
     };
 }
@@ -341,24 +321,20 @@ collectives!(
 );
 
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
-    mpix_entry("MPIX_Barrier_enqueue", |rt| unsafe {
-        enqueue(rt, "MPIX_Barrier_enqueue", comm, Kind::Barrier, std::ptr::null_mut(), std::ptr::null_mut())
-    })
+pub extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
+    enqueue!(MPIX_Barrier_enqueue, comm, [], Kind::Barrier, Completion::Blocking(null_mut()))
 }
 
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are
 /// skipped (their statuses set empty); requests are set to `MPI_REQUEST_NULL`.
-unsafe fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuses: &[*mut MPI_Status]) -> c_int {
-    let mut eng: Option<&'static QueueEngine> = None;
+fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuses: &[StatusDst]) -> c_int {
+    let mut eng: Option<EngineRef> = None;
     let mut live = Vec::new();
     let mut dsts = Vec::new();
     for (i, &h) in requests.iter().enumerate() {
-        let dst = statuses.get(i).copied().unwrap_or(std::ptr::null_mut());
+        let dst = statuses.get(i).copied().unwrap_or(StatusDst::NOWHERE);
         if h == MPI_REQUEST_NULL {
-            if status_is_real(dst) {
-                *dst = super::ops::empty_status();
-            }
+            dst.write(super::ops::empty_status());
             continue;
         }
         let not_ours = || {
@@ -409,23 +385,30 @@ unsafe fn wait_enqueue(func: &'static str, requests: &mut [MPI_Request], statuse
     }
 }
 
+/// # Safety
+/// A C entry point: the arguments are as MPI defines them for the call.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Wait_enqueue(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    mpix_entry("MPIX_Wait_enqueue", |_| unsafe {
-        if request.is_null() {
+    mpix_entry("MPIX_Wait_enqueue", |_| {
+        // SAFETY: the application's request and status objects (MPI: the request readable and writable
+        // for the call, the status null, MPI_STATUS_IGNORE or writable until the wait completes).
+        let (request, status) = unsafe { (request.as_mut(), StatusDst::new(status)) };
+        let Some(request) = request else {
             return raise(MPI_COMM_WORLD, Class::Arg, "MPIX_Wait_enqueue", "the request argument is a null pointer");
-        }
-        wait_enqueue("MPIX_Wait_enqueue", std::slice::from_raw_parts_mut(request, 1), &[status])
+        };
+        wait_enqueue("MPIX_Wait_enqueue", std::slice::from_mut(request), &[status])
     })
 }
 
+/// # Safety
+/// A C entry point: the arguments are as MPI defines them for the call.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Waitall_enqueue(
     count: c_int,
     array_of_requests: *mut MPI_Request,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    mpix_entry("MPIX_Waitall_enqueue", |_| unsafe {
+    mpix_entry("MPIX_Waitall_enqueue", |_| {
         const F: &str = "MPIX_Waitall_enqueue";
         if count < 0 {
             return raise(MPI_COMM_WORLD, Class::Count, F, &format!("count {count} is negative"));
@@ -436,18 +419,24 @@ pub unsafe extern "C" fn MPIX_Waitall_enqueue(
         if array_of_requests.is_null() {
             return raise(MPI_COMM_WORLD, Class::Arg, F, "array_of_requests is a null pointer");
         }
-        let reqs = std::slice::from_raw_parts_mut(array_of_requests, count as usize);
-        let dsts: Vec<*mut MPI_Status> = if status_is_real(array_of_statuses) {
-            (0..count as usize).map(|i| array_of_statuses.add(i)).collect()
-        } else {
-            vec![std::ptr::null_mut(); count as usize]
+        let n = count as usize;
+        // SAFETY: the application's arrays (MPI: `count` requests, readable and writable for the call;
+        // `count` statuses, writable until the waits complete, unless MPI_STATUSES_IGNORE).
+        let (reqs, dsts) = unsafe {
+            let reqs = std::slice::from_raw_parts_mut(array_of_requests, n);
+            let dsts: Vec<StatusDst> = if status_is_real(array_of_statuses) {
+                (0..n).map(|i| StatusDst::new(array_of_statuses.add(i))).collect()
+            } else {
+                vec![StatusDst::NOWHERE; n]
+            };
+            (reqs, dsts)
         };
         wait_enqueue(F, reqs, &dsts)
     })
 }
 
 /// The host queue behind `stream`, or the error.
-fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<&'static QueueEngine, c_int> {
+fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<EngineRef, c_int> {
     let index = rt
         .streams
         .lookup(stream)
@@ -468,6 +457,9 @@ fn host_engine(rt: &Runtime, stream: MPIX_Stream, func: &str) -> Result<&'static
 }
 
 /// Ours: runs `fn(arg)` on the host queue of `stream`, after everything queued on it before.
+///
+/// # Safety
+/// A C entry point: the arguments are as include/mpix_stream.h defines them.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Host_queue_launch(
     stream: MPIX_Stream,
@@ -491,7 +483,7 @@ pub unsafe extern "C" fn MPIX_Host_queue_launch(
 /// Ours: waits until everything queued on `stream`'s host queue so far has run; reports the failure
 /// of an enqueued operation since the last report.
 #[no_mangle]
-pub unsafe extern "C" fn MPIX_Host_queue_synchronize(stream: MPIX_Stream) -> c_int {
+pub extern "C" fn MPIX_Host_queue_synchronize(stream: MPIX_Stream) -> c_int {
     mpix_entry("MPIX_Host_queue_synchronize", |rt| {
         const F: &str = "MPIX_Host_queue_synchronize";
         let eng = match host_engine(rt, stream, F) {

@@ -45,6 +45,9 @@ const SYMBOLS: &[&str] = &[
 pub fn probe() -> Result<(), String> {
     static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
     PROBE
+        // SAFETY: loading libcuda runs its initialisers, which are the driver's own; every symbol we use
+        // is checked present before cudarc resolves it (cudarc would panic), and `cuInit` takes a flags
+        // word only.
         .get_or_init(|| unsafe {
             let lib = libloading::Library::new(LIBCUDA).map_err(|e| {
                 format!("CUDA streams need the CUDA driver, but {LIBCUDA} cannot be loaded ({e}): this node has no usable CUDA")
@@ -66,12 +69,14 @@ pub fn probe() -> Result<(), String> {
 
 fn error_name(r: sys::CUresult) -> String {
     let mut p: *const std::os::raw::c_char = std::ptr::null();
-    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS && !p.is_null();
-    if ok {
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-    } else {
-        format!("CUDA error {}", r as u32)
+    // SAFETY: the driver stores into a live local a pointer to one of its static, NUL-terminated names
+    // (or fails, leaving it null), which lives as long as the loaded library: for the process.
+    unsafe {
+        if sys::cuGetErrorName(r, &mut p) == sys::CUresult::CUDA_SUCCESS && !p.is_null() {
+            return CStr::from_ptr(p).to_string_lossy().into_owned();
+        }
     }
+    format!("CUDA error {}", r as u32)
 }
 
 /// A pinned staging buffer of the queue's pool (filled and recycled by [`super::cuda_staging`]).
@@ -104,8 +109,11 @@ pub(super) fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
 pub(super) struct CtxGuard;
 
 impl CtxGuard {
+    /// # Safety
+    /// `ctx` is a live CUDA context of this process.
     pub(super) unsafe fn push(ctx: sys::CUcontext) -> Result<CtxGuard, String> {
-        check(sys::cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")?;
+        // SAFETY: `ctx` is live (the contract).
+        check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
         Ok(CtxGuard)
     }
 }
@@ -113,6 +121,8 @@ impl CtxGuard {
 impl Drop for CtxGuard {
     fn drop(&mut self) {
         let mut old = std::ptr::null_mut();
+        // SAFETY: pops the context `push` made current on this thread (a guard is not `Send`: it is
+        // dropped on the thread that pushed); the old context goes into a live local.
         unsafe { sys::cuCtxPopCurrent_v2(&mut old) };
     }
 }
@@ -123,11 +133,17 @@ struct PinnedBlock {
     ctx: sys::CUcontext,
 }
 
+// SAFETY: the block is the driver's pinned memory, usable from any thread; its words are only accessed
+// as atomics (through `Flags`), and it is freed once, by `drop`.
 unsafe impl Send for PinnedBlock {}
+// SAFETY: as for `Send`: shared access is atomic.
 unsafe impl Sync for PinnedBlock {}
 
 impl Drop for PinnedBlock {
     fn drop(&mut self) {
+        // SAFETY: `ctx` is the context the block was allocated in, kept alive by the application's
+        // stream (never dropped while the GPU may still use the block: finalize leaks it then), and
+        // `ptr` is that allocation, freed here once.
         unsafe {
             if let Ok(_g) = CtxGuard::push(self.ctx) {
                 sys::cuMemFreeHost(self.ptr);
@@ -159,9 +175,13 @@ struct HostArg {
     value: u32,
 }
 
+/// A host function the CUDA driver calls on its callback thread (`cuLaunchHostFunc`): the fallback's
+/// "ready k" (or position) write.
 unsafe extern "C" fn host_write(arg: *mut c_void) {
-    mpixstream_wrappers::guard::guard_with("host_write", (), || unsafe {
-        let a = Box::from_raw(arg as *mut HostArg);
+    mpixstream_wrappers::guard::guard_with("host_write", (), || {
+        // SAFETY: `arg` is the `Box<HostArg>` that `write_word` leaked for this one launch; the driver
+        // calls the function once with it, so the box is taken back exactly once.
+        let a = unsafe { Box::from_raw(arg as *mut HostArg) };
         if a.word == READY_WORD {
             a.shared.flags.signal_ready(a.value);
         } else {
@@ -170,12 +190,29 @@ unsafe extern "C" fn host_write(arg: *mut c_void) {
     })
 }
 
+/// A host function the CUDA driver calls on its callback thread: the fallback's "wait for done k"
+/// (it blocks the stream, never inside MPI).
 unsafe extern "C" fn host_wait(arg: *mut c_void) {
-    mpixstream_wrappers::guard::guard_with("host_wait", (), || unsafe {
-        let a = Box::from_raw(arg as *mut HostArg);
+    mpixstream_wrappers::guard::guard_with("host_wait", (), || {
+        // SAFETY: as in `host_write`: the box `wait_done` leaked for this one launch.
+        let a = unsafe { Box::from_raw(arg as *mut HostArg) };
         let seq = a.value;
         a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
     })
+}
+
+/// Queues host function `f` with `arg` on `stream` (the context is current): the driver calls it once,
+/// and it takes the argument back; a launch that fails takes it back here.
+fn launch(stream: sys::CUstream, f: unsafe extern "C" fn(*mut c_void), arg: HostArg) -> Result<(), String> {
+    let arg = Box::into_raw(Box::new(arg));
+    // SAFETY: `f` takes exactly this boxed `HostArg` back (`host_write`, `host_wait`); the driver checks
+    // the stream handle.
+    let r = unsafe { sys::cuLaunchHostFunc(stream, Some(f), arg as *mut c_void) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        // SAFETY: not launched, so `f` never runs: the box is still ours, and taken back once.
+        drop(unsafe { Box::from_raw(arg) });
+    }
+    check(r, "cuLaunchHostFunc")
 }
 
 pub struct CudaQueue {
@@ -189,8 +226,10 @@ pub struct CudaQueue {
     pub(super) state: Mutex<Staging>,
 }
 
-// The driver API is thread-safe; the queue's own state is behind `state`.
+// SAFETY: the raw parts are driver handles (stream, context) and pinned pool memory; the driver API is
+// thread-safe, and the queue's own state (the pool) is behind `state`'s lock.
 unsafe impl Send for CudaQueue {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for CudaQueue {}
 
 impl CudaQueue {
@@ -204,6 +243,10 @@ impl CudaQueue {
         yield_for: std::time::Duration,
     ) -> Result<(CudaQueue, Arc<Flags>), String> {
         probe()?;
+        // SAFETY: the driver is loaded (`probe`). `handle` is passed to the driver only, which refuses
+        // a handle that is no stream; the context it names is made current for the calls that follow.
+        // Every out-pointer is a live local; the flag block is `WORDS` u32s of fresh pinned memory,
+        // suitably aligned, initialised here before any other use and owned by `block` from then on.
         unsafe {
             let stream = handle as usize as sys::CUstream;
             let mut ctx: sys::CUcontext = std::ptr::null_mut();
@@ -278,56 +321,53 @@ impl CudaQueue {
         &self.shared.flags
     }
 
-    /// The stream writes `value` into flag word `word` when it gets there.
-    pub(super) unsafe fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
+    /// Makes the stream's context current on this thread for the guard's life.
+    pub(super) fn current(&self) -> Result<CtxGuard, String> {
+        // SAFETY: `ctx` is the application's stream's context (`create`), alive while the stream is:
+        // the application keeps the stream until MPIX_Stream_free detached it (docs/enqueue.md).
+        unsafe { CtxGuard::push(self.ctx) }
+    }
+
+    /// The stream writes `value` into flag word `word` when it gets there (the context is current).
+    pub(super) fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
+        assert!(word < WORDS, "flag word {word} is outside the block");
         if self.memops {
-            check(
+            // SAFETY: the address is flag word `word` of the block's device mapping, which outlives
+            // every use the stream makes of it (the block is leaked where the GPU may still use it).
+            let r = unsafe {
                 sys::cuStreamWriteValue32_v2(
                     self.stream,
                     self.dev_flags + (word * 4) as u64,
                     value,
                     sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
-                ),
-                "cuStreamWriteValue32",
-            )
+                )
+            };
+            check(r, "cuStreamWriteValue32")
         } else {
-            let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word, value }));
-            let r = sys::cuLaunchHostFunc(self.stream, Some(host_write), arg as *mut c_void);
-            if r != sys::CUresult::CUDA_SUCCESS {
-                drop(Box::from_raw(arg));
-            }
-            check(r, "cuLaunchHostFunc")
+            launch(self.stream, host_write, HostArg { shared: self.shared.clone(), word, value })
         }
     }
 
     pub fn signal_ready(&self, seq: u32) -> Result<(), String> {
-        unsafe {
-            let _g = CtxGuard::push(self.ctx)?;
-            self.write_word(READY_WORD, seq)
-        }
+        let _g = self.current()?;
+        self.write_word(READY_WORD, seq)
     }
 
     pub fn wait_done(&self, seq: u32) -> Result<(), String> {
-        unsafe {
-            let _g = CtxGuard::push(self.ctx)?;
-            if self.memops {
-                check(
-                    sys::cuStreamWaitValue32_v2(
-                        self.stream,
-                        self.dev_flags + (flags::done_word(seq) * 4) as u64,
-                        seq,
-                        sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
-                    ),
-                    "cuStreamWaitValue32",
+        let _g = self.current()?;
+        if self.memops {
+            // SAFETY: as in `write_word`: a done word of the block's device mapping.
+            let r = unsafe {
+                sys::cuStreamWaitValue32_v2(
+                    self.stream,
+                    self.dev_flags + (flags::done_word(seq) * 4) as u64,
+                    seq,
+                    sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
                 )
-            } else {
-                let arg = Box::into_raw(Box::new(HostArg { shared: self.shared.clone(), word: 0, value: seq }));
-                let r = sys::cuLaunchHostFunc(self.stream, Some(host_wait), arg as *mut c_void);
-                if r != sys::CUresult::CUDA_SUCCESS {
-                    drop(Box::from_raw(arg));
-                }
-                check(r, "cuLaunchHostFunc")
-            }
+            };
+            check(r, "cuStreamWaitValue32")
+        } else {
+            launch(self.stream, host_wait, HostArg { shared: self.shared.clone(), word: 0, value: seq })
         }
     }
 
@@ -336,36 +376,36 @@ impl CudaQueue {
     /// destroyed stream's handle is refused, but the work queued on it still runs (the driver's
     /// documented behaviour), so that is not a failure.
     pub fn health(&self) -> Result<(), String> {
-        unsafe {
-            let _g = CtxGuard::push(self.ctx)?;
-            match sys::cuStreamQuery(self.stream) {
-                sys::CUresult::CUDA_SUCCESS
-                | sys::CUresult::CUDA_ERROR_NOT_READY
-                | sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Ok(()),
-                r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
-            }
+        let _g = self.current()?;
+        match self.query() {
+            sys::CUresult::CUDA_SUCCESS
+            | sys::CUresult::CUDA_ERROR_NOT_READY
+            | sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Ok(()),
+            r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
         }
+    }
+
+    /// `cuStreamQuery` of the stream (the context is current).
+    fn query(&self) -> sys::CUresult {
+        // SAFETY: a query of the stream handle, which the driver checks (a destroyed stream's is refused).
+        unsafe { sys::cuStreamQuery(self.stream) }
     }
 
     /// Whether the stream has run everything queued on it (the application's work too).
     pub fn idle(&self) -> bool {
-        unsafe {
-            match CtxGuard::push(self.ctx) {
-                // A failed context runs nothing more; a destroyed stream may still (not idle).
-                Ok(_g) => !matches!(
-                    sys::cuStreamQuery(self.stream),
-                    sys::CUresult::CUDA_ERROR_NOT_READY | sys::CUresult::CUDA_ERROR_INVALID_HANDLE
-                ),
-                Err(_) => true,
+        match self.current() {
+            // A failed context runs nothing more; a destroyed stream may still (not idle).
+            Ok(_g) => {
+                !matches!(self.query(), sys::CUresult::CUDA_ERROR_NOT_READY | sys::CUresult::CUDA_ERROR_INVALID_HANDLE)
             }
+            Err(_) => true,
         }
     }
 
     pub fn synchronize(&self) -> Result<(), String> {
-        unsafe {
-            let _g = CtxGuard::push(self.ctx)?;
-            check(sys::cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        }
+        let _g = self.current()?;
+        // SAFETY: waits on the stream handle, which the driver checks.
+        check(unsafe { sys::cuStreamSynchronize(self.stream) }, "cuStreamSynchronize")
     }
 
     /// Makes fallback host functions stop waiting (finalize after abandoning operations).
@@ -376,14 +416,14 @@ impl CudaQueue {
 
     /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`).
     pub fn release(&self) {
-        unsafe {
-            let Ok(_g) = CtxGuard::push(self.ctx) else {
-                return;
-            };
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            for b in st.pool.drain(..) {
-                sys::cuMemFreeHost(b.host as *mut c_void);
-            }
+        let Ok(_g) = self.current() else {
+            return;
+        };
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for b in st.pool.drain(..) {
+            // SAFETY: a pool buffer allocated by `cuMemHostAlloc` in this context, drained from the pool
+            // so freed once; the stream no longer uses it (the caller's condition).
+            unsafe { sys::cuMemFreeHost(b.host as *mut c_void) };
         }
     }
 }
@@ -394,9 +434,15 @@ mod tests {
 
     /// Without a CUDA driver the probe fails with the cause, and nothing panics (cudarc is never
     /// reached). With one, it succeeds or names what is missing.
+    /// Whether libcuda loads here.
+    fn libcuda_present() -> bool {
+        // SAFETY: loading the CUDA driver runs only its own initialisers (as `probe` does).
+        unsafe { libloading::Library::new(LIBCUDA) }.is_ok()
+    }
+
     #[test]
     fn probe_never_panics_and_names_the_cause() {
-        let present = unsafe { libloading::Library::new(LIBCUDA) }.is_ok();
+        let present = libcuda_present();
         match probe() {
             Ok(()) => assert!(present),
             Err(e) if !present => assert!(e.contains("libcuda.so.1 cannot be loaded"), "{e}"),
@@ -408,7 +454,7 @@ mod tests {
 
     #[test]
     fn create_without_cuda_is_an_error() {
-        if unsafe { libloading::Library::new(LIBCUDA) }.is_ok() {
+        if libcuda_present() {
             return;
         }
         let e = CudaQueue::create(0x1234, SyncMode::Auto, false, 0, std::time::Duration::ZERO).err().unwrap();

@@ -3,20 +3,20 @@
 //! inputs device-to-host before the operation's ready signal and outputs host-to-device after its
 //! wait; a pool buffer is reused once its operation is done and the stream has passed the position
 //! written after its copy back.
-use super::cuda::{check, CtxGuard, CudaQueue, StageBuf, Staging};
+use super::cuda::{check, CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
 use cudarc::driver::sys;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::os::raw::{c_int, c_void};
+use mpixstream_wrappers::mpi::Comm;
+use std::os::raw::c_void;
 use std::sync::atomic::Ordering;
 
-/// A copy back to the device, queued after the operation's wait.
+/// A copy back to the device, queued after the operation's wait: `bytes` from pool buffer `buf` to
+/// device address `dev`.
 #[derive(Debug)]
 pub struct CopyBack {
     dev: u64,
-    host: *mut u8,
     bytes: usize,
     buf: usize,
 }
@@ -27,25 +27,22 @@ pub struct Staged {
     pub back: Vec<CopyBack>,
 }
 
-unsafe impl Send for Staged {}
-
 impl CudaQueue {
     /// Stages the device buffers of operation `seq` (`kind` is rewritten to point at pinned copies;
     /// input copies are queued now, before the ready signal). Returns the copies back to the device,
     /// to queue after the operation's wait.
-    pub unsafe fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
+    pub fn stage(&self, kind: &mut Kind, comm: MPI_Comm, seq: u32) -> Result<Staged, String> {
         if self.gpu_aware {
             return Ok(Staged::default());
         }
-        let p = pmpi();
-        let (mut rank, mut size) = (0, 0);
-        (p.PMPI_Comm_rank)(comm, &mut rank);
-        (p.PMPI_Comm_size)(comm, &mut size);
+        // An invalid communicator fails the operation itself later; here it only means no staging.
+        let comm = Comm(comm);
+        let (rank, size) = (comm.rank().unwrap_or(0), comm.size().unwrap_or(0));
         let bufs = kind.buffers(rank, size);
         if bufs.is_empty() {
             return Ok(Staged::default());
         }
-        let _g = CtxGuard::push(self.ctx)?;
+        let _g = self.current()?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.recycle(&mut st);
         let mut staged = Staged::default();
@@ -59,10 +56,11 @@ impl CudaQueue {
             // An output with gaps (a vector, indexed or struct type) is copied in too: the copy back
             // covers the whole span, and the gaps must come back as the device had them.
             if b.input || (b.output && region.gaps) {
-                check(
-                    sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream),
-                    "cuMemcpyDtoHAsync (staging)",
-                )?;
+                // SAFETY: the destination is pool buffer `idx`, ours and at least `bytes` long (`take`),
+                // left alone until the operation is done; the source is a device address, which only the
+                // driver touches (a bad one is a CUDA error, or a fault of the stream's context).
+                let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream) };
+                check(r, "cuMemcpyDtoHAsync (staging)")?;
             }
             let sb = &mut st.pool[idx];
             sb.seq = seq;
@@ -71,7 +69,7 @@ impl CudaQueue {
             // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
             kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
             if b.output {
-                staged.back.push(CopyBack { dev, host, bytes, buf: idx });
+                staged.back.push(CopyBack { dev, bytes, buf: idx });
             }
         }
         Ok(staged)
@@ -83,23 +81,23 @@ impl CudaQueue {
         if staged.back.is_empty() {
             return Ok(());
         }
-        unsafe {
-            let _g = CtxGuard::push(self.ctx)?;
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            for c in &staged.back {
-                check(
-                    sys::cuMemcpyHtoDAsync_v2(c.dev, c.host as *const c_void, c.bytes, self.stream),
-                    "cuMemcpyHtoDAsync (staging)",
-                )?;
-            }
-            let pos = st.next_pos;
-            st.next_pos = st.next_pos.wrapping_add(1);
-            self.write_word(POSITION_WORD, pos)?;
-            for c in &staged.back {
-                st.pool[c.buf].pos = Some(pos);
-            }
-            Ok(())
+        let _g = self.current()?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for c in &staged.back {
+            let host = st.pool[c.buf].host;
+            // SAFETY: the source is pool buffer `c.buf` (at least `c.bytes` long), kept until the stream
+            // passed this copy (the position written below); the destination is a device address, which
+            // only the driver touches.
+            let r = unsafe { sys::cuMemcpyHtoDAsync_v2(c.dev, host as *const c_void, c.bytes, self.stream) };
+            check(r, "cuMemcpyHtoDAsync (staging)")?;
         }
+        let pos = st.next_pos;
+        st.next_pos = st.next_pos.wrapping_add(1);
+        self.write_word(POSITION_WORD, pos)?;
+        for c in &staged.back {
+            st.pool[c.buf].pos = Some(pos);
+        }
+        Ok(())
     }
 
     fn recycle(&self, st: &mut Staging) {
@@ -114,15 +112,17 @@ impl CudaQueue {
     }
 }
 
-/// A free pinned buffer of at least `bytes` (reused, or allocated).
-unsafe fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
+/// A free pinned buffer of at least `bytes` (reused, or allocated; the queue's context is current).
+fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
     if let Some(i) = st.pool.iter().position(|b| !b.busy && b.cap >= bytes) {
         st.pool[i].busy = true;
         return Ok(i);
     }
     let cap = bytes.max(4096).next_power_of_two();
     let mut host: *mut c_void = std::ptr::null_mut();
-    check(sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (staging)")?;
+    // SAFETY: `host` is a live local the driver writes the new allocation's address into.
+    let r = unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) };
+    check(r, "cuMemHostAlloc (staging)")?;
     st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
     Ok(st.pool.len() - 1)
 }
@@ -138,39 +138,34 @@ struct DeviceRegion {
     gaps: bool,
 }
 
+/// Pointer attribute `attr` of `addr`, for the attributes that are a 32-bit value (memory type,
+/// managed); None where the driver does not know the address.
+fn pointer_attribute(attr: sys::CUpointer_attribute, addr: u64) -> Option<u32> {
+    let mut value: u32 = 0;
+    // SAFETY: the driver writes the attribute, 32 bits for the attributes asked here, into a live
+    // local; the address itself is only looked up.
+    let r = unsafe { sys::cuPointerGetAttribute(&mut value as *mut u32 as *mut c_void, attr, addr) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
+}
+
 /// The device memory a buffer argument spans, or None for host memory (pageable, pinned or managed:
 /// MPI reads it directly).
-unsafe fn device_region(b: &Buf) -> Result<Option<DeviceRegion>, String> {
+fn device_region(b: &Buf) -> Result<Option<DeviceRegion>, String> {
     if b.ptr.is_null() || b.ptr == MPI_IN_PLACE || b.count <= 0 {
         return Ok(None);
     }
     let addr = b.ptr as u64;
-    let mut mem_type: u32 = 0;
-    let r = sys::cuPointerGetAttribute(
-        &mut mem_type as *mut u32 as *mut c_void,
-        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        addr,
-    );
-    if r != sys::CUresult::CUDA_SUCCESS || mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+    let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+    if pointer_attribute(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, addr) != Some(device) {
         return Ok(None);
     }
-    let mut managed: c_int = 0;
-    let r = sys::cuPointerGetAttribute(
-        &mut managed as *mut c_int as *mut c_void,
-        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-        addr,
-    );
-    if r == sys::CUresult::CUDA_SUCCESS && managed != 0 {
+    if pointer_attribute(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED, addr).is_some_and(|m| m != 0) {
         return Ok(None);
     }
-    let p = pmpi();
-    let (mut lb, mut extent, mut tlb, mut textent, mut size) = (0, 0, 0, 0, 0);
-    if (p.PMPI_Type_get_extent_c)(b.dt, &mut lb, &mut extent) != MPI_SUCCESS
-        || (p.PMPI_Type_get_true_extent_c)(b.dt, &mut tlb, &mut textent) != MPI_SUCCESS
-        || (p.PMPI_Type_size_c)(b.dt, &mut size) != MPI_SUCCESS
-    {
-        return Err(format!("datatype 0x{:08x} is not valid", b.dt as u32));
-    }
+    let invalid = || format!("datatype 0x{:08x} is not valid", b.dt.raw() as u32);
+    let (_lb, extent) = b.dt.extent().map_err(|_| invalid())?;
+    let (tlb, textent) = b.dt.true_extent().map_err(|_| invalid())?;
+    let size = b.dt.size().map_err(|_| invalid())?;
     if extent < 0 || textent < 0 {
         return Err("a device buffer with a negative-extent datatype cannot be staged".into());
     }

@@ -109,7 +109,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
             s.queued.fetch_sub(taken as isize, Ordering::AcqRel);
         }
         if s.abandon.load(Ordering::Acquire) {
-            let left = unsafe { driver.abandon() };
+            let left = driver.abandon();
             for l in &left {
                 eprintln!("mpixstream: CUDA queue given up at MPI_Finalize: {l}");
             }
@@ -118,17 +118,17 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
             }
             for op in waiting.drain(..) {
                 // Never started: MPICH never saw the buffer; the stream may pass.
-                unsafe { driver.skip(op) };
+                driver.skip(op);
             }
             break;
         }
         let mut progressed = false;
         while waiting.front().is_some_and(|op| s.flags.is_ready(op.seq)) {
             let Some(op) = waiting.pop_front() else { break };
-            unsafe { driver.start(op) };
+            driver.start(op);
             progressed = true;
         }
-        progressed |= unsafe { driver.poll() };
+        progressed |= driver.poll();
         if progressed {
             idle = 0;
             continue;
@@ -156,7 +156,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
                 health_checked = Instant::now();
                 if let Err(reason) = health() {
                     for op in waiting.drain(..) {
-                        unsafe { driver.fail(op, &reason) };
+                        driver.fail(op, &reason);
                     }
                     continue;
                 }

@@ -8,7 +8,7 @@ use super::ops::{empty_status, Op};
 use crate::runtime::Runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::Request;
 use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ pub struct Driver {
     ledger: Arc<Ledger>,
     /// CUDA queues: the done words the stream waits for, written at each completion.
     flags: Option<Arc<Flags>>,
-    inflight: Vec<(Op, MPI_Request)>,
+    inflight: Vec<(Op, Request)>,
 }
 
 impl Driver {
@@ -45,10 +45,10 @@ impl Driver {
     }
 
     /// Starts `op` (a failure to start completes it with the error at once).
-    pub unsafe fn start(&mut self, op: Op) {
+    pub fn start(&mut self, op: Op) {
         let started = {
             let _claim = self.slot.claim();
-            op.kind.start(op.comm)
+            op.start()
         };
         match started {
             Ok(req) => self.inflight.push((op, req)),
@@ -57,7 +57,7 @@ impl Driver {
     }
 
     /// Completes `op` without starting it (finalize gave up on the stream): status `MPI_ERR_PENDING`.
-    pub unsafe fn skip(&mut self, op: Op) {
+    pub fn skip(&mut self, op: Op) {
         let mut status = empty_status();
         status.MPI_ERROR = MPI_ERR_PENDING;
         self.finish(op, status, None);
@@ -65,12 +65,12 @@ impl Driver {
 
     /// Completes `op`, never started, as failed (`MPI_ERR_OTHER`) because its queue can no longer
     /// reach it; the reason is reported by the stream's next call.
-    pub unsafe fn fail(&mut self, op: Op, reason: &str) {
+    pub fn fail(&mut self, op: Op, reason: &str) {
         self.ledger.record_error(format!(
             "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}) never started: {reason}",
             op.func,
             op.comm as u32,
-            op.kind.name(),
+            op.kind().name(),
             self.ledger.stream as u32
         ));
         let mut status = empty_status();
@@ -78,7 +78,7 @@ impl Driver {
         self.finish(op, status, None);
     }
 
-    unsafe fn finish(&mut self, op: Op, status: MPI_Status, err: Option<i32>) {
+    fn finish(&mut self, op: Op, status: MPI_Status, err: Option<i32>) {
         self.ledger.complete(&op, status, err);
         // Last: this releases a CUDA stream waiting for the operation.
         if let Some(f) = &self.flags {
@@ -87,7 +87,7 @@ impl Driver {
     }
 
     /// Tests every operation in flight once; true if any completed.
-    pub unsafe fn poll(&mut self) -> bool {
+    pub fn poll(&mut self) -> bool {
         if self.inflight.is_empty() {
             return false;
         }
@@ -113,15 +113,11 @@ impl Driver {
     /// Starts `op` and tests it for up to `window`, for an operation run on the enqueuing thread
     /// while nothing else is in flight: its outcome, or its request if it is not complete by then
     /// (the caller registers it and hands it to `adopt`). A failure to start is an outcome.
-    pub unsafe fn start_and_poll(
-        &mut self,
-        op: &Op,
-        window: Duration,
-    ) -> Result<(MPI_Status, Option<c_int>), MPI_Request> {
+    pub fn start_and_poll(&mut self, op: &Op, window: Duration) -> Result<(MPI_Status, Option<c_int>), Request> {
         debug_assert!(self.inflight.is_empty());
         let started = {
             let _claim = self.slot.claim();
-            op.kind.start(op.comm)
+            op.start()
         };
         let mut req = match started {
             Ok(req) => req,
@@ -152,29 +148,28 @@ impl Driver {
     }
 
     /// Keeps `op`, started by `start_and_poll` as `req` and registered since, in flight.
-    pub fn adopt(&mut self, op: Op, req: MPI_Request) {
+    pub fn adopt(&mut self, op: Op, req: Request) {
         self.inflight.push((op, req));
     }
 
     /// Finalize gave up on the stream: cancels the receives in flight and gives every operation
     /// 100 ms to finish. Operations that did not are kept (never marked done: MPICH may still use
     /// their buffers, so the queue must not run past them); returns their descriptions.
-    pub unsafe fn abandon(&mut self) -> Vec<String> {
-        let p = pmpi();
+    pub fn abandon(&mut self) -> Vec<String> {
         let _claim = self.slot.claim();
-        for (op, req) in self.inflight.iter_mut() {
-            if op.kind.is_recv() {
-                (p.PMPI_Cancel)(req);
+        for (op, req) in &self.inflight {
+            if op.kind().is_recv() {
+                // Its outcome shows in the test below.
+                let _ = req.cancel();
             }
         }
         let deadline = Instant::now() + Duration::from_millis(100);
         while !self.inflight.is_empty() && Instant::now() < deadline {
             let mut i = 0;
             while i < self.inflight.len() {
-                let mut flag = 0;
                 let mut status = empty_status();
-                let rc = (p.PMPI_Test)(&mut self.inflight[i].1, &mut flag, &mut status);
-                if rc != MPI_SUCCESS || flag != 0 {
+                // Complete, or failed: either way MPICH is done with it.
+                if !matches!(self.inflight[i].1.test_into(&mut status), Ok(false)) {
                     let (op, _) = self.inflight.swap_remove(i);
                     status.MPI_ERROR = MPI_ERR_PENDING;
                     self.finish(op, status, None);
@@ -191,7 +186,7 @@ impl Driver {
                     "operation {} ({} of {} on communicator 0x{:08x}) is still in MPICH's hands, which may use its \
                      buffer: the queue is left stopped before it",
                     op.seq,
-                    op.kind.name(),
+                    op.kind().name(),
                     op.func,
                     op.comm as u32
                 )
@@ -201,20 +196,15 @@ impl Driver {
 }
 
 /// Tests `op`'s request once: its status and error once complete.
+/// The status starts empty: MPICH fills in only what the request kind defines (a send: the cancelled bit).
 #[inline]
-unsafe fn test(op: &Op, req: &mut MPI_Request) -> Option<(MPI_Status, Option<c_int>)> {
-    let mut flag = 0;
+fn test(op: &Op, req: &mut Request) -> Option<(MPI_Status, Option<c_int>)> {
     let mut status = empty_status();
-    let rc = (pmpi().PMPI_Test)(req, &mut flag, &mut status);
-    if rc == MPI_SUCCESS && flag == 0 {
-        return None;
-    }
-    let err = if rc != MPI_SUCCESS {
-        Some(rc)
-    } else if status.MPI_ERROR != MPI_SUCCESS && op.kind.is_recv() {
-        Some(status.MPI_ERROR)
-    } else {
-        None
+    let err = match req.test_into(&mut status) {
+        Ok(false) => return None,
+        Err(rc) => Some(rc),
+        Ok(true) if status.MPI_ERROR != MPI_SUCCESS && op.kind().is_recv() => Some(status.MPI_ERROR),
+        Ok(true) => None,
     };
     // Nonblocking collectives and sends leave MPI_ERROR undefined: clear it.
     if err.is_none() {

@@ -7,7 +7,7 @@ use super::cuda_thread::CudaDriverThread;
 use super::flags::Flags;
 use super::host::{HostQueue, Item, UserFn};
 use super::ledger::Ledger;
-use super::ops::{Kind, Op};
+use super::ops::{Kind, Op, StatusDst};
 use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::{c_int, c_void};
@@ -70,23 +70,30 @@ impl QueueEngine {
         }
     }
 
-    /// Queues operation `kind` on `comm`: blocking (`request` null) or nonblocking (a request of ours
-    /// is stored in `*request`).
+    /// Queues operation `kind` on `comm`: blocking (`request` None; its status, if any, to `status`) or
+    /// nonblocking (a request of ours is stored in `request`).
+    ///
+    /// # Safety
+    /// `kind`'s buffers are the application's for this operation, valid as MPI requires until it
+    /// completes ([`Op::new`]).
     pub unsafe fn submit(
         &self,
         func: &'static str,
         comm: MPI_Comm,
         mut kind: Kind,
-        status: *mut MPI_Status,
-        request: *mut MPI_Request,
+        status: StatusDst,
+        request: Option<&mut MPI_Request>,
     ) -> Result<(), (Class, String)> {
-        let nonblocking = !request.is_null();
+        let nonblocking = request.is_some();
         let mut next = self.enq.lock().unwrap_or_else(|e| e.into_inner());
         let seq = *next;
+        // SAFETY: `kind` is this call's, its buffers as this function's contract says (staged: device
+        // buffers replaced by pinned copies, which stay allocated until the operation is done).
+        let op = |kind, request, comm_slot| unsafe { Op::new(seq, comm, kind, request, comm_slot, status, func) };
         match &self.queue {
             Queue::Host(q) => {
                 if !nonblocking {
-                    let op = Op { seq, comm, kind, request: None, comm_slot: 0, status, func };
+                    let op = op(kind, None, 0);
                     *next = seq.wrapping_add(1);
                     if let Err(mut op) = q.try_run_now(op, &self.ledger) {
                         op.comm_slot = self.ledger.register_blocking(comm, seq);
@@ -97,11 +104,10 @@ impl QueueEngine {
                 let reg = self.ledger.register(comm, seq, true).map_err(|e| (Class::Other, e))?;
                 let handle = reg.request;
                 *next = seq.wrapping_add(1);
-                let op = Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func };
-                q.push(Item::Start { op, blocking: false });
+                q.push(Item::Start { op: op(kind, handle, reg.comm_slot), blocking: false });
                 drop(next);
-                if let Some(h) = handle {
-                    *request = h;
+                if let (Some(dst), Some(h)) = (request, handle) {
+                    *dst = h;
                 }
                 Ok(())
             }
@@ -123,7 +129,7 @@ impl QueueEngine {
                     }
                 };
                 *next = seq.wrapping_add(1);
-                thread.submit(Op { seq, comm, kind, request: handle, comm_slot: reg.comm_slot, status, func });
+                thread.submit(op(kind, handle, reg.comm_slot));
                 let queued = match handle {
                     None => queue.wait_done(seq).and_then(|_| queue.copy_back(staged)),
                     Some(h) => {
@@ -132,8 +138,8 @@ impl QueueEngine {
                     }
                 };
                 drop(next);
-                if let Some(h) = handle {
-                    *request = h;
+                if let (Some(dst), Some(h)) = (request, handle) {
+                    *dst = h;
                 }
                 // The operation is registered; the driver runs it when (if) the stream gets there.
                 queued.map_err(|e| (Class::Other, e))
@@ -143,15 +149,11 @@ impl QueueEngine {
 
     /// Queues the waits for `requests` (all of this engine, checked by the caller). Statuses go to
     /// `statuses[i]` (null: ignored) when the operation completes.
-    pub unsafe fn wait_requests(
-        &self,
-        requests: &[MPI_Request],
-        statuses: &[*mut MPI_Status],
-    ) -> Result<(), (Class, String)> {
+    pub fn wait_requests(&self, requests: &[MPI_Request], statuses: &[StatusDst]) -> Result<(), (Class, String)> {
         let _order = self.enq.lock().unwrap_or_else(|e| e.into_inner());
         let mut result = Ok(());
         for (i, &h) in requests.iter().enumerate() {
-            let dst = statuses.get(i).copied().unwrap_or(std::ptr::null_mut());
+            let dst = statuses.get(i).copied().unwrap_or(StatusDst::NOWHERE);
             // None: a duplicate in the array.
             let Some((seq, staged)) = self.ledger.wait(h, dst) else {
                 continue;

@@ -69,19 +69,26 @@ pub struct Flags {
     engine: OnceLock<std::thread::Thread>,
 }
 
-// The words are atomics; the pointer is to memory owned by `_mem` for the life of `Flags`.
+// SAFETY: `base` points at `WORDS` atomics owned by `_mem` (itself `Send + Sync`) for the life of
+// `Flags`; every access to them is atomic.
 unsafe impl Send for Flags {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Flags {}
 
 impl Flags {
     pub fn on_heap() -> Flags {
         let words: Box<[AtomicU32]> = (0..WORDS).map(|i| AtomicU32::new(initial_word(i))).collect();
         let base = words.as_ptr();
-        Flags::new(base, FlagMem::Heap(words))
+        // SAFETY: `base` is the boxed slice's `WORDS` words, which move with the box into the flags.
+        unsafe { Flags::new(base, FlagMem::Heap(words)) }
     }
 
-    /// Words at `base` (WORDS of them, initialised with `initial_word`, valid while `mem` lives).
-    pub fn new(base: *const AtomicU32, mem: FlagMem) -> Flags {
+    /// Words at `base`, initialised with `initial_word`.
+    ///
+    /// # Safety
+    /// `base` points at `WORDS` aligned `AtomicU32`s, valid for as long as `mem` lives and accessed
+    /// only atomically.
+    pub unsafe fn new(base: *const AtomicU32, mem: FlagMem) -> Flags {
         Flags {
             base,
             _mem: mem,
@@ -94,7 +101,9 @@ impl Flags {
 
     #[inline]
     pub fn word(&self, i: usize) -> &AtomicU32 {
-        debug_assert!(i < WORDS);
+        assert!(i < WORDS, "flag word {i} is outside the block");
+        // SAFETY: word `i` of the `WORDS` valid while `_mem` lives (`new`'s contract), so while `self`
+        // is borrowed.
         unsafe { &*self.base.add(i) }
     }
 

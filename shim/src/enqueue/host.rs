@@ -174,10 +174,10 @@ impl HostQueue {
         if r.stuck || !r.batch.is_empty() || !r.driver.idle() || q.queued.load(Ordering::Acquire) != r.taken {
             return Err(op);
         }
-        let req = match unsafe { r.driver.start_and_poll(&op, EAGER_WINDOW) } {
+        let req = match r.driver.start_and_poll(&op, EAGER_WINDOW) {
             Ok((status, err)) => {
                 drop(r);
-                unsafe { ledger.complete_unregistered(&op, status, err) };
+                ledger.complete_unregistered(&op, status, err);
                 return Ok(());
             }
             Err(req) => req,
@@ -439,7 +439,7 @@ fn run(q: &Shared, r: &mut Runner, item: Item) {
         return;
     }
     match item {
-        Item::Start { op, blocking } => unsafe {
+        Item::Start { op, blocking } => {
             if giving_up {
                 r.driver.skip(op);
             } else {
@@ -450,13 +450,16 @@ fn run(q: &Shared, r: &mut Runner, item: Item) {
                     return;
                 }
             }
-        },
+        }
         Item::WaitFor(seq) => {
             if !drive_until(q, &mut r.driver, seq) {
                 r.stuck = true;
                 return;
             }
         }
+        // SAFETY: `f` and `arg` are what the application gave MPIX_Host_queue_launch, whose contract
+        // (include/mpix_stream.h) is that the queue runs `f(arg)` once, after everything queued before
+        // it, on its worker or a synchronising thread: here, the stream's one driver.
         Item::User(f, arg) => unsafe { f(arg as *mut c_void) },
     }
     count_executed(q);
@@ -475,7 +478,7 @@ fn count_executed(q: &Shared) {
 
 /// Cancels or finishes what is in flight; false (reported) if an operation could not be released.
 fn abandon(driver: &mut Driver) -> bool {
-    let left = unsafe { driver.abandon() };
+    let left = driver.abandon();
     for l in &left {
         eprintln!("mpixstream: host queue given up at MPI_Finalize: {l}");
     }
@@ -506,7 +509,7 @@ fn take(q: &Shared, r: &mut Runner) -> Option<Until> {
         if r.driver.idle() {
             return Some(Until::Idle);
         }
-        if unsafe { r.driver.poll() } {
+        if r.driver.poll() {
             backoff.reset();
             continue;
         }
@@ -524,7 +527,7 @@ fn drive_until(q: &Shared, driver: &mut Driver, seq: u32) -> bool {
         if q.give_up.load(Ordering::Acquire) {
             return abandon(driver);
         }
-        if unsafe { driver.poll() } {
+        if driver.poll() {
             backoff.reset();
             continue;
         }

@@ -5,7 +5,7 @@
 //! a nonblocking one takes one short lock on each side (its request).
 use super::comm_counts::CommCounts;
 use super::cuda_staging::Staged;
-use super::ops::Op;
+use super::ops::{Op, StatusDst};
 use super::requests::{Request, RequestTable};
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::c_int;
@@ -64,7 +64,7 @@ impl Ledger {
                 done: false,
                 waited: false,
                 status: super::ops::empty_status(),
-                dst: std::ptr::null_mut(),
+                dst: StatusDst::NOWHERE,
                 extra: None,
             };
             Some(self.lock().reqs.insert(req).ok_or_else(|| {
@@ -116,15 +116,13 @@ impl Ledger {
 
     /// The wait of request `h`, status to `dst`: its operation's sequence number and staged copies,
     /// or None if `h` is not live and unwaited (a duplicate in a waitall).
-    pub unsafe fn wait(&self, h: MPI_Request, dst: *mut MPI_Status) -> Option<(u32, Option<Staged>)> {
+    pub fn wait(&self, h: MPI_Request, dst: StatusDst) -> Option<(u32, Option<Staged>)> {
         let mut st = self.lock();
         let r = st.reqs.get_mut(h).filter(|r| !r.waited)?;
         let seq = r.seq;
         let staged = r.extra.take();
         if r.done {
-            if status_is_real(dst) {
-                *dst = r.status;
-            }
+            dst.write(r.status);
             st.reqs.remove(h);
         } else {
             r.waited = true;
@@ -145,16 +143,14 @@ impl Ledger {
     }
 
     /// Completes `op` with `status`; `err`: the MPI error it failed with (recorded for the next call).
-    pub unsafe fn complete(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
+    pub fn complete(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
         let status = self.settle(op, status, err);
         match op.request {
             Some(h) => {
                 let mut st = self.lock();
                 if let Some(r) = st.reqs.get_mut(h) {
                     if r.waited {
-                        if status_is_real(r.dst) {
-                            *r.dst = status;
-                        }
+                        r.dst.write(status);
                         st.reqs.remove(h);
                     } else {
                         r.done = true;
@@ -162,11 +158,7 @@ impl Ledger {
                     }
                 }
             }
-            None => {
-                if status_is_real(op.status) {
-                    *op.status = status;
-                }
-            }
+            None => op.status.write(status),
         }
         self.comm_ops.done(op.comm, op.comm_slot);
         self.pending.fetch_sub(1, Ordering::AcqRel);
@@ -175,23 +167,20 @@ impl Ledger {
 
     /// Completes blocking operation `op`, never registered: it completed on the enqueuing thread
     /// before its enqueue call returned, so no count ever had to show it.
-    pub unsafe fn complete_unregistered(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
+    pub fn complete_unregistered(&self, op: &Op, status: MPI_Status, err: Option<c_int>) {
         debug_assert!(op.request.is_none());
-        let status = self.settle(op, status, err);
-        if status_is_real(op.status) {
-            *op.status = status;
-        }
+        op.status.write(self.settle(op, status, err));
     }
 
     /// `status` with `err` in it; a failure is recorded for the stream's next call.
-    unsafe fn settle(&self, op: &Op, mut status: MPI_Status, err: Option<c_int>) -> MPI_Status {
+    fn settle(&self, op: &Op, mut status: MPI_Status, err: Option<c_int>) -> MPI_Status {
         if let Some(code) = err {
             status.MPI_ERROR = code;
             self.record_error(format!(
                 "{} on communicator 0x{:08x} (enqueued {}, stream 0x{:08x}): {}",
                 op.func,
                 op.comm as u32,
-                op.kind.name(),
+                op.kind().name(),
                 self.stream as u32,
                 crate::errors::error_string(code)
             ));

@@ -2,7 +2,7 @@
 //! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
 //! operation of the stream moving, and never blocks inside MPI).
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, Request};
 use std::os::raw::{c_int, c_void};
 
 /// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
@@ -13,14 +13,14 @@ pub enum Kind {
     Send {
         buf: *mut c_void,
         count: MPI_Count,
-        dt: MPI_Datatype,
+        dt: Datatype,
         dest: c_int,
         tag: c_int,
     },
     Recv {
         buf: *mut c_void,
         count: MPI_Count,
-        dt: MPI_Datatype,
+        dt: Datatype,
         source: c_int,
         tag: c_int,
     },
@@ -28,43 +28,45 @@ pub enum Kind {
     Bcast {
         buf: *mut c_void,
         count: MPI_Count,
-        dt: MPI_Datatype,
+        dt: Datatype,
         root: c_int,
     },
     Reduce {
         sbuf: *mut c_void,
         rbuf: *mut c_void,
         count: MPI_Count,
-        dt: MPI_Datatype,
-        op: MPI_Op,
+        dt: Datatype,
+        op: mpi::Op,
         root: c_int,
     },
     Allreduce {
         sbuf: *mut c_void,
         rbuf: *mut c_void,
         count: MPI_Count,
-        dt: MPI_Datatype,
-        op: MPI_Op,
+        dt: Datatype,
+        op: mpi::Op,
     },
     Allgather {
         sbuf: *mut c_void,
         scount: MPI_Count,
-        stype: MPI_Datatype,
+        stype: Datatype,
         rbuf: *mut c_void,
         rcount: MPI_Count,
-        rtype: MPI_Datatype,
+        rtype: Datatype,
     },
     Alltoall {
         sbuf: *mut c_void,
         scount: MPI_Count,
-        stype: MPI_Datatype,
+        stype: Datatype,
         rbuf: *mut c_void,
         rcount: MPI_Count,
-        rtype: MPI_Datatype,
+        rtype: Datatype,
     },
 }
 
-// Buffers are the application's; it keeps them valid until the operation completes (documented).
+// SAFETY: a `Kind` only carries the addresses; nothing dereferences them but an `Op` started on the
+// driving thread, and `Op::new`'s contract (the buffers stay valid until the operation completes) does
+// not depend on the thread.
 unsafe impl Send for Kind {}
 
 /// One buffer of an operation on this rank, as staging sees it: which argument, its extent in
@@ -74,7 +76,7 @@ pub struct Buf {
     pub which: Which,
     pub ptr: *mut c_void,
     pub count: MPI_Count,
-    pub dt: MPI_Datatype,
+    pub dt: Datatype,
     pub input: bool,
     pub output: bool,
 }
@@ -96,44 +98,6 @@ impl Kind {
             Kind::Allreduce { .. } => "allreduce",
             Kind::Allgather { .. } => "allgather",
             Kind::Alltoall { .. } => "alltoall",
-        }
-    }
-
-    /// Starts the operation on `comm`.
-    pub unsafe fn start(&self, comm: MPI_Comm) -> Result<MPI_Request, c_int> {
-        let p = pmpi();
-        let mut req = MPI_REQUEST_NULL;
-        let rc = match *self {
-            // The int forms where the count fits: MPICH's large-count entry points take a slower path
-            // (measured on Debian's 4.0.2).
-            Kind::Send { buf, count, dt, dest, tag } => match c_int::try_from(count) {
-                Ok(n) => (p.PMPI_Isend)(buf, n, dt, dest, tag, comm, &mut req),
-                Err(_) => (p.PMPI_Isend_c)(buf, count, dt, dest, tag, comm, &mut req),
-            },
-            Kind::Recv { buf, count, dt, source, tag } => match c_int::try_from(count) {
-                Ok(n) => (p.PMPI_Irecv)(buf, n, dt, source, tag, comm, &mut req),
-                Err(_) => (p.PMPI_Irecv_c)(buf, count, dt, source, tag, comm, &mut req),
-            },
-            Kind::Barrier => (p.PMPI_Ibarrier)(comm, &mut req),
-            Kind::Bcast { buf, count, dt, root } => (p.PMPI_Ibcast_c)(buf, count, dt, root, comm, &mut req),
-            Kind::Reduce { sbuf, rbuf, count, dt, op, root } => {
-                (p.PMPI_Ireduce_c)(sbuf, rbuf, count, dt, op, root, comm, &mut req)
-            }
-            Kind::Allreduce { sbuf, rbuf, count, dt, op } => match c_int::try_from(count) {
-                Ok(n) => (p.PMPI_Iallreduce)(sbuf, rbuf, n, dt, op, comm, &mut req),
-                Err(_) => (p.PMPI_Iallreduce_c)(sbuf, rbuf, count, dt, op, comm, &mut req),
-            },
-            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                (p.PMPI_Iallgather_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
-            }
-            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                (p.PMPI_Ialltoall_c)(sbuf, scount, stype, rbuf, rcount, rtype, comm, &mut req)
-            }
-        };
-        if rc == MPI_SUCCESS {
-            Ok(req)
-        } else {
-            Err(rc)
         }
     }
 
@@ -214,24 +178,100 @@ impl Kind {
     }
 }
 
-/// One enqueued operation, on its way to the thread that starts it.
+/// One enqueued operation, on its way to the thread that starts it. Made only by [`Op::new`], whose
+/// caller vouches for the buffers, so starting it is safe.
 pub struct Op {
     /// Its place in the stream's queue (CUDA: the flag words' sequence number).
     pub seq: u32,
     pub comm: MPI_Comm,
-    pub kind: Kind,
+    /// Private: only `Op::new`'s contract makes its buffers valid to start.
+    kind: Kind,
     /// Our request handle (nonblocking forms): the status goes through the request table.
     pub request: Option<MPI_Request>,
     /// The index of its communicator's counter of incomplete operations (the ledger's).
     pub comm_slot: u16,
-    /// Where a blocking receive's status goes (null or `MPI_STATUS_IGNORE`: nowhere).
-    pub status: *mut MPI_Status,
+    /// Where a blocking receive's status goes.
+    pub status: StatusDst,
     /// Which call queued it (for error messages).
     pub func: &'static str,
 }
 
-// The pointers are the application's; it keeps them valid until the operation completes.
-unsafe impl Send for Op {}
+impl Op {
+    /// # Safety
+    /// `kind`'s buffers are the ones the application handed to the enqueue call for this operation (or
+    /// staging's pinned copies of them), valid as MPI requires (readable where the operation reads,
+    /// writable where it writes) until the operation completes.
+    pub unsafe fn new(
+        seq: u32,
+        comm: MPI_Comm,
+        kind: Kind,
+        request: Option<MPI_Request>,
+        comm_slot: u16,
+        status: StatusDst,
+        func: &'static str,
+    ) -> Op {
+        Op { seq, comm, kind, request, comm_slot, status, func }
+    }
+
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// Starts the operation on its communicator.
+    pub fn start(&self) -> MpiResult<Request> {
+        let comm = Comm(self.comm);
+        // SAFETY: the buffers are valid until the operation completes (`Op::new`'s contract), which is
+        // what each nonblocking call needs of them.
+        unsafe {
+            match self.kind {
+                // The int forms where the count fits (the typed layer picks them): MPICH's large-count
+                // entry points take a slower path (measured on Debian's 4.0.2).
+                Kind::Send { buf, count, dt, dest, tag } => comm.isend(buf, count, dt, dest, tag),
+                Kind::Recv { buf, count, dt, source, tag } => comm.irecv(buf, count, dt, source, tag),
+                Kind::Barrier => comm.ibarrier(),
+                Kind::Bcast { buf, count, dt, root } => comm.ibcast(buf, count, dt, root),
+                Kind::Reduce { sbuf, rbuf, count, dt, op, root } => comm.ireduce(sbuf, rbuf, count, dt, op, root),
+                Kind::Allreduce { sbuf, rbuf, count, dt, op } => comm.iallreduce(sbuf, rbuf, count, dt, op),
+                Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                    comm.iallgather(sbuf, scount, stype, rbuf, rcount, rtype)
+                }
+                Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
+                    comm.ialltoall(sbuf, scount, stype, rbuf, rcount, rtype)
+                }
+            }
+        }
+    }
+}
+
+/// Where an operation's status goes: the application's status object, or nowhere (null or
+/// `MPI_STATUS_IGNORE`). Written by whichever thread completes the operation.
+#[derive(Clone, Copy, Debug)]
+pub struct StatusDst(*mut MPI_Status);
+
+// SAFETY: the pointer is only written through `write`, and `StatusDst::new`'s contract (the object stays
+// writable, and untouched by the application, until the operation completes) holds on any thread.
+unsafe impl Send for StatusDst {}
+
+impl StatusDst {
+    pub const NOWHERE: StatusDst = StatusDst(std::ptr::null_mut());
+
+    /// # Safety
+    /// `p` is null, `MPI_STATUS_IGNORE`, or the status object the application passed for one
+    /// operation: writable, and not accessed by the application, until that operation completes (for a
+    /// queued blocking call: until the queue has run it, as MPIX's enqueue semantics require).
+    pub unsafe fn new(p: *mut MPI_Status) -> StatusDst {
+        StatusDst(p)
+    }
+
+    /// Stores `status` there (nothing for nowhere).
+    pub fn write(self, status: MPI_Status) {
+        if status_is_real(self.0) {
+            // SAFETY: a real destination is writable until its operation completes (`new`'s contract);
+            // it is written when the operation completes or, already complete, at its wait.
+            unsafe { *self.0 = status };
+        }
+    }
+}
 
 /// The status MPI gives a null or cancelled-before-start request.
 pub fn empty_status() -> MPI_Status {
@@ -252,18 +292,18 @@ mod tests {
     fn buffers_follow_in_place_and_root() {
         let s = 0x10 as *mut c_void;
         let r = 0x20 as *mut c_void;
-        let k = Kind::Allreduce { sbuf: MPI_IN_PLACE, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM };
+        let k = Kind::Allreduce { sbuf: MPI_IN_PLACE, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM };
         assert_eq!(
             k.buffers(0, 2),
-            vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: MPI_INT, input: true, output: true }]
+            vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: Datatype::INT, input: true, output: true }]
         );
-        let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: MPI_INT, op: MPI_SUM, root: 1 };
+        let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM, root: 1 };
         assert_eq!(k.buffers(0, 2).len(), 1);
         assert_eq!(k.buffers(1, 2).len(), 2);
-        let k = Kind::Alltoall { sbuf: s, scount: 2, stype: MPI_INT, rbuf: r, rcount: 2, rtype: MPI_INT };
+        let k = Kind::Alltoall { sbuf: s, scount: 2, stype: Datatype::INT, rbuf: r, rcount: 2, rtype: Datatype::INT };
         let b = k.buffers(0, 4);
         assert_eq!((b[0].count, b[1].count), (8, 8));
-        let mut k = Kind::Bcast { buf: s, count: 1, dt: MPI_INT, root: 0 };
+        let mut k = Kind::Bcast { buf: s, count: 1, dt: Datatype::INT, root: 0 };
         assert!(k.buffers(0, 2)[0].input && !k.buffers(0, 2)[0].output);
         assert!(!k.buffers(1, 2)[0].input && k.buffers(1, 2)[0].output);
         k.set_buffer(Which::Recv, r);

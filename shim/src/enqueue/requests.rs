@@ -5,6 +5,7 @@
 //! of misreading it; the stream slot finds the engine, the table slot finds the request with one
 //! index (no lookup), and the generation tells a live request from a stale handle of the slot's
 //! previous user.
+use super::ops::StatusDst;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::{self, Object, KIND_AND_OBJECT_MASK};
 
@@ -41,13 +42,10 @@ pub struct Request<T> {
     pub waited: bool,
     pub status: MPI_Status,
     /// Where `MPIX_Wait*_enqueue` wants the status.
-    pub dst: *mut MPI_Status,
+    pub dst: StatusDst,
     /// What the queue kind keeps with it (CUDA: copies back to the device owed after the wait).
     pub extra: Option<T>,
 }
-
-// `dst` is the application's status object, written once by whichever thread completes the request.
-unsafe impl<T: Send> Send for Request<T> {}
 
 struct Slot<T> {
     generation: u8,
@@ -111,7 +109,7 @@ mod tests {
             done: false,
             waited: false,
             status: super::super::ops::empty_status(),
-            dst: std::ptr::null_mut(),
+            dst: StatusDst::NOWHERE,
             extra: None,
         }
     }

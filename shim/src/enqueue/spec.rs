@@ -2,10 +2,9 @@
 //! [`QueueSpec`].
 use super::cuda;
 use crate::errors::Class;
-use crate::info::info_get_string;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use std::os::raw::c_char;
+use mpixstream_wrappers::mpi::Info;
 
 /// The info `type` of a host queue.
 pub const HOST_QUEUE_TYPE: &str = "mpixstream_host_queue";
@@ -22,11 +21,12 @@ pub enum QueueSpec {
 
 /// Reads the queue kind out of `MPIX_Stream_create`'s info (`ty` is its non-empty `type`). Errors are
 /// (class, message) for `errors::raise`.
-pub unsafe fn parse_info(rt: &Runtime, info: MPI_Info, ty: &str) -> Result<QueueSpec, (Class, String)> {
+pub fn parse_info(rt: &Runtime, info: MPI_Info, ty: &str) -> Result<QueueSpec, (Class, String)> {
     let spec = match ty {
         HOST_QUEUE_TYPE => QueueSpec::Host,
         CUDA_TYPE => {
-            let value = info_get_string(info, c"value".as_ptr() as *const c_char)
+            let value = Info(info)
+                .get(c"value")
                 .map_err(|_| (Class::InfoValue, "cannot read info key \"value\"".to_string()))?
                 .ok_or_else(|| {
                     (

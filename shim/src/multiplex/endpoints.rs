@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Which hidden communicator carries an indexed message, and on which endpoints.
 //!
 //! Two layouts, chosen once per multiplex communicator (the same on every process: it depends only on
@@ -45,7 +46,7 @@
 //!   (`mailbox`), route `Route::LOCAL`. Every index needs a stream (`MPIX_STREAM_NULL` is refused:
 //!   several threads may use a conventional index at once). Cost: `S + S(S-1)B` endpoints of the pool.
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, Errhandler, MpiResult, Request};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -219,17 +220,16 @@ impl Endpoints {
     /// `MPIX_Stream_comm_create`). `dedicated`: the streams layout on dedicated endpoints instead
     /// (`attach` and `stream_comm` unused).
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn build(
+    pub fn build(
         layout: Layout,
         base: MPI_Comm,
         rank: c_int,
         size: usize,
         width: usize,
         attach: &dyn Fn(usize) -> MPIX_Stream,
-        stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream, *mut MPI_Comm) -> c_int,
+        stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream) -> MpiResult<MPI_Comm>,
         dedicated: Option<MakeDedicated>,
     ) -> Result<Endpoints, c_int> {
-        let p = pmpi();
         let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
         let mut ep = Endpoints {
             layout,
@@ -246,43 +246,38 @@ impl Endpoints {
         let mut made: Vec<MPI_Comm> = Vec::new();
         let mut taken: Vec<MPIX_Stream> = Vec::new();
         let fail = |made: &mut Vec<MPI_Comm>, taken: &mut Vec<MPIX_Stream>, rc: c_int| {
-            for c in made.iter_mut() {
-                (p.PMPI_Comm_free)(c);
+            for &c in made.iter() {
+                let _ = Comm(c).free();
             }
             give_back(taken);
             Err(rc)
         };
         for _ in 0..if dedicated.is_some() { 0 } else { width } {
-            let mut c = MPI_COMM_NULL;
-            let rc = (p.PMPI_Comm_dup)(base, &mut c);
-            if rc != MPI_SUCCESS {
-                return fail(&mut made, &mut taken, rc);
-            }
-            (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
-            pooled.push(c);
-            made.push(c);
+            let c = match Comm(base).dup() {
+                Ok(c) => c,
+                Err(rc) => return fail(&mut made, &mut taken, rc),
+            };
+            let _ = c.set_errhandler(Errhandler::ERRORS_RETURN);
+            pooled.push(c.raw());
+            made.push(c.raw());
         }
         if layout == Layout::Streams {
             let b1 = bits.max(1);
             let mut pair = vec![MPI_COMM_NULL; width * width * b1];
             for (i, j, b) in pair_slots(width, bits) {
                 let mine = if i == j || (rank >> b) & 1 == 0 { i } else { j };
-                let mut c = MPI_COMM_NULL;
-                let rc = match dedicated {
-                    Some(make) => match make(base) {
-                        Ok((comm, endpoint)) => {
-                            c = comm;
-                            taken.push(endpoint);
-                            MPI_SUCCESS
-                        }
-                        Err(rc) => rc,
-                    },
-                    None => stream_comm(base, attach(mine), &mut c),
+                let made_one = match dedicated {
+                    Some(make) => make(base).map(|(comm, endpoint)| {
+                        taken.push(endpoint);
+                        comm
+                    }),
+                    None => stream_comm(base, attach(mine)),
                 };
-                if rc != MPI_SUCCESS {
-                    return fail(&mut made, &mut taken, rc);
-                }
-                (p.PMPI_Comm_set_errhandler)(c, MPI_ERRORS_RETURN);
+                let c = match made_one {
+                    Ok(c) => c,
+                    Err(rc) => return fail(&mut made, &mut taken, rc),
+                };
+                let _ = Comm(c).set_errhandler(Errhandler::ERRORS_RETURN);
                 pair[(i * width + j) * b1 + b] = c;
                 made.push(c);
             }
@@ -299,20 +294,15 @@ impl Endpoints {
     /// MPICH's idup keeps a stream communicator's stream, so each copy is on the endpoints of its
     /// original: the same routes, with other handles. The copy keeps the layout, whatever the
     /// process's bound says now (choosing again would take a blocking agreement).
-    pub unsafe fn idup(&self) -> Result<(Endpoints, Vec<MPI_Request>), c_int> {
-        let p = pmpi();
+    pub fn idup(&self) -> Result<(Endpoints, Vec<Request>), c_int> {
         let mut requests = Vec::with_capacity(self.count());
         let mut dup = |c: MPI_Comm| -> Result<MPI_Comm, c_int> {
             if c == MPI_COMM_NULL {
                 return Ok(c);
             }
-            let (mut child, mut request) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
-            let rc = (p.PMPI_Comm_idup)(c, &mut child, &mut request);
-            if rc != MPI_SUCCESS {
-                return Err(rc);
-            }
+            let (child, request) = Comm(c).idup()?;
             requests.push(request);
-            Ok(child)
+            Ok(child.raw())
         };
         let pooled = self.pooled.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
         let pair = self.pair.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
@@ -468,20 +458,18 @@ impl Endpoints {
     }
 
     /// Gives every hidden communicator error handler `h`.
-    pub unsafe fn set_errhandler(&self, h: MPI_Errhandler) {
-        let p = pmpi();
+    pub fn set_errhandler(&self, h: Errhandler) {
         for c in self.hidden() {
-            (p.PMPI_Comm_set_errhandler)(c, h);
+            let _ = Comm(c).set_errhandler(h);
         }
     }
 
     /// Frees the hidden communicators (once; the caller makes sure of it), and gives their dedicated
     /// endpoints back.
-    pub unsafe fn free(&self) {
-        let p = pmpi();
+    pub fn free(&self) {
         STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
-        for mut c in self.hidden() {
-            (p.PMPI_Comm_free)(&mut c);
+        for c in self.hidden() {
+            let _ = Comm(c).free();
         }
         give_back(&self.dedicated);
     }

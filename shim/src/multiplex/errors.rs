@@ -1,10 +1,11 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Argument checks of the indexed calls and their error texts (`docs/multiplex.md`, "Errors"). The
 //! checks are inline (the hot path); the texts are built only when an error is raised.
 use super::{Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, Errhandler};
 use std::os::raw::c_int;
 
 impl Multiplex {
@@ -138,14 +139,13 @@ pub(super) fn not_multiplex(rt: &Runtime, comm: MPI_Comm, f: &str) -> c_int {
 /// as on a native communicator, wherever MPICH meets it; else `MPI_ERRORS_RETURN`, and our entry
 /// points call the user's handler on what they return ([`forward`]). A handler of the user's own is
 /// not copied: MPICH returns `MPI_SUCCESS` after one, which would hide the error from our code.
-unsafe fn hidden_errhandler(user: MPI_Comm) -> MPI_Errhandler {
-    let p = pmpi();
-    let mut h = MPI_ERRORS_RETURN;
-    if (p.PMPI_Comm_get_errhandler)(user, &mut h) != MPI_SUCCESS {
-        return MPI_ERRORS_RETURN;
-    }
-    let mirrored = if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_ABORT { h } else { MPI_ERRORS_RETURN };
-    (p.PMPI_Errhandler_free)(&mut h);
+fn hidden_errhandler(user: MPI_Comm) -> Errhandler {
+    let Ok(h) = Comm(user).errhandler() else {
+        return Errhandler::ERRORS_RETURN;
+    };
+    let mirrored =
+        if h.raw() == MPI_ERRORS_ARE_FATAL || h.raw() == MPI_ERRORS_ABORT { h } else { Errhandler::ERRORS_RETURN };
+    let _ = h.free();
     mirrored
 }
 
@@ -154,14 +154,14 @@ impl Multiplex {
     /// communicator's current one; at creation and after every `MPI_Comm_set_errhandler` of the
     /// communicator.
     pub(super) fn follow_user_errhandler(&self) {
-        unsafe { self.endpoints.set_errhandler(hidden_errhandler(self.comm)) };
+        self.endpoints.set_errhandler(hidden_errhandler(self.comm));
     }
 }
 
 /// An error of MPICH on a hidden communicator, reported through the user's communicator.
 #[cold]
 fn forward_error(comm: MPI_Comm, rc: c_int) -> c_int {
-    unsafe { (pmpi().PMPI_Comm_call_errhandler)(comm, rc) };
+    Comm(comm).call_errhandler(rc);
     rc
 }
 

@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of a multiplex communicator: multiplex too, with the same
 //! streams and indices, ready when its request completes (as natively).
 //!
@@ -30,7 +31,8 @@ use crate::runtime::Runtime;
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, GrequestFns, Opaque, Request};
+use std::mem::ManuallyDrop;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,26 +59,39 @@ struct Dups {
     rt: &'static Runtime,
     newcomm: MPI_Comm,
     endpoints: Option<Endpoints>,
-    requests: Vec<MPI_Request>,
+    requests: Vec<Request>,
     rank: c_int,
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
 }
 
-// The handles and requests are MPICH's integers; the runtime is shared state.
-unsafe impl Send for Dups {}
-
 /// After MPICH's `MPI_Comm_idup*` of the multiplex communicator `parent` gave `newcomm` and
 /// `*request`: replaces `*request` by ours, and starts the nonblocking dups or our thread (module doc).
-pub unsafe fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if rt.thread_multiple() && parent.on_streams() {
-        return with_thread(rt, parent, newcomm, request);
-    }
-    let (endpoints, requests) = match parent.endpoints.idup() {
-        Ok(x) => x,
-        Err(rc) => return rc,
+pub fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: &mut MPI_Request) -> c_int {
+    let inner = *request;
+    let started = if rt.thread_multiple() && parent.on_streams() {
+        with_thread(rt, parent, newcomm, inner)
+    } else {
+        with_dups(rt, parent, newcomm, inner)
     };
+    match started {
+        Ok(greq) => {
+            *request = greq.raw();
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// The nonblocking way (module doc): our request, in place of MPICH's idup request `inner`.
+fn with_dups(
+    rt: &'static Runtime,
+    parent: &Multiplex,
+    newcomm: MPI_Comm,
+    inner: MPI_Request,
+) -> Result<Request, c_int> {
+    let (endpoints, requests) = parent.endpoints.idup()?;
     let dups = Dups {
         rt,
         newcomm,
@@ -87,16 +102,16 @@ pub unsafe fn started(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Com
         tag_ub: parent.tag_ub,
         streams: parent.streams.clone(),
     };
-    match start_request(request, Some(dups)) {
-        Ok(_) => MPI_SUCCESS,
-        Err(rc) => rc,
-    }
+    start_request(inner, Some(dups)).map(|(_, greq)| greq)
 }
 
-/// Our request in place of MPICH's idup request `*request` (which it tests).
-unsafe fn start_request(request: *mut MPI_Request, dups: Option<Dups>) -> Result<Arc<IdupOp>, c_int> {
+const FNS: GrequestFns =
+    GrequestFns { query: greq_query, free: greq_free, cancel: greq_cancel, poll: greq_poll, wait: Some(greq_wait) };
+
+/// Our request in place of MPICH's idup request `inner` (which it tests).
+fn start_request(inner: MPI_Request, dups: Option<Dups>) -> Result<(Arc<IdupOp>, Request), c_int> {
     let op = Arc::new(IdupOp {
-        inner: AtomicI32::new(*request),
+        inner: AtomicI32::new(inner),
         error: AtomicI32::new(MPI_SUCCESS),
         built: AtomicBool::new(false),
         completed: AtomicBool::new(false),
@@ -104,45 +119,41 @@ unsafe fn start_request(request: *mut MPI_Request, dups: Option<Dups>) -> Result
         dups: Mutex::new(dups),
     });
     let extra = Arc::into_raw(op.clone()) as *mut c_void;
-    let mut greq = MPI_REQUEST_NULL;
-    let rc =
-        (pmpi().PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, &mut greq);
-    if rc != MPI_SUCCESS {
-        drop(Arc::from_raw(extra as *const IdupOp));
-        return Err(rc);
-    }
-    op.greq.store(greq, Ordering::Release);
-    *request = greq;
-    Ok(op)
+    let greq = match FNS.start(Opaque(extra)) {
+        Ok(greq) => greq,
+        Err(rc) => {
+            // SAFETY: `extra` is the reference made above, which MPICH did not take (the start failed).
+            drop(unsafe { Arc::from_raw(extra as *const IdupOp) });
+            return Err(rc);
+        }
+    };
+    op.greq.store(greq.raw(), Ordering::Release);
+    Ok((op, greq))
 }
 
-/// The way with a thread of ours (module doc).
-unsafe fn with_thread(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let p = pmpi();
+/// The way with a thread of ours (module doc): our request, in place of MPICH's idup request `inner`.
+fn with_thread(
+    rt: &'static Runtime,
+    parent: &Multiplex,
+    newcomm: MPI_Comm,
+    inner: MPI_Request,
+) -> Result<Request, c_int> {
     // The base: an idup of the parent's plain P_0 (none where no process has an index).
-    let (mut base, mut base_req) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
-    if let Some(plain) = parent.endpoints.plain() {
-        let rc = (p.PMPI_Comm_idup)(plain, &mut base, &mut base_req);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-    }
-    let op = match start_request(request, None) {
-        Ok(op) => op,
-        Err(rc) => return rc,
+    let (base, mut base_req) = match parent.endpoints.plain() {
+        Some(plain) => Comm(plain).idup()?,
+        None => (Comm::NULL, Request::NULL),
     };
+    let (op, greq) = start_request(inner, None)?;
     let (rank, counts, tag_ub, streams) = (parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone());
     let worker = op.clone();
     let spawned = BackgroundThread::run("mpixstream-idup", move || {
-        let rc = ffi_guard("MPI_Comm_idup (multiplex)", || unsafe {
-            let p = pmpi();
-            if base_req != MPI_REQUEST_NULL {
-                let rc = (p.PMPI_Wait)(&mut base_req, MPI_STATUS_IGNORE);
-                if rc != MPI_SUCCESS {
+        let rc = ffi_guard("MPI_Comm_idup (multiplex)", || {
+            if base_req != Request::NULL {
+                if let Err(rc) = base_req.wait() {
                     return rc;
                 }
             }
-            let base = if base == MPI_COMM_NULL { None } else { Some(base) };
+            let base = if base == Comm::NULL { None } else { Some(base.raw()) };
             match creation::build(rt, newcomm, base, rank, counts, tag_ub, streams) {
                 Ok(_) => MPI_SUCCESS,
                 Err(rc) => rc,
@@ -163,7 +174,7 @@ unsafe fn with_thread(rt: &'static Runtime, parent: &Multiplex, newcomm: MPI_Com
             op.built.store(true, Ordering::Release);
         }
     }
-    MPI_SUCCESS
+    Ok(greq)
 }
 
 /// The idup threads started and not yet joined (each ends once its hidden communicators exist).
@@ -180,19 +191,18 @@ pub fn join_all() {
 
 /// One look at `op`: tests MPICH's idup, completes the request once both parts are done. Never
 /// blocks.
-unsafe fn advance(op: &IdupOp) {
-    let p = pmpi();
-    let mut inner = op.inner.load(Ordering::Acquire);
-    if inner != MPI_REQUEST_NULL {
-        let mut flag = 0;
-        let rc = (p.PMPI_Test)(&mut inner, &mut flag, MPI_STATUS_IGNORE);
-        if rc != MPI_SUCCESS {
-            let _ = op.error.compare_exchange(MPI_SUCCESS, rc, Ordering::AcqRel, Ordering::Acquire);
-            inner = MPI_REQUEST_NULL;
-        } else if flag == 0 {
-            return;
+fn advance(op: &IdupOp) {
+    let mut inner = Request(op.inner.load(Ordering::Acquire));
+    if inner != Request::NULL {
+        match inner.test() {
+            Err(rc) => {
+                let _ = op.error.compare_exchange(MPI_SUCCESS, rc, Ordering::AcqRel, Ordering::Acquire);
+                inner = Request::NULL;
+            }
+            Ok(None) => return,
+            Ok(Some(_)) => {}
         }
-        op.inner.store(inner, Ordering::Release);
+        op.inner.store(inner.raw(), Ordering::Release);
     }
     if let Ok(mut dups) = op.dups.try_lock() {
         if let Some(d) = dups.as_mut() {
@@ -203,13 +213,12 @@ unsafe fn advance(op: &IdupOp) {
         }
     }
     if op.built.load(Ordering::Acquire) && !op.completed.swap(true, Ordering::AcqRel) {
-        (p.PMPI_Grequest_complete)(op.greq.load(Ordering::Acquire));
+        let _ = Request(op.greq.load(Ordering::Acquire)).grequest_complete();
     }
 }
 
 /// Whether the nonblocking dups are complete (then the record is registered and `op.built` set).
-unsafe fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
-    let p = pmpi();
+fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
     // MPICH's test of a request progresses the VCI of the request's pool, not the stream's reserved VCI
     // on which a stream communicator's idup runs: turn each local stream (this thread drives them all:
     // below MPI_THREAD_MULTIPLE, the only thread in MPI).
@@ -217,14 +226,13 @@ unsafe fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
         crate::native_fixes::native_streams::progress_turn(d.rt.streams.slot(slot));
     }
     let mut rc = MPI_SUCCESS;
-    for r in d.requests.iter_mut().filter(|r| **r != MPI_REQUEST_NULL) {
-        let mut flag = 0;
-        rc = (p.PMPI_Test)(r, &mut flag, MPI_STATUS_IGNORE);
-        if rc != MPI_SUCCESS {
+    for r in d.requests.iter_mut().filter(|r| **r != Request::NULL) {
+        if let Err(e) = r.test() {
+            rc = e;
             break;
         }
     }
-    if rc == MPI_SUCCESS && d.requests.iter().any(|&r| r != MPI_REQUEST_NULL) {
+    if rc == MPI_SUCCESS && d.requests.iter().any(|&r| r != Request::NULL) {
         return false;
     }
     if rc != MPI_SUCCESS {
@@ -237,9 +245,23 @@ unsafe fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
     true
 }
 
+/// The dup behind a callback's `extra` word: the request's reference, borrowed (the free function
+/// drops it).
+///
+/// # Safety
+/// `extra` is a word `start_request` gave MPICH for a request whose free function has not run yet,
+/// and the guard does not outlive the callback it was made in.
+unsafe fn op_of(extra: *mut c_void) -> ManuallyDrop<Arc<IdupOp>> {
+    // SAFETY: `extra` came from `Arc::into_raw` in `start_request`, and that reference is alive until the
+    // free function runs (the caller's contract; MPICH calls the other callbacks only before it).
+    ManuallyDrop::new(unsafe { Arc::from_raw(extra as *const IdupOp) })
+}
+
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    ffi_guard("MPI_Comm_idup (poll)", || unsafe {
-        advance(&*(extra as *const IdupOp));
+    ffi_guard("MPI_Comm_idup (poll)", || {
+        // SAFETY: MPICH calls the poll function with our `extra` only until the free function ran.
+        let op = unsafe { op_of(extra) };
+        advance(&op);
         MPI_SUCCESS
     })
 }
@@ -251,19 +273,25 @@ unsafe extern "C" fn greq_wait(
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
-    poll_each(count, states, greq_poll)
+    // SAFETY: MPICH passes the `count` extra states of our requests being waited for, each polled by
+    // our poll function.
+    ffi_guard("MPI_Comm_idup (wait)", || unsafe { poll_each(count, states, greq_poll) })
 }
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    ffi_guard("MPI_Comm_idup (query)", || unsafe {
-        collective_status(status, (*(extra as *const IdupOp)).error.load(Ordering::Acquire))
+    ffi_guard("MPI_Comm_idup (query)", || {
+        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
+        // with a status of its own to fill in, valid for the call.
+        unsafe { collective_status(status, op_of(extra).error.load(Ordering::Acquire)) }
     })
 }
 
 /// Runs inside MPICH's critical section (4.0.2): no MPI calls here.
 unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
-    ffi_guard("MPI_Comm_idup (free)", || unsafe {
-        drop(Arc::from_raw(extra as *const IdupOp));
+    ffi_guard("MPI_Comm_idup (free)", || {
+        // SAFETY: `extra` is the reference `start_request` gave MPICH; MPICH calls the free function
+        // once, last.
+        drop(unsafe { Arc::from_raw(extra as *const IdupOp) });
         MPI_SUCCESS
     })
 }

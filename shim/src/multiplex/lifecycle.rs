@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
@@ -10,9 +11,11 @@ use crate::runtime::Runtime;
 use crate::streams::{LookupError, StreamTable};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::os::raw::{c_int, c_void};
+use mpixstream_wrappers::mpi::Comm;
+use std::ops::Deref;
+use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Standard class number -> our class (for agreeing on an error at creation).
 fn class_of(standard: c_int) -> Class {
@@ -26,24 +29,28 @@ fn class_of(standard: c_int) -> Class {
 }
 
 /// The local arguments of `MPIX_Stream_comm_create_multiplex`: the stream slots, or the error.
-unsafe fn local_streams(
+/// `array`: the application's `count` stream handles, `None` where its pointer is NULL.
+fn local_streams(
     rt: &Runtime,
     count: c_int,
-    array: *const MPIX_Stream,
-    newcomm: *mut MPI_Comm,
+    array: Option<&[MPIX_Stream]>,
+    newcomm_is_null: bool,
 ) -> Result<Box<[Option<usize>]>, (Class, String)> {
-    if newcomm.is_null() {
+    if newcomm_is_null {
         return Err((Class::Arg, "the newcomm argument is a null pointer".into()));
     }
     if count < 0 {
         return Err((Class::Count, format!("count {count} is negative")));
     }
-    if count > 0 && array.is_null() {
-        return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
-    }
+    let handles = match array {
+        Some(handles) => handles,
+        None if count > 0 => {
+            return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")))
+        }
+        None => &[],
+    };
     let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count as usize {
-        let h = *array.add(i);
+    for (i, &h) in handles.iter().enumerate() {
         match rt.streams.lookup(h) {
             Ok((slot, _)) => out.push(Some(slot)),
             Err(LookupError::Null) => out.push(None),
@@ -53,6 +60,11 @@ unsafe fn local_streams(
     Ok(out.into_boxed_slice())
 }
 
+/// Ours, as MPICH's would be: a multiplex stream communicator over `comm` with `count` streams.
+///
+/// # Safety
+/// C arguments as MPI requires them: `array_of_streams` holds `count` handles (or is NULL for 0),
+/// `newcomm` is writable (checked for NULL).
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
     comm: WideHandle,
@@ -62,23 +74,24 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
 ) -> c_int {
     // The standard ABI: pointer-wide handles, in the array and out (`crate::standard_abi`).
     if mpixstream_wrappers::abi::standard() {
+        // SAFETY: the application's arguments, passed on unchanged to the standard ABI's implementation,
+        // whose contract is this entry point's.
         return crate::runtime::standard_entry("MPIX_Stream_comm_create_multiplex", || unsafe {
             crate::standard_abi::mpix::comm_create_multiplex(comm, count, array_of_streams.cast(), newcomm.cast())
         });
     }
     let comm = comm as MPI_Comm;
-    mpix_entry("MPIX_Stream_comm_create_multiplex", |rt| unsafe {
+    mpix_entry("MPIX_Stream_comm_create_multiplex", |rt| {
         const F: &str = "MPIX_Stream_comm_create_multiplex";
-        let p = pmpi();
         if comm == MPI_COMM_NULL {
             return raise(MPI_COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
         }
-        let mut inter = 0;
-        let rc = (p.PMPI_Comm_test_inter)(comm, &mut inter);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        if inter != 0 {
+        let parent = Comm(comm);
+        let inter = match parent.is_inter() {
+            Ok(inter) => inter,
+            Err(rc) => return rc,
+        };
+        if inter {
             return raise(
                 comm,
                 Class::Comm,
@@ -88,27 +101,22 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         }
         // Collectives over `comm` from here on: inside its stream's endpoint, where it has one.
         let _claim = crate::native_fixes::native_streams::native_stream_of(comm).map(|s| s.claim());
-        let local = local_streams(rt, count, array_of_streams, newcomm);
+        let array = (count > 0 && !array_of_streams.is_null()).then(|| {
+            // SAFETY: the application's array of `count` stream handles (not NULL), as MPI requires it;
+            // read only during this call.
+            unsafe { std::slice::from_raw_parts(array_of_streams.cast_const(), count as usize) }
+        });
+        let local = local_streams(rt, count, array, newcomm.is_null());
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
         // fail together instead of some waiting in a collective the others skipped).
         let mine: c_int = match &local {
             Ok(s) => s.len() as c_int,
             Err((class, _)) => -1 - class.standard(),
         };
-        let (mut rank, mut size) = (0, 0);
-        (p.PMPI_Comm_rank)(comm, &mut rank);
-        (p.PMPI_Comm_size)(comm, &mut size);
-        let mut counts = vec![0 as c_int; size as usize].into_boxed_slice();
-        let rc = (p.PMPI_Allgather)(
-            &mine as *const c_int as *const c_void,
-            1,
-            MPI_INT,
-            counts.as_mut_ptr() as *mut c_void,
-            1,
-            MPI_INT,
-            comm,
-        );
-        if rc != MPI_SUCCESS {
+        let rank = parent.rank().unwrap_or(0);
+        let size = parent.size().unwrap_or(0);
+        let mut counts = vec![0 as c_int; size.max(0) as usize].into_boxed_slice();
+        if let Err(rc) = parent.allgather(&[mine], &mut counts) {
             return rc;
         }
         let streams = match local {
@@ -123,24 +131,22 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 &format!("rank {r} passed invalid arguments (see its error); no communicator was created"),
             );
         }
-        let mut ub: *mut c_int = std::ptr::null_mut();
-        let mut flag = 0;
-        (p.PMPI_Comm_get_attr)(comm, MPI_TAG_UB, &mut ub as *mut *mut c_int as *mut c_void, &mut flag);
-        let tag_ub = if flag != 0 && !ub.is_null() { *ub } else { 32767 };
-        let mut user = MPI_COMM_NULL;
-        let rc = (p.PMPI_Comm_dup)(comm, &mut user);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        match build(rt, user, None, rank, counts, tag_ub, streams) {
+        let tag_ub = parent.tag_ub().ok().flatten().unwrap_or(32767);
+        let user = match parent.dup() {
+            Ok(user) => user,
+            Err(rc) => return rc,
+        };
+        match build(rt, user.raw(), None, rank, counts, tag_ub, streams) {
             Ok(_) => {
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.
-                attach_record(rt, comm, user);
-                *newcomm = user;
+                attach_record(rt, comm, user.raw());
+                // SAFETY: `newcomm` is not NULL (`local_streams` checked) and is the application's
+                // output argument, writable during its call.
+                unsafe { *newcomm = user.raw() };
                 MPI_SUCCESS
             }
             Err(rc) => {
-                (p.PMPI_Comm_free)(&mut user);
+                let _ = user.free();
                 rc
             }
         }
@@ -152,6 +158,10 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
 /// A blocking dup (`MPI_Comm_dup`/`MPI_Comm_dup_with_info`) makes them here (collective, like the dup
 /// itself); a nonblocking one (`request`: `MPI_Comm_idup*`) by the time its request completes
 /// (`idup`). `None`: `parent` is not multiplex or the constructor does not make a multiplex child.
+///
+/// # Safety
+/// `newcomm` (and `request`, where given) are the constructor's output arguments, valid and written by
+/// MPICH's constructor that just succeeded.
 pub unsafe fn comm_constructed(
     rt: &'static Runtime,
     kind: CommCtor,
@@ -159,25 +169,32 @@ pub unsafe fn comm_constructed(
     newcomm: *mut MPI_Comm,
     request: Option<*mut MPI_Request>,
 ) -> Option<c_int> {
+    // SAFETY: the caller's contract: the constructor's output arguments, valid, written by MPICH, and
+    // used only during this call.
+    let (newcomm, request) = unsafe { (&mut *newcomm, request.map(|r| &mut *r)) };
     let parent_handle = parent;
+    let child = *newcomm;
     match kind {
         CommCtor::Dup | CommCtor::DupWithInfo => {}
         CommCtor::Idup | CommCtor::IdupWithInfo => {
             let parent = registry::lookup(parent)?;
-            let rc = super::idup::started(rt, parent, *newcomm, request?);
-            attach_record(rt, parent_handle, *newcomm);
+            let rc = super::idup::started(rt, &parent, child, request?);
+            attach_record(rt, parent_handle, child);
             return Some(rc);
         }
         _ => return None,
     }
     let parent = registry::lookup(parent)?;
-    Some(match build(rt, *newcomm, None, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
+    Some(match build(rt, child, None, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
         Ok(_) => {
-            attach_record(rt, parent_handle, *newcomm);
+            attach_record(rt, parent_handle, child);
             MPI_SUCCESS
         }
         Err(rc) => {
-            (pmpi().PMPI_Comm_free)(newcomm);
+            // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
+            if Comm(child).free().is_ok() {
+                *newcomm = MPI_COMM_NULL;
+            }
             rc
         }
     })
@@ -199,7 +216,8 @@ fn attach_record(rt: &Runtime, parent: MPI_Comm, child: MPI_Comm) {
 
 /// After `MPI_Comm_set_errhandler` on multiplex communicator `mx`: its hidden communicators follow
 /// (`Multiplex::follow_user_errhandler`).
-pub fn errhandler_set(mx: &Multiplex) {
+/// (`mx`: a counted reference or a borrowed one.)
+pub fn errhandler_set(mx: impl Deref<Target = Multiplex>) {
     if !mx.freed.load(Ordering::Acquire) {
         mx.follow_user_errhandler();
     }
@@ -208,8 +226,8 @@ pub fn errhandler_set(mx: &Multiplex) {
 /// At the destruction of a multiplex communicator (its record's delete callback): its streams are
 /// detached at once; its hidden communicators are freed as soon as no receive on it is pending, by the
 /// work returned (which calls MPI, so it runs outside MPICH's callback: `crate::deferred`).
-pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: &Multiplex) {
-    if registry::unregister(rt, handle, mx) {
+pub fn comm_freed(rt: &Runtime, handle: MPI_Comm, mx: Arc<Multiplex>) {
+    if registry::unregister(rt, handle, &mx) {
         mx.maybe_release();
     }
 }
@@ -219,43 +237,44 @@ impl Multiplex {
     /// pending. Called where a receive completes, which may be inside MPICH (a generalized request's
     /// poll in another thread's wait): the release, which calls MPI, is deferred to where the library
     /// is in control (`crate::deferred`).
-    pub(super) fn maybe_release(&self) {
+    pub(super) fn maybe_release(self: &Arc<Self>) {
         if !self.freed.load(Ordering::Acquire) || self.pending.load(Ordering::Acquire) != 0 {
             return;
         }
         if self.release_scheduled.swap(true, Ordering::AcqRel) {
             return;
         }
-        let held = registry::shared(self);
+        let held = self.clone();
         crate::deferred::defer(move |_| held.release_now());
     }
 
     /// The release itself: messages nobody received taken out of MPICH (inside each index's endpoint;
     /// while another thread is inside one, the release is deferred again), the hidden communicators
     /// freed.
-    fn release_now(&self) {
+    fn release_now(self: &Arc<Self>) {
         if self.released.load(Ordering::Acquire) {
             return;
         }
         // Messages nobody received: take them out of MPICH so that nothing stays matched.
-        if !self.engines.iter().all(|e| unsafe { e.drain_unexpected() }) {
-            let held = registry::shared(self);
+        if !self.engines.iter().all(|e| e.drain_unexpected()) {
+            let held = self.clone();
             crate::deferred::defer(move |_| held.release_now());
             return;
         }
         if self.released.swap(true, Ordering::AcqRel) {
             return;
         }
-        unsafe {
-            registry::forget_hidden(self);
-            self.endpoints.free();
-        }
+        registry::forget_hidden(self);
+        self.endpoints.free();
         registry::released(self);
     }
 }
 
-/// `MPIX_Comm_get_stream` on a multiplex communicator.
-pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+/// `MPIX_Comm_get_stream` on a multiplex communicator (`mx`: a counted reference or a borrowed one).
+///
+/// # Safety
+/// `stream` is the application's output argument, valid for writing.
+pub unsafe fn get_stream(mx: impl Deref<Target = Multiplex>, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
     const F: &str = "MPIX_Comm_get_stream";
     let n = mx.streams.len();
     if idx < 0 || idx as usize >= n {
@@ -266,26 +285,33 @@ pub unsafe fn get_stream(mx: &Multiplex, idx: c_int, stream: *mut MPIX_Stream) -
             &format!("index {idx} is out of range: this process attached {n} stream(s) to the multiplex communicator"),
         );
     }
-    *stream = mx.streams[idx as usize].map_or(MPIX_STREAM_NULL, StreamTable::handle);
+    let handle = mx.streams[idx as usize].map_or(MPIX_STREAM_NULL, StreamTable::handle);
+    // SAFETY: the caller's contract: `stream` is writable.
+    unsafe { *stream = handle };
     MPI_SUCCESS
 }
 
 /// Ours: the largest tag an indexed call on multiplex communicator `comm` accepts.
+///
+/// # Safety
+/// `tag_ub` is NULL (an error) or writable.
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: WideHandle, tag_ub: *mut c_int) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
     if mpixstream_wrappers::abi::standard() {
+        // SAFETY: the application's arguments, passed on unchanged (the standard ABI's implementation).
         return crate::runtime::standard_entry(F, || unsafe { crate::standard_abi::multiplex::tag_ub(comm, tag_ub) });
     }
     let comm = comm as MPI_Comm;
-    mpix_entry(F, |rt| unsafe {
+    mpix_entry(F, |rt| {
         let Some(mx) = registry::lookup(comm) else {
             return super::errors::not_multiplex(rt, comm, F);
         };
         if tag_ub.is_null() {
             return raise(comm, Class::Arg, F, "the tag_ub argument is a null pointer");
         }
-        *tag_ub = mx.max_tag;
+        // SAFETY: `tag_ub` is the application's output argument, not NULL (checked above).
+        unsafe { *tag_ub = mx.max_tag };
         MPI_SUCCESS
     })
 }

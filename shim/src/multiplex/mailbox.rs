@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Messages between two different indices of one process on dedicated endpoints (the split backend,
 //! `endpoints`). Intel MPI carries a message between the same endpoint number on both ends: from this
 //! process to itself that is one endpoint, which the sending index's thread and the receiving index's
@@ -11,12 +12,16 @@
 use super::errors::forward;
 use super::Multiplex;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::{Comm, Datatype};
 use std::os::raw::{c_int, c_void};
 
 /// Sends `count` elements of `datatype` at `buf` from local index `si` to local index `di` (both
 /// checked, `si != di`) with user tag `tag`; `request`: a nonblocking send's request, set to a
 /// complete one.
+///
+/// # Safety
+/// `buf` with `count` elements of `datatype` is the application's send buffer, readable during the
+/// call (it is packed before the call returns).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn send(
     mx: &Multiplex,
@@ -26,19 +31,19 @@ pub unsafe fn send(
     tag: c_int,
     si: usize,
     di: usize,
-    request: Option<*mut MPI_Request>,
+    request: Option<&mut MPI_Request>,
 ) -> c_int {
-    let p = pmpi();
-    let mut size: MPI_Count = 0;
-    let rc = (p.PMPI_Pack_size_c)(count, datatype, mx.comm, &mut size);
-    if rc != MPI_SUCCESS {
-        return forward(mx.comm, rc);
-    }
+    let comm = Comm(mx.comm);
+    let size = match comm.pack_size(count, Datatype(datatype)) {
+        Ok(size) => size,
+        Err(rc) => return forward(mx.comm, rc),
+    };
     let mut data = vec![0u8; size.max(0) as usize];
     let mut used: MPI_Count = 0;
     if size > 0 {
-        let rc = (p.PMPI_Pack_c)(buf, count, datatype, data.as_mut_ptr() as *mut c_void, size, &mut used, mx.comm);
-        if rc != MPI_SUCCESS {
+        // SAFETY: the caller's contract: `buf` is the application's readable send buffer; `data` holds
+        // the `size` bytes MPI_Pack_size asked for.
+        if let Err(rc) = unsafe { comm.pack(buf, count, Datatype(datatype), &mut data, &mut used) } {
             return forward(mx.comm, rc);
         }
     }
@@ -46,7 +51,17 @@ pub unsafe fn send(
     mx.engines[di].deliver_local(mx, si as c_int, tag, data.into_boxed_slice());
     match request {
         // A send to MPI_PROC_NULL: a request MPICH completes at once, with the usual status.
-        Some(r) => forward(mx.comm, (p.PMPI_Isend)(buf, 0, MPI_BYTE, MPI_PROC_NULL, 0, mx.comm, r)),
+        Some(r) => {
+            // SAFETY: no data moves (count 0 to MPI_PROC_NULL), so the buffer rule holds for any `buf`.
+            let sent = unsafe { comm.isend(buf, 0, Datatype::BYTE, MPI_PROC_NULL, 0) };
+            match sent {
+                Ok(req) => {
+                    *r = req.raw();
+                    MPI_SUCCESS
+                }
+                Err(rc) => forward(mx.comm, rc),
+            }
+        }
         None => MPI_SUCCESS,
     }
 }

@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The matching engine of one local index: the receives that could not go straight to MPICH (a
 //! wildcard source or source index, or anything posted behind one), matched against messages pulled
 //! out of MPICH with `MPI_Improbe` on the hidden communicators of the index (`Endpoints::sources`).
@@ -22,13 +23,13 @@ use super::endpoints::Source;
 use super::Multiplex;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::datatype::set_elements;
+use mpixstream_wrappers::mpi::{Comm, Datatype, Request, Stream};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi::pmpi;
-use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Messages one turn of an engine pulls out of MPICH at most.
 const PROBE_BUDGET: usize = 64;
@@ -100,7 +101,8 @@ pub struct Inflight {
     tag: c_int,
 }
 
-/// One posted receive.
+/// One posted receive. Its buffer is the application's, valid (writable) until the receive completes:
+/// [`RecvOp::new`]'s contract, on which the receives started into it rely.
 pub struct RecvOp {
     pub mx: Arc<Multiplex>,
     pub index: usize,
@@ -114,13 +116,16 @@ pub struct RecvOp {
     /// before the receive is posted.
     pub greq: AtomicI32,
     pub cancel: AtomicBool,
-    done: AtomicBool,
-    /// Written once, by `finish`, before `done` is set; read only once `done` is seen.
-    outcome: UnsafeCell<Outcome>,
+    /// Set once, by `finish` (or at the start, for a receive complete at once): the receive is done.
+    outcome: OnceLock<Outcome>,
 }
 
-// The buffer pointer belongs to the application, which keeps it valid until the receive completes.
+// SAFETY: the only non-thread-safe field is the application's buffer pointer, which the application
+// keeps valid until the receive completes, whatever thread completes it (MPI's rule for a receive
+// buffer); it is written only through MPICH's receive of the matched message.
 unsafe impl Send for RecvOp {}
+// SAFETY: as for `Send`: the buffer pointer is only handed to MPICH's receive; every other field is
+// immutable or synchronized (atomics, `OnceLock`).
 unsafe impl Sync for RecvOp {}
 
 #[derive(Clone, Copy, Default)]
@@ -141,15 +146,30 @@ pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int,
 }
 
 impl RecvOp {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    /// A receive into `count` elements of `datatype` at `buf`.
+    ///
+    /// # Safety
+    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until
+    /// the receive completes (MPI's rule: a blocking receive's call, a nonblocking one's request).
+    pub unsafe fn new(
         mx: Arc<Multiplex>,
         index: usize,
         buf: *mut c_void,
         count: MPI_Count,
         datatype: MPI_Datatype,
         envelope: (c_int, c_int, c_int),
-        done: Option<Outcome>,
+    ) -> RecvOp {
+        RecvOp::with_buffer(mx, index, buf, count, datatype, envelope)
+    }
+
+    /// `new` without its contract: for a receive that never writes its buffer.
+    fn with_buffer(
+        mx: Arc<Multiplex>,
+        index: usize,
+        buf: *mut c_void,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        envelope: (c_int, c_int, c_int),
     ) -> RecvOp {
         RecvOp {
             mx,
@@ -162,9 +182,16 @@ impl RecvOp {
             sidx: envelope.2,
             greq: AtomicI32::new(MPI_REQUEST_NULL),
             cancel: AtomicBool::new(false),
-            done: AtomicBool::new(done.is_some()),
-            outcome: UnsafeCell::new(done.unwrap_or_default()),
+            outcome: OnceLock::new(),
         }
+    }
+
+    /// A receive complete already with `outcome`, which receives nothing (no buffer).
+    pub fn completed(mx: Arc<Multiplex>, index: usize, envelope: (c_int, c_int, c_int), outcome: Outcome) -> RecvOp {
+        // No buffer: the receive is complete before anything could write one.
+        let op = RecvOp::with_buffer(mx, index, std::ptr::null_mut(), 0, MPI_BYTE, envelope);
+        let _ = op.outcome.set(outcome);
+        op
     }
 
     #[inline]
@@ -174,24 +201,25 @@ impl RecvOp {
 
     #[inline]
     pub fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
+        self.outcome.get().is_some()
     }
 
     /// The outcome of a finished receive.
     #[inline]
     pub fn outcome(&self) -> Outcome {
         debug_assert!(self.is_done());
-        unsafe { *self.outcome.get() }
+        self.outcome.get().copied().unwrap_or_default()
     }
 
-    /// Records the outcome and signals completion (a nonblocking receive's request completes).
-    unsafe fn finish(&self, outcome: Outcome) {
-        *self.outcome.get() = outcome;
-        self.done.store(true, Ordering::Release);
+    /// Records the outcome and signals completion (a nonblocking receive's request completes). Called
+    /// only by whoever took the receive out of its engine's queues (posted, in flight) under the
+    /// engine's lock, or by the one that matched it at once: once per receive.
+    fn finish(&self, outcome: Outcome) {
+        let _ = self.outcome.set(outcome);
         self.mx.pending.fetch_sub(1, Ordering::AcqRel);
         let greq = self.greq.load(Ordering::Acquire);
         if greq != MPI_REQUEST_NULL {
-            (pmpi().PMPI_Grequest_complete)(greq);
+            let _ = Request(greq).grequest_complete();
         }
     }
 }
@@ -229,30 +257,25 @@ impl MatchingEngine {
 
     /// One pass of progress on this index's reserved VCI (MPICH's global progress skips it).
     #[inline]
-    unsafe fn progress_stream(&self) {
+    fn progress_stream(&self) {
         if self.stream != MPIX_STREAM_NULL {
-            if let Some(progress) = pmpi().PMPIX_Stream_progress {
-                progress(self.stream);
-            }
+            let _ = Stream(self.stream).progress();
         }
     }
 
     /// The next message MPICH holds on this index's hidden communicators, from `*next` on: (message,
     /// status, source index, user tag). `sweep`: try every communicator in turn; otherwise only
     /// `*next`, and on a miss move `*next` on to the following one (see `drive`).
-    unsafe fn pull(
-        &self,
-        mx: &Multiplex,
-        next: &mut usize,
-        sweep: bool,
-    ) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
+    fn pull(&self, mx: &Multiplex, next: &mut usize, sweep: bool) -> Option<(MPI_Message, MPI_Status, c_int, c_int)> {
         let n = self.sources.len();
         for k in 0..if sweep { n } else { 1 } {
             let src = self.sources[(*next + k) % n];
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
             let mut status = MPI_Status::default();
-            let rc = next!(MPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status);
+            // SAFETY: the next definition of MPI_Improbe (its C prototype), with pointers to live locals.
+            let rc =
+                unsafe { next!(MPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status) };
             if rc == MPI_SUCCESS && flag != 0 {
                 // Stay on this communicator: its next message is likely there too.
                 *next = (*next + k) % n;
@@ -267,7 +290,7 @@ impl MatchingEngine {
     }
 
     /// Adds a receive: takes the first matching unexpected message, else joins the posted queue.
-    pub unsafe fn post(&self, mx: &Multiplex, st: &mut EngineState, op: Arc<RecvOp>) {
+    pub fn post(&self, mx: &Multiplex, st: &mut EngineState, op: Arc<RecvOp>) {
         mx.pending.fetch_add(1, Ordering::AcqRel);
         match st.unexpected.iter().position(|u| op.matches(u.source, u.sidx, u.tag)) {
             Some(i) => {
@@ -284,7 +307,7 @@ impl MatchingEngine {
 
     /// A message from local index `sidx` of this process, packed (`mailbox`): to the first posted
     /// receive that matches, else to the unexpected queue.
-    pub unsafe fn deliver_local(&self, mx: &Multiplex, sidx: c_int, tag: c_int, data: Box<[u8]>) {
+    pub fn deliver_local(&self, mx: &Multiplex, sidx: c_int, tag: c_int, data: Box<[u8]>) {
         let mut st = lock(&self.state);
         if mx.released.load(Ordering::Acquire) {
             return;
@@ -309,7 +332,7 @@ impl MatchingEngine {
 
     /// Receives `msg`, which `take_first` gave to `op` (a nonblocking receive whose generalized request
     /// exists): counted as pending and started as a matched receive.
-    pub unsafe fn adopt(
+    pub fn adopt(
         &self,
         mx: &Multiplex,
         st: &mut EngineState,
@@ -326,11 +349,7 @@ impl MatchingEngine {
     /// engine: the first matching message, from the unexpected queue or pulled out of MPICH now
     /// (messages pulled that do not match join the unexpected queue). The caller receives it outside
     /// the engine's lock. None: post and wait.
-    pub unsafe fn take_first(
-        &self,
-        mx: &Multiplex,
-        want: (c_int, c_int, c_int),
-    ) -> Option<(MPI_Message, MPI_Status, c_int)> {
+    pub fn take_first(&self, mx: &Multiplex, want: (c_int, c_int, c_int)) -> Option<(MPI_Message, MPI_Status, c_int)> {
         let mut st = lock(&self.state);
         if !st.posted.is_empty() || mx.released.load(Ordering::Acquire) {
             return None;
@@ -366,7 +385,7 @@ impl MatchingEngine {
 
     /// One turn: cancellations, in-flight receives, then new messages (until `target` is done or
     /// MPICH has no more, at most `PROBE_BUDGET`). Messages are pulled only while a receive is posted.
-    pub unsafe fn drive(&self, mx: &Multiplex, st: &mut EngineState, target: Option<&RecvOp>) {
+    pub fn drive(&self, mx: &Multiplex, st: &mut EngineState, target: Option<&RecvOp>) {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
@@ -396,7 +415,9 @@ impl MatchingEngine {
         while i < st.inflight.len() {
             let mut flag = 0;
             let mut status = MPI_Status::default();
-            let rc = next!(MPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status);
+            // SAFETY: the next definition of MPI_Test (its C prototype), with pointers to a request of ours
+            // and live locals.
+            let rc = unsafe { next!(MPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status) };
             if rc != MPI_SUCCESS || flag != 0 {
                 let f = st.inflight.swap_remove(i);
                 status.MPI_SOURCE = f.source;
@@ -451,10 +472,9 @@ impl MatchingEngine {
         true
     }
 
-    /// Takes every unreceived message out of MPICH (the communicator is being released).
-    /// Takes the messages nobody received out of MPICH, inside the index's endpoint; `false` (nothing
-    /// done) while another thread is inside it.
-    pub unsafe fn drain_unexpected(&self) -> bool {
+    /// Takes the messages nobody received out of MPICH (the communicator is being released), inside
+    /// the index's endpoint; `false` (nothing done) while another thread is inside it.
+    pub fn drain_unexpected(&self) -> bool {
         let _claim = match self.endpoint {
             Some(slot) => match slot.try_claim() {
                 Some(claim) => Some(claim),
@@ -466,7 +486,11 @@ impl MatchingEngine {
         for mut u in st.unexpected.drain(..).filter(|u| u.local.is_none()) {
             let bytes = status_bytes(&u.status);
             let mut scratch = vec![0u8; bytes.max(1) as usize];
-            next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE);
+            // SAFETY: the next definition of MPI_Mrecv_c (its C prototype): `scratch` holds the message's
+            // `bytes` bytes (at least one), the message and the ignored status are MPI's own.
+            unsafe {
+                next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE)
+            };
         }
         self.sync_queued(&st);
         true
@@ -483,34 +507,34 @@ pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
 /// The outcome of receive `op` taking a local message (`data`, packed by `mailbox::send` from `source`
 /// with user tag `tag`): unpacked into the receive's buffer; `MPI_ERR_TRUNCATE`, nothing written, where
 /// it does not fit.
-unsafe fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
-    let p = pmpi();
+fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
+    let comm = Comm(op.mx.comm);
     let mut status = MPI_Status { MPI_SOURCE: source, MPI_TAG: tag, ..Default::default() };
-    let mut room: MPI_Count = 0;
-    let mut error = (p.PMPI_Pack_size_c)(op.count, op.datatype, op.mx.comm, &mut room);
+    let (room, mut error) = match comm.pack_size(op.count, Datatype(op.datatype)) {
+        Ok(room) => (room, MPI_SUCCESS),
+        Err(rc) => (0, rc),
+    };
     let mut got: MPI_Count = 0;
     if error == MPI_SUCCESS && data.len() as MPI_Count > room {
         error = MPI_ERR_TRUNCATE;
     } else if error == MPI_SUCCESS && !data.is_empty() {
-        error = (p.PMPI_Unpack_c)(
-            data.as_ptr() as *const c_void,
-            data.len() as MPI_Count,
-            &mut got,
-            op.buf,
-            op.count,
-            op.datatype,
-            op.mx.comm,
-        );
+        // SAFETY: `op`'s buffer is the application's, writable until the receive completes
+        // (`RecvOp::new`), which `finish` signals after this.
+        let unpacked = unsafe { comm.unpack(data, &mut got, op.buf, op.count, Datatype(op.datatype)) };
+        error = unpacked.err().unwrap_or(MPI_SUCCESS);
     }
-    (p.PMPI_Status_set_elements_x)(&mut status, MPI_BYTE, got);
+    let _ = set_elements(&mut status, Datatype::BYTE, got);
     Outcome { status, error, cancelled: false }
 }
 
 /// Starts receiving matched message `msg` into `op`'s buffer (engine lock held): `MPI_Imrecv`, done
 /// at once if MPICH completes it at once (eager data), else by a later turn.
-unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
+fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
     let mut req = MPI_REQUEST_NULL;
-    let rc = next!(MPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req);
+    // SAFETY: the next definition of MPI_Imrecv_c (its C prototype); `op`'s buffer is the application's,
+    // writable until the receive completes (`RecvOp::new`), which is no earlier than this request's
+    // completion (`drive` finishes the receive then); the message and request are live locals.
+    let rc = unsafe { next!(MPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req) };
     if rc != MPI_SUCCESS {
         let mut got = *status;
         got.MPI_TAG = tag;
@@ -519,7 +543,8 @@ unsafe fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, sta
     }
     let mut flag = 0;
     let mut got = MPI_Status::default();
-    let rc = next!(MPI_Test)(&mut req, &mut flag, &mut got);
+    // SAFETY: the next definition of MPI_Test (its C prototype), with pointers to live locals.
+    let rc = unsafe { next!(MPI_Test)(&mut req, &mut flag, &mut got) };
     if rc != MPI_SUCCESS || flag != 0 {
         got.MPI_SOURCE = status.MPI_SOURCE;
         got.MPI_TAG = tag;
@@ -535,9 +560,8 @@ mod tests {
 
     #[test]
     fn status_byte_count_as_mpich_stores_it() {
-        let mut st = MPI_Status::default();
-        st.count_lo = -1; // 0xffff_ffff
-        st.count_hi_and_cancelled = (3 << 1) | 1; // high part 3, cancelled
+        // count_lo 0xffff_ffff; high part 3, cancelled.
+        let mut st = MPI_Status { count_lo: -1, count_hi_and_cancelled: (3 << 1) | 1, ..Default::default() };
         assert_eq!(status_bytes(&st), (3i64 << 32) | 0xffff_ffff);
         st.count_lo = 24;
         st.count_hi_and_cancelled = 0;

@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Multiplex stream communicators (`docs/multiplex.md`), implemented entirely here on every backend:
 //! native MPICH 5.0.2's `MPIX_Stream_comm_create_multiplex` aborts, and no single native stream
 //! communicator can choose the (source endpoint, destination endpoint) pair per message.
@@ -51,8 +52,8 @@ pub use lifecycle::{comm_constructed, comm_freed, errhandler_set, get_stream};
 pub const MPIX_ANY_INDEX: c_int = -1;
 
 /// A multiplex stream communicator's record: reference-counted, reclaimed once the communicator is
-/// destroyed and nothing pending holds it (`registry`); the hot paths hold plain references, valid
-/// for the call on the communicator that looked them up.
+/// destroyed and nothing pending holds it (`registry`); the hot paths borrow it for the call on the
+/// communicator that looked it up (`registry::with_table`).
 pub struct Multiplex {
     /// The user's communicator.
     pub comm: MPI_Comm,

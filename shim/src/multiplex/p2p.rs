@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The indexed point-to-point entry points (`MPIX_Stream_send/isend/recv/irecv` and their `_c`
 //! forms).
 //!
@@ -28,10 +29,17 @@ use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
+use mpixstream_wrappers::mpi::{Datatype, MpiResult};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
+
+/// An MPI result as the code the application gets.
+#[inline]
+fn code(r: MpiResult) -> c_int {
+    r.err().unwrap_or(MPI_SUCCESS)
+}
 
 /// Where a send goes: `None` for `MPI_PROC_NULL`, else (hidden communicator, hidden tag).
 #[allow(clippy::too_many_arguments)]
@@ -71,43 +79,21 @@ fn send_route(
     Ok(Some((route.comm, hidden_tag)))
 }
 
-/// A send `send_route` gave `MPI_COMM_NULL` (`Route::LOCAL`): between two indices of this process on
-/// dedicated endpoints, copied (`mailbox`); arguments already checked.
-#[allow(clippy::too_many_arguments)]
-unsafe fn send_local(
-    comm: MPI_Comm,
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    tag: c_int,
-    si: c_int,
-    di: c_int,
-    request: Option<*mut MPI_Request>,
-) -> c_int {
-    match registry::lookup(comm) {
-        Some(mx) => mailbox::send(mx, buf, count, datatype, tag, si as usize, di as usize, request),
-        None => MPI_ERR_COMM,
-    }
-}
-
-/// The send path when every argument is valid: the hidden communicator and tag, or `None` for anything
-/// else (not a live multiplex communicator, `MPI_PROC_NULL`, a bad rank, index, tag or count, a null
-/// request), which `send_route` then handles with its errors. The route is one load from the
+/// The send path when every argument is valid: the hidden communicator and tag on `mx` (the record
+/// `registry::with_table` found), or `None` for anything else (`MPI_PROC_NULL`, a bad rank, index,
+/// tag or count), which `send_route` then handles with its errors. The route is one load from the
 /// communicator's send table (0 for an index out of range; arithmetic for a communicator too large for
 /// a table). Unsigned compares fold each range check into one; `get` instead of indexing leaves no
-/// panic path (it runs outside `ffi_guard`).
+/// panic path.
 #[inline(always)]
 fn fast_send_route(
-    comm: MPI_Comm,
+    mx: &Multiplex,
     count: MPI_Count,
     dest: c_int,
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<(MPI_Comm, c_int, &'static Multiplex)> {
-    // No check of the runtime's phase: the registry holds records only between MPI_Init and the
-    // start of MPI_Finalize (cleared there, before PMPI_Finalize), so a record found means active.
-    let mx = registry::lookup_table(comm)?;
+) -> Option<(MPI_Comm, c_int)> {
     if count < 0 || (tag as u32) > mx.max_tag as u32 {
         return None;
     }
@@ -129,26 +115,25 @@ fn fast_send_route(
         }
         mx.endpoints.try_route(mx.rank, si as usize, dest, di as usize).filter(|r| *r != Route::LOCAL)?
     };
-    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }, mx))
+    Some((route.comm, if route.tag_in_tag { tag * mx.width + si } else { tag }))
 }
 
 /// The direct receive path when every argument is valid and it applies (see the module comment): the
-/// one hidden communicator that carries (`source`, source index `si`) -> (this process, index `di`),
-/// or `None` for anything else (not a live multiplex communicator, a wildcard source or index,
-/// `MPI_PROC_NULL`, a bad rank, index, tag or count, an index without its own reserved VCI, an engine
-/// with receives posted or messages unexpected, a pair on a pooled communicator), which `recv` then
-/// handles. As `fast_send_route`: unsigned compares fold the range checks (a negative rank or index,
-/// `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPIX_ANY_INDEX` among them, is past the end), no panic path.
+/// one hidden communicator of `mx` that carries (`source`, source index `si`) -> (this process, index
+/// `di`), or `None` for anything else (a wildcard source or index, `MPI_PROC_NULL`, a bad rank, index,
+/// tag or count, an index without its own reserved VCI, an engine with receives posted or messages
+/// unexpected, a pair on a pooled communicator), which `recv` then handles. As `fast_send_route`:
+/// unsigned compares fold the range checks (a negative rank or index, `MPI_ANY_SOURCE`,
+/// `MPI_PROC_NULL` and `MPIX_ANY_INDEX` among them, is past the end), no panic path.
 #[inline(always)]
 fn fast_recv_route(
-    comm: MPI_Comm,
+    mx: &Multiplex,
     count: MPI_Count,
     source: c_int,
     tag: c_int,
     si: c_int,
     di: c_int,
-) -> Option<(MPI_Comm, &'static Multiplex)> {
-    let mx = registry::lookup_table(comm)?;
+) -> Option<MPI_Comm> {
     if count < 0 || (tag != MPI_ANY_TAG && (tag as u32) > mx.max_tag as u32) {
         return None;
     }
@@ -164,25 +149,26 @@ fn fast_recv_route(
     if route.tag_in_tag {
         return None;
     }
-    Some((route.comm, mx))
+    Some(route.comm)
 }
 
-enum RecvOut {
-    Blocking(*mut MPI_Status),
-    Nonblocking(*mut MPI_Request),
+/// Where a receive's result goes: the application's own status and request arguments.
+enum RecvOut<'a> {
+    /// The status, where the application gave a real one (not NULL, not `MPI_STATUS_IGNORE`).
+    Blocking(Option<&'a mut MPI_Status>),
+    Nonblocking(&'a mut MPI_Request),
 }
 
 /// A receive from `MPI_PROC_NULL`: at once, source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, count 0 (set
 /// here: MPICH 4.0.2's own `MPI_Irecv` from `MPI_PROC_NULL` reports source 0).
-unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
-    let p = pmpi();
+fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
     let mut empty = MPI_Status { MPI_SOURCE: MPI_PROC_NULL, MPI_TAG: MPI_ANY_TAG, ..Default::default() };
-    (p.PMPI_Status_set_elements_x)(&mut empty, MPI_BYTE, 0);
-    (p.PMPI_Status_set_cancelled)(&mut empty, 0);
+    let _ = set_elements(&mut empty, Datatype::BYTE, 0);
+    let _ = set_cancelled(&mut empty, false);
     match out {
         RecvOut::Blocking(st) => {
-            if status_is_real(st) {
-                empty.MPI_ERROR = (*st).MPI_ERROR;
+            if let Some(st) = st {
+                empty.MPI_ERROR = st.MPI_ERROR;
                 *st = empty;
             }
             MPI_SUCCESS
@@ -190,17 +176,23 @@ unsafe fn recv_proc_null(mx: &Multiplex, d: usize, out: RecvOut) -> c_int {
         RecvOut::Nonblocking(r) => {
             let done = Outcome { status: empty, error: MPI_SUCCESS, cancelled: false };
             let envelope = (MPI_PROC_NULL, MPI_ANY_TAG, MPIX_ANY_INDEX);
-            let op =
-                Arc::new(RecvOp::new(registry::shared(mx), d, std::ptr::null_mut(), 0, MPI_BYTE, envelope, Some(done)));
-            let rc = requests::start(&op, r);
-            if rc != MPI_SUCCESS {
-                return forward(mx.comm, rc);
-            }
-            forward(mx.comm, (p.PMPI_Grequest_complete)(*r))
+            let op = Arc::new(RecvOp::completed(mx.clone(), d, envelope, done));
+            let req = match requests::start(&op) {
+                Ok(req) => req,
+                Err(rc) => return forward(mx.comm, rc),
+            };
+            *r = req.raw();
+            forward(mx.comm, code(req.grequest_complete()))
         }
     }
 }
 
+/// A receive through the engine of index `di` (or from `MPI_PROC_NULL`), with every check and error.
+/// `out`: `None` for a nonblocking receive whose request argument is a null pointer (an error).
+///
+/// # Safety
+/// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
+/// receive completes (MPI's rule).
 #[allow(clippy::too_many_arguments)]
 unsafe fn recv(
     rt: &Runtime,
@@ -213,16 +205,14 @@ unsafe fn recv(
     comm: MPI_Comm,
     si: c_int,
     di: c_int,
-    out: RecvOut,
+    out: Option<RecvOut>,
 ) -> c_int {
     let Some(mx) = registry::lookup(comm) else {
         return not_multiplex(rt, comm, f);
     };
-    if let RecvOut::Nonblocking(r) = out {
-        if r.is_null() {
-            return raise(comm, Class::Arg, f, "the request argument is a null pointer");
-        }
-    }
+    let Some(out) = out else {
+        return raise(comm, Class::Arg, f, "the request argument is a null pointer");
+    };
     let d = match mx.local_index(di, "dest_stream_index", f) {
         Ok(d) => d,
         Err(rc) => return rc,
@@ -233,7 +223,7 @@ unsafe fn recv(
         return raise(comm, Class::Count, f, &format!("count {count} is negative"));
     }
     if source == MPI_PROC_NULL {
-        return recv_proc_null(mx, d, out);
+        return recv_proc_null(&mx, d, out);
     }
     let checked = (|| {
         if source != MPI_ANY_SOURCE {
@@ -251,17 +241,22 @@ unsafe fn recv(
     }
     // The direct path (`fast_recv_route`) was declined before this: the receive goes through the engine.
     let engine = &mx.engines[d];
+    // SAFETY: the caller's contract: the application's receive buffer, writable until the receive
+    // completes.
+    let new_op = || unsafe { RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si)) };
     // No receive posted before ours on this engine: the first matching message, already pulled or next
     // out of MPICH, is ours; take it without queueing anything.
-    if let Some((mut msg, got, user_tag)) = engine.take_first(mx, (source, tag, si)) {
+    if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
         match out {
             RecvOut::Blocking(status) => {
                 let mut st = MPI_Status::default();
-                let rc = next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st);
+                // SAFETY: the next definition of MPI_Mrecv_c (its C prototype), into the application's
+                // receive buffer (the caller's contract), with the matched message and a local status.
+                let rc = unsafe { next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st) };
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
-                if status_is_real(status) {
-                    st.MPI_ERROR = (*status).MPI_ERROR;
+                if let Some(status) = status {
+                    st.MPI_ERROR = status.MPI_ERROR;
                     *status = st;
                 }
                 return forward(comm, rc);
@@ -269,45 +264,47 @@ unsafe fn recv(
             // MPICH's status of this message is the user's (a hidden communicator that carries the
             // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
             RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
-                return forward(comm, next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request));
+                // SAFETY: the next definition of MPI_Imrecv_c (its C prototype), into the application's
+                // receive buffer and request argument (the caller's contract), with the matched message.
+                return forward(comm, unsafe { next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request) });
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
-                let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
-                let rc = requests::start(&op, request);
-                if rc != MPI_SUCCESS {
-                    return forward(comm, rc);
+                let op = Arc::new(new_op());
+                match requests::start(&op) {
+                    Ok(req) => *request = req.raw(),
+                    Err(rc) => return forward(comm, rc),
                 }
                 let mut st = lock(&engine.state);
-                engine.adopt(mx, &mut st, op, msg, &got, user_tag);
+                engine.adopt(&mx, &mut st, op, msg, &got, user_tag);
                 return MPI_SUCCESS;
             }
         }
     }
-    let op = Arc::new(RecvOp::new(registry::shared(mx), d, buf, count, datatype, (source, tag, si), None));
+    let op = Arc::new(new_op());
     match out {
         RecvOut::Nonblocking(request) => {
-            let rc = requests::start(&op, request);
-            if rc != MPI_SUCCESS {
-                return forward(comm, rc);
+            match requests::start(&op) {
+                Ok(req) => *request = req.raw(),
+                Err(rc) => return forward(comm, rc),
             }
             let mut st = lock(&engine.state);
-            engine.post(mx, &mut st, op);
+            engine.post(&mx, &mut st, op);
             MPI_SUCCESS
         }
         RecvOut::Blocking(status) => {
             {
                 let mut st = lock(&engine.state);
-                engine.post(mx, &mut st, op.clone());
+                engine.post(&mx, &mut st, op.clone());
                 if !op.is_done() {
-                    engine.drive(mx, &mut st, Some(&op));
+                    engine.drive(&mx, &mut st, Some(&op));
                 }
             }
             let mut idle = 0u32;
             while !op.is_done() {
                 // Another thread may be driving this engine (and our receive with it).
                 match engine.state.try_lock() {
-                    Ok(mut st) => engine.drive(mx, &mut st, Some(&op)),
+                    Ok(mut st) => engine.drive(&mx, &mut st, Some(&op)),
                     Err(_) => std::thread::yield_now(),
                 }
                 idle = idle.wrapping_add(1);
@@ -316,10 +313,10 @@ unsafe fn recv(
                 }
             }
             let o = op.outcome();
-            if status_is_real(status) {
-                let keep = (*status).MPI_ERROR;
+            if let Some(status) = status {
+                let keep = status.MPI_ERROR;
                 *status = o.status;
-                (*status).MPI_ERROR = keep;
+                status.MPI_ERROR = keep;
             }
             forward(comm, o.error)
         }
@@ -332,8 +329,9 @@ unsafe fn recv(
 /// each through the next definition (see the module comment).
 macro_rules! indexed_p2p {
     ($send:ident, $isend:ident, $recv:ident, $irecv:ident, $cnt:ty, $n:path, $mpi_send:ident, $mpi_isend:ident, $mpi_recv:ident, $mpi_irecv:ident) => {
+        /// # Safety
+        /// C arguments as MPI requires them for a send: the buffer with `count` elements of `datatype`.
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $send(
             buf: *const c_void,
             count: $cnt,
@@ -345,11 +343,13 @@ macro_rules! indexed_p2p {
             dest_stream_index: c_int,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            // SAFETY: the application's buffer (the caller's contract) goes on unchanged, to the standard
+            // ABI's implementation, to the next definition of the send or to the checked path.
             mpixstream_wrappers::guard::ffi_guard(stringify!($send), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($send), || unsafe {
+                    return crate::runtime::standard_entry(stringify!($send), || {
                         crate::standard_abi::multiplex::send(
                             stringify!($send),
                             buf,
@@ -364,16 +364,22 @@ macro_rules! indexed_p2p {
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-                if let Some((h, t, mx)) =
-                    fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-                {
-                    let _claim = mx.claim_index(source_stream_index, h, c"MPI_Send");
-                    return forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h));
+                let (si, di) = (source_stream_index, dest_stream_index);
+                let fast = registry::with_table(comm, |mx| {
+                    let (h, t) = fast_send_route(mx, count as MPI_Count, dest, tag, si, di)?;
+                    let _claim = mx.claim_index(si, h, c"MPI_Send");
+                    Some(forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h)))
+                });
+                if let Some(rc) = fast {
+                    return rc;
                 }
                 // Everything else (errors, MPI_PROC_NULL, a call outside MPI) out of line: the fast path
                 // keeps a small frame.
+                /// # Safety
+                /// The application's arguments of its send.
                 #[cold]
                 #[inline(never)]
+                #[allow(clippy::too_many_arguments)]
                 unsafe fn checked(
                     buf: *const c_void,
                     count: $cnt,
@@ -385,13 +391,26 @@ macro_rules! indexed_p2p {
                     di: c_int,
                 ) -> c_int {
                     let f = stringify!($send);
+                    // SAFETY: the caller's contract: the application's buffer, passed on unchanged.
                     mpix_entry(f, |rt| unsafe {
                         match send_route(rt, f, comm, count as MPI_Count, None, dest, tag, si, di) {
                             Err(rc) => rc,
                             Ok(None) => MPI_SUCCESS,
-                            Ok(Some((MPI_COMM_NULL, t))) => {
-                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, None)
-                            }
+                            // Between two indices of this process on dedicated endpoints (`Route::LOCAL`):
+                            // copied (`mailbox`).
+                            Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
+                                Some(mx) => mailbox::send(
+                                    &mx,
+                                    buf,
+                                    count as MPI_Count,
+                                    datatype,
+                                    t,
+                                    si as usize,
+                                    di as usize,
+                                    None,
+                                ),
+                                None => MPI_ERR_COMM,
+                            },
                             Ok(Some((h, t))) => {
                                 let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Send"));
                                 forward(comm, next!($mpi_send)(buf, count, datatype, dest, t, h))
@@ -399,12 +418,15 @@ macro_rules! indexed_p2p {
                         }
                     })
                 }
-                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index)
+                checked(buf, count, datatype, dest, tag, comm, si, di)
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a nonblocking send: the buffer with `count` elements of
+        /// `datatype`, the request pointer.
         #[no_mangle]
-        #[allow(clippy::too_many_arguments, unused_unsafe)]
+        #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $isend(
             buf: *const c_void,
             count: $cnt,
@@ -417,11 +439,14 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            // SAFETY: the application's buffer and request (the caller's contract) go on unchanged, to
+            // the standard ABI's implementation, to the next definition of the send or to the checked
+            // path.
             mpixstream_wrappers::guard::ffi_guard(stringify!($isend), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($isend), || unsafe {
+                    return crate::runtime::standard_entry(stringify!($isend), || {
                         crate::standard_abi::multiplex::isend(
                             stringify!($isend),
                             buf,
@@ -437,18 +462,23 @@ macro_rules! indexed_p2p {
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 // One compiled entry on every target. MPICH's call keeps a frame of ours around it (nine
                 // arguments here against its seven: no tail call), so an error it returns reaches the
                 // user's handler on the multiplex communicator (`forward`), whatever handler that is. A
                 // hand-written jump into MPICH saved about 4 ns a call on x86-64 only (docs/multiplex.md).
                 if !request.is_null() {
-                    if let Some((h, t, mx)) =
-                        fast_send_route(comm, count as MPI_Count, dest, tag, source_stream_index, dest_stream_index)
-                    {
-                        let _claim = mx.claim_index(source_stream_index, h, c"MPI_Isend");
-                        return forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request));
+                    let fast = registry::with_table(comm, |mx| {
+                        let (h, t) = fast_send_route(mx, count as MPI_Count, dest, tag, si, di)?;
+                        let _claim = mx.claim_index(si, h, c"MPI_Isend");
+                        Some(forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request)))
+                    });
+                    if let Some(rc) = fast {
+                        return rc;
                     }
                 }
+                /// # Safety
+                /// The application's arguments of its send.
                 #[cold]
                 #[inline(never)]
                 #[allow(clippy::too_many_arguments)]
@@ -464,15 +494,23 @@ macro_rules! indexed_p2p {
                     request: *mut MPI_Request,
                 ) -> c_int {
                     let f = stringify!($isend);
+                    // SAFETY: the caller's contract: the application's buffer and request (checked for
+                    // NULL by `send_route`), passed on unchanged.
                     mpix_entry(f, |rt| unsafe {
                         match send_route(rt, f, comm, count as MPI_Count, Some(request), dest, tag, si, di) {
                             Err(rc) => rc,
                             Ok(None) => {
                                 forward(comm, next!($mpi_isend)(buf, count, datatype, MPI_PROC_NULL, 0, comm, request))
                             }
-                            Ok(Some((MPI_COMM_NULL, t))) => {
-                                send_local(comm, buf, count as MPI_Count, datatype, t, si, di, Some(request))
-                            }
+                            // Between two indices of this process on dedicated endpoints (`Route::LOCAL`):
+                            // copied (`mailbox`).
+                            Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
+                                Some(mx) => {
+                                    let (si, di, request) = (si as usize, di as usize, Some(&mut *request));
+                                    mailbox::send(&mx, buf, count as MPI_Count, datatype, t, si, di, request)
+                                }
+                                None => MPI_ERR_COMM,
+                            },
                             Ok(Some((h, t))) => {
                                 let _claim = registry::lookup(comm).and_then(|mx| mx.claim_index(si, h, c"MPI_Isend"));
                                 forward(comm, next!($mpi_isend)(buf, count, datatype, dest, t, h, request))
@@ -480,12 +518,14 @@ macro_rules! indexed_p2p {
                         }
                     })
                 }
-                checked(buf, count, datatype, dest, tag, comm, source_stream_index, dest_stream_index, request)
+                checked(buf, count, datatype, dest, tag, comm, si, di, request)
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a receive: the buffer with `count` elements of
+        /// `datatype`, the status pointer (NULL or `MPI_STATUS_IGNORE` allowed).
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $recv(
             buf: *mut c_void,
             count: $cnt,
@@ -498,11 +538,14 @@ macro_rules! indexed_p2p {
             status: *mut MPI_Status,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            // SAFETY: the application's buffer and status (the caller's contract) go on unchanged, to the
+            // standard ABI's implementation, to the next definition of the receive or to `recv` (the
+            // status as a reference where it is a real one, for the call).
             mpixstream_wrappers::guard::ffi_guard(stringify!($recv), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($recv), || unsafe {
+                    return crate::runtime::standard_entry(stringify!($recv), || {
                         crate::standard_abi::multiplex::recv(
                             stringify!($recv),
                             buf,
@@ -518,22 +561,27 @@ macro_rules! indexed_p2p {
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
-                if let Some((h, mx)) =
-                    fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-                {
-                    let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Recv");
-                    return forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status));
+                let (si, di) = (source_stream_index, dest_stream_index);
+                let fast = registry::with_table(comm, |mx| {
+                    let h = fast_recv_route(mx, count as MPI_Count, source, tag, si, di)?;
+                    let _claim = mx.claim_index(di, h, c"MPI_Recv");
+                    Some(forward(comm, next!($mpi_recv)(buf, count, datatype, source, tag, h, status)))
+                });
+                if let Some(rc) = fast {
+                    return rc;
                 }
                 let f = stringify!($recv);
-                mpix_entry(f, |rt| unsafe {
-                    let (si, di) = (source_stream_index, dest_stream_index);
-                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, RecvOut::Blocking(status))
+                mpix_entry(f, |rt| {
+                    let out = RecvOut::Blocking(status_is_real(status).then(|| &mut *status));
+                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, Some(out))
                 })
             })
         }
 
+        /// # Safety
+        /// C arguments as MPI requires them for a nonblocking receive: the buffer with `count` elements
+        /// of `datatype`, the request pointer.
         #[no_mangle]
-        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $irecv(
             buf: *mut c_void,
             count: $cnt,
@@ -546,11 +594,14 @@ macro_rules! indexed_p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             // One panic guard, on the fast path too (a landing pad: no cost while nothing panics).
+            // SAFETY: the application's buffer and request (the caller's contract) go on unchanged, to the
+            // standard ABI's implementation, to the next definition of the receive or to `recv` (the
+            // request as a reference where it is not NULL, for the call).
             mpixstream_wrappers::guard::ffi_guard(stringify!($irecv), || unsafe {
                 // Handles by value are register-wide: the standard ABI's pointers go to its own
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
-                    return crate::runtime::standard_entry(stringify!($irecv), || unsafe {
+                    return crate::runtime::standard_entry(stringify!($irecv), || {
                         crate::standard_abi::multiplex::irecv(
                             stringify!($irecv),
                             buf,
@@ -566,18 +617,20 @@ macro_rules! indexed_p2p {
                     });
                 }
                 let (comm, datatype) = (comm as MPI_Comm, datatype as MPI_Datatype);
+                let (si, di) = (source_stream_index, dest_stream_index);
                 if !request.is_null() {
-                    if let Some((h, mx)) =
-                        fast_recv_route(comm, count as MPI_Count, source, tag, source_stream_index, dest_stream_index)
-                    {
-                        let _claim = mx.claim_index(dest_stream_index, h, c"MPI_Irecv");
-                        return forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request));
+                    let fast = registry::with_table(comm, |mx| {
+                        let h = fast_recv_route(mx, count as MPI_Count, source, tag, si, di)?;
+                        let _claim = mx.claim_index(di, h, c"MPI_Irecv");
+                        Some(forward(comm, next!($mpi_irecv)(buf, count, datatype, source, tag, h, request)))
+                    });
+                    if let Some(rc) = fast {
+                        return rc;
                     }
                 }
                 let f = stringify!($irecv);
-                mpix_entry(f, |rt| unsafe {
-                    let (si, di) = (source_stream_index, dest_stream_index);
-                    let out = RecvOut::Nonblocking(request);
+                mpix_entry(f, |rt| {
+                    let out = request.as_mut().map(RecvOut::Nonblocking);
                     recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
                 })
             })

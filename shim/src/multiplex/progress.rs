@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The multiplex progress thread.
 //!
 //! MPI's progress rule: a posted receive is matched while its process is in *any* MPI call. Engine
@@ -44,7 +45,7 @@ pub fn ensure_started(rt: &Runtime) {
                 }
                 if let Ok(mut st) = e.state.try_lock() {
                     if !st.posted.is_empty() || !st.inflight.is_empty() {
-                        unsafe { e.drive(&mx, &mut st, None) };
+                        e.drive(&mx, &mut st, None);
                         e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
                     }
                 }

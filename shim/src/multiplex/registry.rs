@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Which user communicators are multiplex: handle -> record.
 //!
 //! Records are reference-counted (`Arc`) and reclaimed: the registry holds one reference from the
@@ -11,7 +12,8 @@
 //! multiplex communicator whose handle has the same bits is found in the map, the slow path), so a slot
 //! that names the handle a call was made with holds that communicator's record, which lives at least as
 //! long as the communicator, and MPI does not let a communicator be used concurrently with or after its
-//! free. That is the lifetime of the references `lookup` hands out: valid for the call that looked up.
+//! free. That is the lifetime of the reference `with_table` lends its closure (the fast paths, within
+//! a call on the communicator); `lookup` gives counted references.
 //!
 //! It also knows which hidden communicator belongs to which multiplex communicator, and which local
 //! index's stream it carries here (`hidden_comm`): what the tools library reports a hidden
@@ -84,38 +86,47 @@ fn slot(comm: MPI_Comm) -> &'static Slot {
     &TABLE[((h ^ (h >> TABLE_BITS)) & mask) as usize]
 }
 
-/// The multiplex communicator behind `comm`, if it is one; valid while `comm` is (module doc).
+/// The multiplex communicator behind `comm`, if it is one: a counted reference (off the per-message
+/// fast paths, which use [`with_table`]).
 #[inline]
-pub fn lookup<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
-    lookup_table(comm).or_else(|| lookup_slow(comm))
+pub fn lookup(comm: MPI_Comm) -> Option<Arc<Multiplex>> {
+    with_table(comm, |mx| {
+        let p: *const Multiplex = mx;
+        // SAFETY: every record in the table is one `register` put there from an `Arc` (`Arc::as_ptr`),
+        // and `with_table` hands `mx` out only while the registry's own reference keeps it alive (module
+        // doc): the count is positive, so one more reference may be taken from the pointer.
+        Some(unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        })
+    })
+    .or_else(|| lookup_slow(comm))
 }
 
-/// `lookup` in the table only: `None` also for a multiplex communicator whose slot another one holds
-/// (`lookup` finds it in the map). The send and receive fast paths use this and leave the rest to
-/// their checked paths.
+/// Runs `f` on the record of `comm` if the table holds it, without a lock, a hash or a reference
+/// count (the send and receive fast paths): `None` also for a multiplex communicator whose slot another
+/// one holds (`lookup` finds it in the map), which the fast paths leave to their checked paths. The
+/// reference is valid for `f`'s run only, which is inside the caller's call on `comm`.
 #[inline(always)]
-pub fn lookup_table<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
+pub fn with_table<R>(comm: MPI_Comm, f: impl FnOnce(&Multiplex) -> Option<R>) -> Option<R> {
     let s = slot(comm);
     if s.handle.load(Ordering::Acquire) != comm as u32 {
         return None;
     }
-    // The slot names `comm`: it holds `comm`'s record, alive while `comm` is (module doc).
-    unsafe { s.record.load(Ordering::Acquire).as_ref() }
+    let record = s.record.load(Ordering::Acquire);
+    if record.is_null() {
+        return None;
+    }
+    // SAFETY: the slot names `comm`, so it holds `comm`'s record (a slot is never taken from a live
+    // communicator), which the registry keeps alive until `comm`'s destruction (module doc); the caller
+    // is in a call on `comm`, which MPI forbids to overlap its free, and the reference does not leave
+    // `f`.
+    f(unsafe { &*record })
 }
 
 #[cold]
-fn lookup_slow<'a>(comm: MPI_Comm) -> Option<&'a Multiplex> {
-    // The map holds a reference until `comm`'s destruction (module doc).
-    map().get(&comm).map(|e| unsafe { &*Arc::as_ptr(e.value()) })
-}
-
-/// A counted reference to a record found by `lookup`, for what outlives the call (a pending receive).
-pub fn shared(mx: &Multiplex) -> Arc<Multiplex> {
-    // The registry holds a reference while the communicator lives, and the caller is in a call on it.
-    unsafe {
-        Arc::increment_strong_count(mx as *const Multiplex);
-        Arc::from_raw(mx as *const Multiplex)
-    }
+fn lookup_slow(comm: MPI_Comm) -> Option<Arc<Multiplex>> {
+    map().get(&comm).map(|e| e.value().clone())
 }
 
 /// Records the multiplex communicator `mx.comm`; counts an attachment on each of its local streams.

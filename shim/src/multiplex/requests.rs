@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The generalized-request callbacks of nonblocking engine receives (`extra_state`: a counted
 //! reference to the `RecvOp`). MPICH's `MPI_Wait*`/`MPI_Test*` call the poll function (and
 //! `MPI_Waitall` the wait function), which run a turn of the receive's engine; neither ever waits
@@ -6,38 +7,59 @@
 use super::matching::RecvOp;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::pmpi::pmpi;
+use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
+use mpixstream_wrappers::mpi::{Datatype, GrequestFns, MpiResult, Opaque, Request};
+use std::mem::ManuallyDrop;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Starts the generalized request of `op` into `request`; on failure the reference is dropped.
-pub unsafe fn start(op: &Arc<RecvOp>, request: *mut MPI_Request) -> c_int {
+const FNS: GrequestFns =
+    GrequestFns { query: greq_query, free: greq_free, cancel: greq_cancel, poll: greq_poll, wait: Some(greq_wait) };
+
+/// Starts the generalized request of `op`; on failure the reference it would have held is dropped.
+pub fn start(op: &Arc<RecvOp>) -> MpiResult<Request> {
     let extra = Arc::into_raw(op.clone()) as *mut c_void;
-    let rc =
-        (pmpi().PMPIX_Grequest_start)(greq_query, greq_free, greq_cancel, greq_poll, Some(greq_wait), extra, request);
-    if rc != MPI_SUCCESS {
-        drop(Arc::from_raw(extra as *const RecvOp));
-    } else {
-        op.greq.store(*request, Ordering::Release);
+    match FNS.start(Opaque(extra)) {
+        Ok(req) => {
+            op.greq.store(req.raw(), Ordering::Release);
+            Ok(req)
+        }
+        Err(rc) => {
+            // SAFETY: `extra` is the reference made above, which MPICH did not take (the start failed).
+            drop(unsafe { Arc::from_raw(extra as *const RecvOp) });
+            Err(rc)
+        }
     }
-    rc
+}
+
+/// The receive behind a callback's `extra` word: the request's reference, borrowed (never dropped
+/// here; the free function drops it).
+///
+/// # Safety
+/// `extra` is a word `start` gave MPICH for a request whose free function has not run yet, and the
+/// guard does not outlive the callback it was made in.
+unsafe fn op_of(extra: *mut c_void) -> ManuallyDrop<Arc<RecvOp>> {
+    // SAFETY: `extra` came from `Arc::into_raw` in `start`, and that reference is alive until the free
+    // function runs (the caller's contract; MPICH calls the other callbacks only before it).
+    ManuallyDrop::new(unsafe { Arc::from_raw(extra as *const RecvOp) })
 }
 
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    ffi_guard("MPIX_Stream_irecv (poll)", || unsafe {
-        let op = &*(extra as *const RecvOp);
+    ffi_guard("MPIX_Stream_irecv (poll)", || {
+        // SAFETY: MPICH calls the poll function with our `extra` only until the free function ran.
+        let op = unsafe { op_of(extra) };
         if op.is_done() {
             return MPI_SUCCESS;
         }
-        let mx = &*op.mx;
+        let mx = &op.mx;
         let engine = &mx.engines[op.index];
         if !engine.cancels.load(Ordering::Relaxed) && engine.skip_idle_poll() {
             return MPI_SUCCESS;
         }
         // MPICH calls this from its wait and test loops, in any thread: never wait for the engine.
         if let Ok(mut st) = engine.state.try_lock() {
-            engine.drive(mx, &mut st, Some(op));
+            engine.drive(mx, &mut st, Some(&**op));
         }
         mx.maybe_release();
         MPI_SUCCESS
@@ -53,17 +75,24 @@ unsafe extern "C" fn greq_wait(
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
-    ffi_guard("MPIX_Stream_irecv (wait)", || unsafe {
+    ffi_guard("MPIX_Stream_irecv (wait)", || {
+        let states: &[*mut c_void] = if count <= 0 || states.is_null() {
+            &[]
+        } else {
+            // SAFETY: MPICH passes the `count` extra states of the requests being waited for.
+            unsafe { std::slice::from_raw_parts(states, count as usize) }
+        };
         let mut busy = false;
-        for i in 0..count.max(0) as usize {
-            let op = &*(*states.add(i) as *const RecvOp);
+        for &extra in states {
+            // SAFETY: each is our `extra` of a request not yet freed (MPICH waits for it).
+            let op = unsafe { op_of(extra) };
             if op.is_done() {
                 continue;
             }
-            let mx = &*op.mx;
+            let mx = &op.mx;
             let engine = &mx.engines[op.index];
             match engine.state.try_lock() {
-                Ok(mut st) => engine.drive(mx, &mut st, Some(op)),
+                Ok(mut st) => engine.drive(mx, &mut st, Some(&**op)),
                 Err(_) => busy = true,
             }
             mx.maybe_release();
@@ -77,31 +106,33 @@ unsafe extern "C" fn greq_wait(
 }
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    ffi_guard("MPIX_Stream_irecv (query)", || unsafe {
-        let op = &*(extra as *const RecvOp);
+    ffi_guard("MPIX_Stream_irecv (query)", || {
+        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
+        // with a status of its own to fill in, valid for the call.
+        let (op, status) = unsafe { (op_of(extra), &mut *status) };
         let o = op.outcome();
-        let p = pmpi();
         if o.cancelled {
-            (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-            (p.PMPI_Status_set_cancelled)(status, 1);
-            (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-            (*status).MPI_TAG = MPI_ANY_TAG;
+            let _ = set_elements(status, Datatype::BYTE, 0);
+            let _ = set_cancelled(status, true);
+            status.MPI_SOURCE = MPI_ANY_SOURCE;
+            status.MPI_TAG = MPI_ANY_TAG;
             return MPI_SUCCESS;
         }
         // The receive's own status (MPICH's layout: byte count, cancelled bit 0), with the user's tag:
         // what MPI_Status_set_elements_x(MPI_BYTE) and MPI_Status_set_cancelled(0) would write.
-        (*status).count_lo = o.status.count_lo;
-        (*status).count_hi_and_cancelled = o.status.count_hi_and_cancelled & !1;
-        (*status).MPI_SOURCE = o.status.MPI_SOURCE;
-        (*status).MPI_TAG = o.status.MPI_TAG;
+        status.count_lo = o.status.count_lo;
+        status.count_hi_and_cancelled = o.status.count_hi_and_cancelled & !1;
+        status.MPI_SOURCE = o.status.MPI_SOURCE;
+        status.MPI_TAG = o.status.MPI_TAG;
         o.error
     })
 }
 
 /// Runs inside MPICH's critical section (4.0.2): no MPI calls here.
 unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
-    ffi_guard("MPIX_Stream_irecv (free)", || unsafe {
-        drop(Arc::from_raw(extra as *const RecvOp));
+    ffi_guard("MPIX_Stream_irecv (free)", || {
+        // SAFETY: `extra` is the reference `start` gave MPICH; MPICH calls the free function once, last.
+        drop(unsafe { Arc::from_raw(extra as *const RecvOp) });
         MPI_SUCCESS
     })
 }
@@ -109,8 +140,9 @@ unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
 /// Runs inside MPICH's critical section (4.0.2): only flags the receive; the engine's next turn (the
 /// wait or test that follows) removes it if it is not matched yet, and completes it as cancelled.
 unsafe extern "C" fn greq_cancel(extra: *mut c_void, complete: c_int) -> c_int {
-    ffi_guard("MPIX_Stream_irecv (cancel)", || unsafe {
-        let op = &*(extra as *const RecvOp);
+    ffi_guard("MPIX_Stream_irecv (cancel)", || {
+        // SAFETY: MPICH calls the cancel function with our `extra` only until the free function ran.
+        let op = unsafe { op_of(extra) };
         if complete == 0 && !op.is_done() {
             op.cancel.store(true, Ordering::Release);
             op.mx.engines[op.index].cancels.store(true, Ordering::Release);

@@ -10,9 +10,13 @@
 //! has let go of it: the orphan completes the request with `MPI_Grequest_complete` only while MPICH
 //! still holds it, and whoever lets go last frees the state. (4.1's way, with the state freed inside
 //! `MPI_Request_free`, was a use after free: the replace form's receive wrote into freed memory.)
+//!
+//! The callbacks get the state back from MPICH's `extra` word only through [`Shared::with_extra`],
+//! whose reference lasts for one closure: no callback can keep it past its own return.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::orphans::Orphan;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::pmpi;
+use mpixstream_wrappers::mpi::{self, Datatype, Opaque, Request};
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,10 +28,7 @@ pub(crate) trait Operation: Send {
     fn stream(&self) -> Option<usize>;
     /// One poll (inside the stream's endpoint where it has one); `true` once the operation is
     /// complete (its status and error then stay for the query function).
-    ///
-    /// # Safety
-    /// MPI is initialised.
-    unsafe fn step(&mut self) -> bool;
+    fn step(&mut self) -> bool;
 }
 
 /// A generalized request's state, shared by MPICH and, once the application freed the request
@@ -61,14 +62,22 @@ impl<T: Operation + 'static> Shared<T> {
     }
 
     /// The extra state MPICH keeps: one reference, given back by [`free`](Self::free).
-    pub(crate) fn into_extra(this: &Arc<Shared<T>>) -> *mut c_void {
-        Arc::into_raw(this.clone()) as *mut c_void
+    pub(crate) fn into_extra(this: &Arc<Shared<T>>) -> Opaque {
+        Opaque(Arc::into_raw(this.clone()) as *mut c_void)
     }
 
+    /// `f` of the state behind `extra`, borrowed for the call of `f` only (a callback's whole use of it).
+    ///
     /// # Safety
-    /// `extra` came from [`into_extra`](Self::into_extra) and MPICH still holds it.
-    pub(crate) unsafe fn from_extra<'a>(extra: *mut c_void) -> &'a Shared<T> {
-        &*(extra as *const Shared<T>)
+    /// `extra` came from [`into_extra`](Self::into_extra) and MPICH still holds it: its free function
+    /// ([`free`](Self::free)) has not run.
+    pub(crate) unsafe fn with_extra<R>(extra: *mut c_void, f: impl FnOnce(&Shared<T>) -> R) -> R {
+        // SAFETY: `extra` is the pointer of an `Arc<Shared<T>>` whose reference MPICH holds until the
+        // free function gives it back (the caller's contract), so the state lives for this whole call,
+        // and the borrow given to `f` ends with it. Shared use only: the state's mutable parts are
+        // behind its mutex and atomics.
+        let shared = unsafe { &*(extra as *const Shared<T>) };
+        f(shared)
     }
 
     /// Hands the request out: MPICH made it as `outer`.
@@ -79,7 +88,7 @@ impl<T: Operation + 'static> Shared<T> {
     /// One poll; the first time the operation is found complete, `open` forgets the request (before
     /// MPICH may hand its handle out again) and, while MPICH still holds it, it is completed
     /// (`MPI_Grequest_complete`). Returns whether it is complete.
-    pub(crate) unsafe fn poll(&self, open: &Open<T>) -> bool {
+    pub(crate) fn poll(&self, open: &Open<T>) -> bool {
         let done = {
             let mut op = self.op();
             op.step()
@@ -88,7 +97,8 @@ impl<T: Operation + 'static> Shared<T> {
             let outer = self.outer();
             open.remove(outer);
             if outer != MPI_REQUEST_NULL && !self.released.load(Ordering::Acquire) {
-                (pmpi::pmpi().PMPI_Grequest_complete)(outer);
+                // An error here has nobody to go to: the request's waiter gets the query's error.
+                let _ = Request(outer).grequest_complete();
             }
         }
         done
@@ -99,7 +109,9 @@ impl<T: Operation + 'static> Shared<T> {
     /// # Safety
     /// `extra` came from [`into_extra`](Self::into_extra), and MPICH frees it once.
     pub(crate) unsafe fn free(extra: *mut c_void) {
-        let this = Arc::from_raw(extra as *const Shared<T>);
+        // SAFETY: `extra` is the raw form of the reference `into_extra` made for MPICH, given back here
+        // once (the caller's contract), so the count it takes over is one nobody else drops.
+        let this = unsafe { Arc::from_raw(extra as *const Shared<T>) };
         this.released.store(true, Ordering::Release);
     }
 }
@@ -148,16 +160,13 @@ impl<T: Operation + 'static> Open<T> {
         shared
     }
 
-    /// Before `MPI_Request_free(request)`: if it is one of these, not complete, its orphan (adopted
-    /// once MPICH's free returned, `native_fixes::request_free`).
-    ///
-    /// # Safety
-    /// `request` is null or valid for a read.
-    pub(crate) unsafe fn freeing(&'static self, request: *const MPI_Request) -> Option<Box<dyn Orphan>> {
-        if self.count.load(Ordering::Relaxed) == 0 || request.is_null() {
+    /// Before `MPI_Request_free` of `request` (`None`: a null pointer): if it is one of these, not
+    /// complete, its orphan (adopted once MPICH's free returned, `native_fixes::request_free`).
+    pub(crate) fn freeing(&'static self, request: Option<MPI_Request>) -> Option<Box<dyn Orphan>> {
+        if self.count.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let shared = self.remove(*request)?;
+        let shared = self.remove(request?)?;
         if shared.completed.load(Ordering::Acquire) {
             return None;
         }
@@ -167,25 +176,37 @@ impl<T: Operation + 'static> Open<T> {
 
 /// The body of a generalized request's wait function: MPICH calls it in a loop for the requests of
 /// one `MPI_Wait*`, and each call polls every request once.
+///
+/// # Safety
+/// `states` holds `count` extra words MPICH passed to the wait function, each one `poll` accepts
+/// (its request's, still held by MPICH).
 pub(crate) unsafe fn poll_each(
     count: c_int,
     states: *mut *mut c_void,
     poll: unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int,
 ) -> c_int {
     for i in 0..count.max(0) as usize {
-        poll(*states.add(i), std::ptr::null_mut());
+        // SAFETY: `states` holds `count` words (the caller's contract: MPICH's array), each a state
+        // `poll` accepts, and a poll function takes a null status (ours never write one).
+        unsafe { poll(*states.add(i), std::ptr::null_mut()) };
     }
     MPI_SUCCESS
 }
 
 /// A collective's status (of a generalized request's query function): nothing but the error, which
 /// it returns; MPICH reads source and tag as "any".
+///
+/// # Safety
+/// `status` is the query function's status argument: valid for writes (MPICH's own).
 pub(crate) unsafe fn collective_status(status: *mut MPI_Status, error: c_int) -> c_int {
-    let p = pmpi::pmpi();
-    (*status).MPI_SOURCE = MPI_ANY_SOURCE;
-    (*status).MPI_TAG = MPI_ANY_TAG;
-    (p.PMPI_Status_set_elements_x)(status, MPI_BYTE, 0);
-    (p.PMPI_Status_set_cancelled)(status, 0);
+    // SAFETY: MPICH passes the query function a status of its own, valid and not otherwise used
+    // during the call (the caller's contract).
+    let status = unsafe { &mut *status };
+    status.MPI_SOURCE = MPI_ANY_SOURCE;
+    status.MPI_TAG = MPI_ANY_TAG;
+    // As MPICH's own zero-byte status: failures leave the fields as they were, nothing to report.
+    let _ = mpi::datatype::set_elements(status, Datatype::BYTE, 0);
+    let _ = mpi::datatype::set_cancelled(status, false);
     error
 }
 
@@ -198,7 +219,7 @@ mod tests {
         fn stream(&self) -> Option<usize> {
             None
         }
-        unsafe fn step(&mut self) -> bool {
+        fn step(&mut self) -> bool {
             self.0 = self.0.saturating_sub(1);
             self.0 == 0
         }
@@ -213,13 +234,15 @@ mod tests {
         let shared = Shared::new(Steps(2));
         let extra = Shared::into_extra(&shared);
         OPEN.insert(&shared);
-        let handle = shared.outer();
-        let mut orphan = unsafe { OPEN.freeing(&handle) }.expect("an open request becomes an orphan");
-        unsafe { Shared::<Steps>::free(extra) };
+        let mut orphan = OPEN.freeing(Some(shared.outer())).expect("an open request becomes an orphan");
+        // SAFETY: `extra` is the reference `into_extra` made, given back once, as MPICH's free function does.
+        unsafe { Shared::<Steps>::free(extra.0) };
         assert_eq!(Arc::strong_count(&shared), 2, "the orphan and this test hold it");
+        // SAFETY: an orphan without a stream needs no claim; this one calls no MPI (below).
         assert!(!unsafe { orphan.poll() });
         // Complete: MPICH released it, so no MPI_Grequest_complete (which would be a use after free: in
-        // a unit test, an unresolved PMPI table would panic).
+        // a unit test, an unresolved PMPI table would abort).
+        // SAFETY: as above.
         assert!(unsafe { orphan.poll() });
         drop(orphan);
         assert_eq!(Arc::strong_count(&shared), 1);

@@ -6,6 +6,11 @@
 //! its own file, re-exported here for the generated interposers, with the claims of the calls that only
 //! take their endpoint (`claimed`, `claimed_request`). Everything else passes through (its cost:
 //! docs/performance.md, "The lean library's interposers").
+//!
+//! The interposers' bodies here take the application's arguments as its call gave them: the contract of
+//! each is MPI's for that call, and it passes them on unchanged to the next definition of the same
+//! call, or to the calls its route makes of them.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub mod buffered;
 pub mod greq;
 pub mod native_streams;
@@ -16,8 +21,8 @@ pub mod wrapped_collectives;
 
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{MpiResult, Request};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
@@ -37,6 +42,15 @@ pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv
 pub use buffered::{
     bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
 };
+
+/// `r` as the MPI return code it carries.
+#[inline(always)]
+pub(crate) fn rc(r: MpiResult) -> c_int {
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(code) => code,
+    }
+}
 
 /// A call on request or matched message `handle` (the `lean:claim_request` rows: `MPI_Mrecv`,
 /// `MPI_Imrecv`, `MPI_Cancel`): the endpoint the handle's pool names is claimed for the call (one
@@ -58,6 +72,9 @@ pub fn claimed_request(handle: MPI_Request, call: impl FnOnce() -> c_int) -> c_i
 /// `MPI_Intercomm_create`: collective over `local_comm`, and between the leaders over `peer_comm`:
 /// inside both communicators' stream endpoints, where they have them (claimed in ascending order, as
 /// every claim of several endpoints).
+///
+/// # Safety
+/// The arguments of the application's `MPI_Intercomm_create`, valid as MPI requires.
 pub unsafe fn intercomm_create(
     local_comm: MPI_Comm,
     local_leader: c_int,
@@ -66,7 +83,10 @@ pub unsafe fn intercomm_create(
     tag: c_int,
     newintercomm: *mut MPI_Comm,
 ) -> c_int {
-    let call = || next!(MPI_Intercomm_create)(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    let call = || unsafe {
+        next!(MPI_Intercomm_create)(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm)
+    };
     let (Some(rt), Some(_)) = (crate::runtime::active(), crate::streams::any_reserved().then_some(())) else {
         return call();
     };
@@ -82,11 +102,17 @@ pub unsafe fn intercomm_create(
 /// sends); a routed nonblocking send-receive or collective not yet complete becomes an orphan, which
 /// the progress helper completes (`crate::orphans`). Each check is one relaxed load while nothing is
 /// recorded.
+///
+/// # Safety
+/// The argument of the application's `MPI_Request_free`: null or valid for reads and writes.
 pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
-    let buffered = crate::native_fixes::buffered::freeing(request);
-    let orphan = crate::native_fixes::sendrecv_requests::freeing(request)
-        .or_else(|| crate::native_fixes::wrapped_collectives::freeing(request));
-    let rc = crate::native_fixes::persistent::request_free(request);
+    // SAFETY: `request` is null or valid for a read (the caller's contract).
+    let handle = unsafe { request.as_ref() }.copied();
+    let buffered = crate::native_fixes::buffered::freeing(handle);
+    let orphan = crate::native_fixes::sendrecv_requests::freeing(handle)
+        .or_else(|| crate::native_fixes::wrapped_collectives::freeing(handle));
+    // SAFETY: the caller's argument, passed on; `handle` is what it held.
+    let rc = unsafe { crate::native_fixes::persistent::request_free(request, handle) };
     if buffered.is_some() || orphan.is_some() {
         mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
             if let (Some(handle), MPI_SUCCESS) = (buffered, rc) {
@@ -104,6 +130,10 @@ pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
 }
 
 /// `MPI_Bsend_init`: on a native stream communicator, recorded so that `MPI_Start` routes it.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Bsend_init`, valid as MPI requires (the buffer for as long
+/// as the request exists).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn bsend_init(
     buf: *const c_void,
@@ -114,19 +144,21 @@ pub unsafe fn bsend_init(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    crate::native_fixes::buffered::persistent_bsend_created(
-        buf,
-        count.into(),
-        datatype,
-        dest,
-        tag,
-        comm,
-        request,
-        &|| next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request),
-    )
+    // SAFETY: the caller's arguments, passed on unchanged (the buffer recorded is the one MPI requires
+    // valid while the request exists); `request` is null or valid for reads and writes, and holds the
+    // request made once the call succeeded.
+    unsafe {
+        let rc = next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request);
+        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
+        crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
+        rc
+    }
 }
 
 /// `MPI_Bsend_init_c`: as `MPI_Bsend_init`.
+///
+/// # Safety
+/// As [`bsend_init`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn bsend_init_c(
     buf: *const c_void,
@@ -137,12 +169,19 @@ pub unsafe fn bsend_init_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, request, &|| {
-        next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request)
-    })
+    // SAFETY: as in `bsend_init`.
+    unsafe {
+        let rc = next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request);
+        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
+        crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
+        rc
+    }
 }
 
 /// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Sendrecv`, valid as MPI requires.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sendrecv(
     sendbuf: *const c_void,
@@ -158,20 +197,28 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    let Some(slot) = native_stream_of(comm) else {
-        return next!(MPI_Sendrecv)(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
-        );
-    };
-    sendrecv_on_stream(
-        slot,
-        status,
-        |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-        || next!(MPI_Send)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
-    )
+    // SAFETY: the caller's arguments, passed on unchanged to the next definitions of the same call or of
+    // the calls of the route (made before this call returns: the receive completes in its wait).
+    unsafe {
+        let Some(slot) = native_stream_of(comm) else {
+            return next!(MPI_Sendrecv)(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
+                status,
+            );
+        };
+        sendrecv_on_stream(
+            slot,
+            |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
+            || next!(MPI_Send)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
+            |r| next!(MPI_Wait)(r, status),
+        )
+    }
 }
 
 /// `MPI_Sendrecv_c` (large counts): as `MPI_Sendrecv`.
+///
+/// # Safety
+/// As [`sendrecv`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sendrecv_c(
     sendbuf: *const c_void,
@@ -187,17 +234,21 @@ pub unsafe fn sendrecv_c(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> c_int {
-    let Some(slot) = native_stream_of(comm) else {
-        return next!(MPI_Sendrecv_c)(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
-        );
-    };
-    sendrecv_on_stream(
-        slot,
-        status,
-        |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-        || next!(MPI_Send_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
-    )
+    // SAFETY: as in `sendrecv`.
+    unsafe {
+        let Some(slot) = native_stream_of(comm) else {
+            return next!(MPI_Sendrecv_c)(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
+                status,
+            );
+        };
+        sendrecv_on_stream(
+            slot,
+            |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
+            || next!(MPI_Send_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
+            |r| next!(MPI_Wait)(r, status),
+        )
+    }
 }
 
 /// Irecv, then a blocking Send, then Wait for the receive: MPICH's blocking send and wait progress the
@@ -206,11 +257,11 @@ pub unsafe fn sendrecv_c(
 /// Sendrecv uses). Cheaper than Irecv + Isend + Waitall, the route before: one request, no status array
 /// (callgrind, 8-byte Sendrecv to self, MPICH 5.0.2: 1,985 instructions against 2,247; docs/performance.md).
 /// The whole of it inside the stream's endpoint, claimed as for any call on the communicator.
-unsafe fn sendrecv_on_stream(
+fn sendrecv_on_stream(
     slot: &StreamSlot,
-    status: *mut MPI_Status,
-    irecv: impl FnOnce(*mut MPI_Request) -> c_int,
+    irecv: impl FnOnce(&mut MPI_Request) -> c_int,
     send: impl FnOnce() -> c_int,
+    wait: impl FnOnce(&mut MPI_Request) -> c_int,
 ) -> c_int {
     let _claim = slot.claim();
     let mut recv = MPI_REQUEST_NULL;
@@ -221,12 +272,11 @@ unsafe fn sendrecv_on_stream(
     let rc = send();
     if rc != MPI_SUCCESS {
         // A native stream communicator exists, so MPI_Init resolved the table.
-        let p = pmpi::pmpi();
-        (p.PMPI_Cancel)(&mut recv);
-        (p.PMPI_Request_free)(&mut recv);
+        let _ = Request(recv).cancel();
+        let _ = Request(recv).free();
         return rc;
     }
-    next!(MPI_Wait)(&mut recv, status)
+    wait(&mut recv)
 }
 
 // The pass-through path of every interposer here is `native_stream_of` (one acquire load of the
@@ -237,7 +287,7 @@ unsafe fn sendrecv_on_stream(
 
 /// Polls `test` until it reports a match, driving the stream's own progress between polls, inside the
 /// stream's endpoint (claimed for the call, as for any call on the communicator).
-unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
+fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bool)) -> c_int {
     let _claim = slot.claim();
     loop {
         let (rc, matched) = test();
@@ -249,18 +299,28 @@ unsafe fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bo
 }
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Probe`, valid as MPI requires.
 pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    match native_stream_of(comm) {
-        None => next!(MPI_Probe)(source, tag, comm, status),
-        Some(slot) => poll_on_stream(slot, || {
-            let mut flag = 0;
-            let rc = next!(MPI_Iprobe)(source, tag, comm, &mut flag, status);
-            (rc, flag != 0)
-        }),
+    // SAFETY: the caller's arguments, passed on unchanged to the next definitions of the same call or
+    // of its non-blocking form (the status: MPI's for both).
+    unsafe {
+        match native_stream_of(comm) {
+            None => next!(MPI_Probe)(source, tag, comm, status),
+            Some(slot) => poll_on_stream(slot, || {
+                let mut flag = 0;
+                let rc = next!(MPI_Iprobe)(source, tag, comm, &mut flag, status);
+                (rc, flag != 0)
+            }),
+        }
     }
 }
 
 /// `MPI_Mprobe`: on a native stream communicator, `MPI_Improbe` polled with the stream's progress.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Mprobe`, valid as MPI requires.
 pub unsafe fn mprobe(
     source: c_int,
     tag: c_int,
@@ -268,30 +328,42 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    match native_stream_of(comm) {
-        None => next!(MPI_Mprobe)(source, tag, comm, message, status),
-        Some(slot) => poll_on_stream(slot, || {
-            let mut flag = 0;
-            let rc = next!(MPI_Improbe)(source, tag, comm, &mut flag, message, status);
-            (rc, flag != 0)
-        }),
+    // SAFETY: as in `probe`.
+    unsafe {
+        match native_stream_of(comm) {
+            None => next!(MPI_Mprobe)(source, tag, comm, message, status),
+            Some(slot) => poll_on_stream(slot, || {
+                let mut flag = 0;
+                let rc = next!(MPI_Improbe)(source, tag, comm, &mut flag, message, status);
+                (rc, flag != 0)
+            }),
+        }
     }
 }
 
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
+///
+/// # Safety
+/// The arguments of the application's `MPI_Iprobe`, valid as MPI requires.
 pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    match native_stream_of(comm) {
-        None => next!(MPI_Iprobe)(source, tag, comm, flag, status),
-        Some(slot) => {
-            let _claim = slot.claim();
-            progress_turn(slot);
-            next!(MPI_Iprobe)(source, tag, comm, flag, status)
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    unsafe {
+        match native_stream_of(comm) {
+            None => next!(MPI_Iprobe)(source, tag, comm, flag, status),
+            Some(slot) => {
+                let _claim = slot.claim();
+                progress_turn(slot);
+                next!(MPI_Iprobe)(source, tag, comm, flag, status)
+            }
         }
     }
 }
 
 /// `MPI_Improbe`: as `MPI_Iprobe`.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Improbe`, valid as MPI requires.
 pub unsafe fn improbe(
     source: c_int,
     tag: c_int,
@@ -300,12 +372,15 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> c_int {
-    match native_stream_of(comm) {
-        None => next!(MPI_Improbe)(source, tag, comm, flag, message, status),
-        Some(slot) => {
-            let _claim = slot.claim();
-            progress_turn(slot);
-            next!(MPI_Improbe)(source, tag, comm, flag, message, status)
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    unsafe {
+        match native_stream_of(comm) {
+            None => next!(MPI_Improbe)(source, tag, comm, flag, message, status),
+            Some(slot) => {
+                let _claim = slot.claim();
+                progress_turn(slot);
+                next!(MPI_Improbe)(source, tag, comm, flag, message, status)
+            }
         }
     }
 }
@@ -322,36 +397,37 @@ mod tests {
         PANIC_FOR_TEST.with(|p| p.set(true));
         let mut flag = 0;
         let mut request = MPI_REQUEST_NULL;
-        let iprobe =
-            unsafe { crate::interposed::MPI_Iprobe(0, 0, MPI_COMM_WORLD as WideHandle, &mut flag, MPI_STATUS_IGNORE) };
-        let sendrecv = unsafe {
-            crate::interposed::MPI_Sendrecv(
-                std::ptr::null(),
-                0,
-                MPI_INT as WideHandle,
-                0,
-                0,
-                std::ptr::null_mut(),
-                0,
-                MPI_INT as WideHandle,
-                0,
-                0,
-                MPI_COMM_WORLD as WideHandle,
-                MPI_STATUS_IGNORE,
-            )
-        };
-        let ibarrier = unsafe { crate::interposed::MPI_Ibarrier(MPI_COMM_WORLD as WideHandle, &mut request) };
-        let isendrecv_replace = unsafe {
-            crate::interposed::MPI_Isendrecv_replace(
-                std::ptr::null_mut(),
-                0,
-                MPI_INT as WideHandle,
-                0,
-                0,
-                0,
-                0,
-                MPI_COMM_WORLD as WideHandle,
-                &mut request,
+        // SAFETY: valid arguments (live locals, null buffers of 0 elements, `MPI_STATUS_IGNORE`); each call
+        // panics at its first check (`PANIC_FOR_TEST`), before any MPI.
+        let (iprobe, sendrecv, ibarrier, isendrecv_replace) = unsafe {
+            (
+                crate::interposed::MPI_Iprobe(0, 0, MPI_COMM_WORLD as WideHandle, &mut flag, MPI_STATUS_IGNORE),
+                crate::interposed::MPI_Sendrecv(
+                    std::ptr::null(),
+                    0,
+                    MPI_INT as WideHandle,
+                    0,
+                    0,
+                    std::ptr::null_mut(),
+                    0,
+                    MPI_INT as WideHandle,
+                    0,
+                    0,
+                    MPI_COMM_WORLD as WideHandle,
+                    MPI_STATUS_IGNORE,
+                ),
+                crate::interposed::MPI_Ibarrier(MPI_COMM_WORLD as WideHandle, &mut request),
+                crate::interposed::MPI_Isendrecv_replace(
+                    std::ptr::null_mut(),
+                    0,
+                    MPI_INT as WideHandle,
+                    0,
+                    0,
+                    0,
+                    0,
+                    MPI_COMM_WORLD as WideHandle,
+                    &mut request,
+                ),
             )
         };
         PANIC_FOR_TEST.with(|p| p.set(false));

@@ -18,6 +18,7 @@
 //! recorded (always, under `implicit` without the MPIX API), each completion interposer is two relaxed
 //! loads and a call through `next!`; with reserved endpoints, a look at each request's handle and the
 //! claims of the endpoints found ([performance.md](../../docs/performance.md)).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn};
 use crate::native_fixes::wrapped_collectives;
 use crate::runtime::{self, Runtime};
@@ -25,8 +26,8 @@ use crate::streams;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::{request_slice, PersistentKind};
+use mpixstream_wrappers::mpi::Request;
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -119,6 +120,9 @@ fn any_partitioned(requests: &[MPI_Request]) -> bool {
 /// goes to MPICH's one global list at each `MPI_Start`, as a nonblocking collective's does: a policy
 /// communicator's is made on its plain base, for the same reason (`wrapped_collectives::schedule_comm`),
 /// and is not recorded: on the implicit pool, MPICH's own waits progress it.
+///
+/// # Safety
+/// `request` is the application's request argument: null or valid for reads once `create` returned.
 pub unsafe fn persistent_created(
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -137,13 +141,18 @@ pub unsafe fn persistent_created(
         _ => comm,
     };
     let rc = create(on);
-    if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL || on != comm {
+    if rc != MPI_SUCCESS || on != comm {
         // On the plain base: on the implicit pool, where MPICH's own waits progress it.
         return rc;
     }
-    mpixstream_wrappers::guard::ffi_guard("persistent request", || unsafe {
+    // SAFETY: `request` is null or valid for a read (the caller's contract).
+    let made = match unsafe { request.as_ref() } {
+        Some(&made) if made != MPI_REQUEST_NULL => made,
+        _ => return rc,
+    };
+    mpixstream_wrappers::guard::ffi_guard("persistent request", || {
         if let Some(index) = native_stream_index_of(comm) {
-            record(*request, index, kind == PersistentKind::Partitioned);
+            record(made, index, kind == PersistentKind::Partitioned);
         }
         rc
     })
@@ -151,16 +160,12 @@ pub unsafe fn persistent_created(
 
 /// (status, whether every one of `requests` is complete), asked without completing any
 /// (`MPI_Request_get_status`; a null or inactive request counts as complete). An error ends the wait.
-unsafe fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
-    let p = pmpi::pmpi();
+fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
     for &r in requests {
-        let mut flag = 0;
-        let rc = (p.PMPI_Request_get_status)(r, &mut flag, MPI_STATUS_IGNORE);
-        if rc != MPI_SUCCESS {
-            return (rc, true);
-        }
-        if flag == 0 {
-            return (MPI_SUCCESS, false);
+        match Request(r).status() {
+            Err(rc) => return (rc, true),
+            Ok(None) => return (MPI_SUCCESS, false),
+            Ok(Some(_)) => {}
         }
     }
     (MPI_SUCCESS, true)
@@ -181,9 +186,14 @@ pub fn completion_passes() -> bool {
 /// enter, after a turn of the recorded persistent requests' streams. `count` requests at `array` (what
 /// `request_slice` makes of them); the slices made of them here end before MPICH's calls change the
 /// array.
+///
+/// # Safety
+/// `count` and `array` are the application's arguments of the call: `array` null or holding `count`
+/// requests, not changed meanwhile but by `test`.
 pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl FnOnce() -> c_int) -> c_int {
     let Some(rt) = runtime::active() else { return test() };
-    let (all, persistent) = endpoints_of(rt, request_slice(count, array));
+    // SAFETY: the application's array (the caller's contract), read here before `test` changes it.
+    let (all, persistent) = endpoints_of(rt, unsafe { request_slice(count, array) });
     let _claims = rt.streams.claim_set(all);
     turn(rt, persistent);
     test()
@@ -195,6 +205,9 @@ pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl 
 /// stream). `all`: `MPI_Waitall`, whose partitioned requests are waited for without completing one,
 /// then completed by MPICH's `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed
 /// partitioned request ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
+///
+/// # Safety
+/// As [`completion_test`]'s, with `wait` and `test` the calls that change the array.
 pub unsafe fn completion_wait(
     count: c_int,
     array: *mut MPI_Request,
@@ -203,16 +216,19 @@ pub unsafe fn completion_wait(
     mut test: impl FnMut() -> (c_int, bool),
 ) -> c_int {
     let Some(rt) = runtime::active() else { return wait() };
-    let (endpoints, persistent) = endpoints_of(rt, request_slice(count, array));
+    // SAFETY: the application's array (the caller's contract); each slice made of it is read within its
+    // statement, between the calls of `wait` and `test` that change it.
+    let requests = || unsafe { request_slice(count, array) };
+    let (endpoints, persistent) = endpoints_of(rt, requests());
     if persistent == 0 {
         let _claims = rt.streams.claim_set(endpoints);
         return wait();
     }
-    let partitioned = all && any_partitioned(request_slice(count, array));
+    let partitioned = all && any_partitioned(requests());
     loop {
         let (rc, done) = {
             let _claims = rt.streams.claim_set(endpoints);
-            let polled = if partitioned { all_complete(request_slice(count, array)) } else { test() };
+            let polled = if partitioned { all_complete(requests()) } else { test() };
             if !polled.1 {
                 turn(rt, persistent);
             }
@@ -230,12 +246,16 @@ pub unsafe fn completion_wait(
     }
 }
 
-pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
-    if none_recorded() || request.is_null() {
-        return next!(MPI_Request_free)(request);
-    }
-    let handle = *request;
-    let rc = next!(MPI_Request_free)(request);
+/// `MPI_Request_free` of `request`, which held `handle` (`None`: a null pointer), through the next
+/// definition; a recorded persistent request freed is forgotten.
+///
+/// # Safety
+/// The argument of the application's `MPI_Request_free`: null or valid for reads and writes.
+pub unsafe fn request_free(request: *mut MPI_Request, handle: Option<MPI_Request>) -> c_int {
+    let handle = handle.filter(|_| !none_recorded());
+    // SAFETY: the caller's argument, passed on unchanged to the next definition of the same call.
+    let rc = unsafe { next!(MPI_Request_free)(request) };
+    let Some(handle) = handle else { return rc };
     if rc == MPI_SUCCESS {
         mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
             forget(handle);

@@ -16,13 +16,14 @@
 //! stream or `MPIX_STREAM_NULL`: the choice is the same on every member without asking) the twin is a
 //! split made for the object. On the serial backend, and for communicators without a record and
 //! invalid handles (MPICH reports the error as it would), the call goes straight on.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::comms::Origin;
 use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::Comm;
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,7 +33,7 @@ pub static TWINS: AtomicU64 = AtomicU64::new(0);
 /// Runs `make` on `comm`, or on its plain twin where `comm` is a stream communicator (its record, the
 /// same on every member, says so; collective over `comm` on the native backend, as the constructors it
 /// serves are).
-unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int {
+fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int {
     panic_for_test();
     let Some(rt) = runtime::active().filter(|rt| rt.backend == Backend::Native) else { return make(comm) };
     let record = match rt.comms.get(comm) {
@@ -47,7 +48,7 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
         }
         return rc;
     }
-    let mut twin = {
+    let twin = {
         // A split of `comm`: inside its stream's endpoint, where this member has one.
         let _claim = native_stream_of(comm).map(|s| s.claim());
         match plain_split(comm) {
@@ -56,134 +57,85 @@ unsafe fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) ->
         }
     };
     let rc = make(twin);
-    (pmpi::pmpi().PMPI_Comm_free)(&mut twin);
+    let _ = Comm(twin).free();
     if rc == MPI_SUCCESS {
         TWINS.fetch_add(1, Ordering::Relaxed);
     }
     rc
 }
 
-pub unsafe fn win_create(
-    base: *mut c_void,
-    size: MPI_Aint,
-    disp_unit: c_int,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_create)(base, size, disp_unit, info, c, win))
+/// The constructors: each an interposer's body taking the application's arguments (its contract is
+/// MPI's for the call), which go on unchanged to the next definition of the same call, on `$comm` or
+/// its twin (a communicator with the same group and ranks).
+macro_rules! twin_constructor {
+    ($(#[$doc:meta])* $name:ident => $call:ident($($arg:ident: $ty:ty),* $(,)?) on $comm:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("The arguments of the application's `", stringify!($call), "`, valid as MPI requires.")]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name($($arg: $ty),*) -> c_int {
+            // SAFETY: the caller's arguments, passed on unchanged (the communicator: `$comm` or its twin).
+            on_plain_twin($comm, |$comm| unsafe { next!($call)($($arg),*) })
+        }
+    };
 }
 
-pub unsafe fn win_create_c(
-    base: *mut c_void,
-    size: MPI_Aint,
-    disp_unit: MPI_Aint,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_create_c)(base, size, disp_unit, info, c, win))
-}
-
-pub unsafe fn win_allocate(
-    size: MPI_Aint,
-    disp_unit: c_int,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    baseptr: *mut c_void,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_allocate)(size, disp_unit, info, c, baseptr, win))
-}
-
-pub unsafe fn win_allocate_c(
-    size: MPI_Aint,
-    disp_unit: MPI_Aint,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    baseptr: *mut c_void,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_allocate_c)(size, disp_unit, info, c, baseptr, win))
-}
-
-pub unsafe fn win_allocate_shared(
-    size: MPI_Aint,
-    disp_unit: c_int,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    baseptr: *mut c_void,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_allocate_shared)(size, disp_unit, info, c, baseptr, win))
-}
-
-pub unsafe fn win_allocate_shared_c(
-    size: MPI_Aint,
-    disp_unit: MPI_Aint,
-    info: MPI_Info,
-    comm: MPI_Comm,
-    baseptr: *mut c_void,
-    win: *mut MPI_Win,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_allocate_shared_c)(size, disp_unit, info, c, baseptr, win))
-}
-
-pub unsafe fn win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_Win_create_dynamic)(info, c, win))
-}
-
-pub unsafe fn file_open(
-    comm: MPI_Comm,
-    filename: *const c_char,
-    amode: c_int,
-    info: MPI_Info,
-    fh: *mut MPI_File,
-) -> c_int {
-    on_plain_twin(comm, |c| next!(MPI_File_open)(c, filename, amode, info, fh))
-}
-
-/// `MPI_Dist_graph_create`: the topology communicator is made from the plain twin, so it is on the
-/// implicit pool, as topology communicators are under the policy (docs/policy.md). It hung on a
-/// native stream communicator (mpi4py's `testDistgraphcomm` under the explicit policy).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn dist_graph_create(
-    comm_old: MPI_Comm,
-    n: c_int,
-    sources: *const c_int,
-    degrees: *const c_int,
-    destinations: *const c_int,
-    weights: *const c_int,
-    info: MPI_Info,
-    reorder: c_int,
-    comm_dist_graph: *mut MPI_Comm,
-) -> c_int {
-    on_plain_twin(comm_old, |c| {
-        next!(MPI_Dist_graph_create)(c, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph)
-    })
-}
+twin_constructor!(win_create => MPI_Win_create(
+    base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_create_c => MPI_Win_create_c(
+    base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_allocate => MPI_Win_allocate(
+    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_allocate_c => MPI_Win_allocate_c(
+    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_allocate_shared => MPI_Win_allocate_shared(
+    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_allocate_shared_c => MPI_Win_allocate_shared_c(
+    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+) on comm);
+twin_constructor!(win_create_dynamic => MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) on comm);
+twin_constructor!(file_open => MPI_File_open(
+    comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File,
+) on comm);
+twin_constructor!(
+    /// `MPI_Dist_graph_create`: the topology communicator is made from the plain twin, so it is on the
+    /// implicit pool, as topology communicators are under the policy (docs/policy.md). It hung on a
+    /// native stream communicator (mpi4py's `testDistgraphcomm` under the explicit policy).
+    dist_graph_create => MPI_Dist_graph_create(
+        comm_old: MPI_Comm,
+        n: c_int,
+        sources: *const c_int,
+        degrees: *const c_int,
+        destinations: *const c_int,
+        weights: *const c_int,
+        info: MPI_Info,
+        reorder: c_int,
+        comm_dist_graph: *mut MPI_Comm,
+    ) on comm_old
+);
 
 /// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
 /// attributes) and `comm`'s error handler. Collective over `comm`. The plain twin made here for an
 /// application's stream communicator, and the base of a policy communicator (`policy::base`).
-pub unsafe fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
-    let p = pmpi::pmpi();
-    let (mut rank, mut split) = (0, MPI_COMM_NULL);
-    (p.PMPI_Comm_rank)(comm, &mut rank);
-    let rc = (p.PMPI_Comm_split)(comm, 0, rank, &mut split);
-    if rc != MPI_SUCCESS {
-        return Err(rc);
-    }
-    give_errhandler(comm, split);
-    Ok(split)
+pub fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
+    let comm = Comm(comm);
+    // A bad communicator fails the rank query and the split alike: the split reports it.
+    let rank = comm.rank().unwrap_or(0);
+    let split = comm.split(0, rank)?;
+    give_errhandler(comm.raw(), split.raw());
+    Ok(split.raw())
 }
 
 /// Gives `to` the error handler `from` has now.
-pub(crate) unsafe fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
-    let p = pmpi::pmpi();
-    let mut handler: MPI_Errhandler = std::mem::zeroed();
-    if (p.PMPI_Comm_get_errhandler)(from, &mut handler) == MPI_SUCCESS {
-        (p.PMPI_Comm_set_errhandler)(to, handler);
-        (p.PMPI_Errhandler_free)(&mut handler);
+pub(crate) fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
+    if let Ok(handler) = Comm(from).errhandler() {
+        let _ = Comm(to).set_errhandler(handler);
+        let _ = handler.free();
     }
 }

@@ -30,13 +30,15 @@
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::greq::{poll_each, Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn};
+use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 use std::os::raw::{c_int, c_void};
 
 /// One routed send-receive: the generalized request's operation.
@@ -53,39 +55,40 @@ struct SendRecv {
     unpack: Option<Unpack>,
 }
 
+/// Made only by `replace_on_stream`, from the application's `MPI_Isendrecv_replace(_c)` arguments:
+/// the unpack into `buf` relies on that (MPI's buffer rule).
 struct Unpack {
-    /// What the receive wrote, packed (its heap memory is the receive buffer: it never moves).
+    /// What the receive wrote, packed (its heap memory, `Pack_size` bytes of capacity, is the receive
+    /// buffer: it never moves; its length stays 0 until the unpack).
     packed: Vec<u8>,
     buf: *mut c_void,
     count: MPI_Count,
     datatype: MPI_Datatype,
 }
-// The pointer is the application's buffer, only passed back to MPICH once the operation completed.
+// SAFETY: the pointer is the application's buffer, never dereferenced here: only passed back to MPICH
+// once the operation completed, from whichever thread completes it (MPI lets any thread).
 unsafe impl Send for Unpack {}
 
 /// The routed send-receives handed out and not complete.
 static OPEN: Open<SendRecv> = Open::new();
 
-/// Before `MPI_Request_free(request)`: a routed send-receive not yet complete becomes an orphan.
-///
-/// # Safety
-/// `request` is null or valid for a read.
-pub unsafe fn freeing(request: *const MPI_Request) -> Option<Box<dyn Orphan>> {
+/// Before `MPI_Request_free` of `request` (`None`: a null pointer): a routed send-receive not yet
+/// complete becomes an orphan.
+pub fn freeing(request: Option<MPI_Request>) -> Option<Box<dyn Orphan>> {
     OPEN.freeing(request)
 }
 
 /// Starts a routed send-receive on stream `slot`'s communicator: `irecv` and `isend` make the inner
 /// calls (the receive into the packed copy of `unpack`, if any), inside the stream's endpoint, then the
-/// request is handed out.
-unsafe fn start(
+/// request is handed out in `request`.
+fn start(
     slot: usize,
-    request: *mut MPI_Request,
+    request: &mut MPI_Request,
     unpack: Option<Unpack>,
-    irecv: impl FnOnce(*mut MPI_Request) -> c_int,
-    isend: impl FnOnce(*mut MPI_Request) -> c_int,
+    irecv: impl FnOnce(&mut MPI_Request) -> c_int,
+    isend: impl FnOnce(&mut MPI_Request) -> c_int,
 ) -> c_int {
     let Some(rt) = runtime::active() else { return MPI_ERR_OTHER };
-    let p = pmpi::pmpi();
     let _claim = rt.streams.slot(slot).claim();
     let mut op = SendRecv {
         slot,
@@ -102,21 +105,25 @@ unsafe fn start(
     }
     let rc = isend(&mut op.send);
     if rc != MPI_SUCCESS {
-        (p.PMPI_Cancel)(&mut op.recv);
-        (p.PMPI_Request_free)(&mut op.recv);
+        let _ = Request(op.recv).cancel();
+        let _ = Request(op.recv).free();
         return rc;
     }
     let (send, recv) = (op.send, op.recv);
     let shared = Shared::new(op);
     let extra = Shared::into_extra(&shared);
-    let mut outer = MPI_REQUEST_NULL;
-    let rc = (p.PMPIX_Grequest_start)(sr_query, sr_free, sr_cancel, sr_poll, Some(sr_wait), extra, &mut outer);
-    if rc != MPI_SUCCESS {
-        // Cannot hand it out: complete the operation here rather than lose it.
-        Shared::<SendRecv>::free(extra);
-        while !shared.op().step() {}
-        return rc;
-    }
+    let fns = GrequestFns { query: sr_query, free: sr_free, cancel: sr_cancel, poll: sr_poll, wait: Some(sr_wait) };
+    let outer = match fns.start(extra) {
+        Ok(outer) => outer.raw(),
+        Err(rc) => {
+            // Cannot hand it out: complete the operation here rather than lose it.
+            // SAFETY: MPICH did not take `extra` (no request was made): the reference is still ours to
+            // give back, once, here.
+            unsafe { Shared::<SendRecv>::free(extra.0) };
+            while !shared.op().step() {}
+            return rc;
+        }
+    };
     shared.set_outer(outer);
     OPEN.insert(&shared);
     // The tools library (if loaded) tracked the inner requests through the next definitions, and never
@@ -136,34 +143,37 @@ impl Operation for SendRecv {
     /// One poll, inside the stream's endpoint or not at all now (a poll runs inside MPICH's wait and
     /// must not wait for the thread inside it): a turn of its stream's progress, a test of each inner
     /// request not yet complete, and, once both are, the unpack. Returns whether it is complete.
-    unsafe fn step(&mut self) -> bool {
+    fn step(&mut self) -> bool {
         if self.recv == MPI_REQUEST_NULL && self.send == MPI_REQUEST_NULL && self.unpack.is_none() {
             return true;
         }
         let Some(rt) = runtime::active() else { return false };
         let slot = rt.streams.slot(self.slot);
         let Some(_claim) = slot.try_claim() else { return false };
-        let p = pmpi::pmpi();
         progress_turn(slot);
         if self.recv != MPI_REQUEST_NULL {
-            let mut flag = 0;
-            let rc = (p.PMPI_Test)(&mut self.recv, &mut flag, &mut self.status);
-            if rc != MPI_SUCCESS {
+            let mut recv = Request(self.recv);
+            let tested = recv.test_into(&mut self.status);
+            self.recv = recv.raw();
+            if let Err(rc) = tested {
                 self.failed(rc);
                 if self.recv != MPI_REQUEST_NULL {
                     // Not completed by the failing test: nobody will test it again.
-                    (p.PMPI_Cancel)(&mut self.recv);
-                    (p.PMPI_Request_free)(&mut self.recv);
+                    let _ = recv.cancel();
+                    if recv.free().is_ok() {
+                        self.recv = MPI_REQUEST_NULL;
+                    }
                 }
             }
         }
         if self.send != MPI_REQUEST_NULL {
-            let mut flag = 0;
-            let rc = (p.PMPI_Test)(&mut self.send, &mut flag, MPI_STATUS_IGNORE);
-            if rc != MPI_SUCCESS {
+            let mut send = Request(self.send);
+            let tested = send.test();
+            self.send = send.raw();
+            if let Err(rc) = tested {
                 self.failed(rc);
-                if self.send != MPI_REQUEST_NULL {
-                    (p.PMPI_Request_free)(&mut self.send);
+                if self.send != MPI_REQUEST_NULL && send.free().is_ok() {
+                    self.send = MPI_REQUEST_NULL;
                 }
             }
         }
@@ -172,22 +182,9 @@ impl Operation for SendRecv {
         }
         if let Some(u) = self.unpack.take() {
             // A cancelled or failed receive wrote nothing (count 0): the buffer keeps the sent data.
-            let mut bytes: MPI_Count = 0;
-            (p.PMPI_Get_count_c)(&self.status, MPI_BYTE, &mut bytes);
+            let bytes = mpi::datatype::get_count(&self.status, Datatype::BYTE).unwrap_or(0);
             if self.error == MPI_SUCCESS && bytes > 0 {
-                let mut position: MPI_Count = 0;
-                // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
-                // communicator was freed; one process packs and unpacks alike on any communicator.
-                let rc = (p.PMPI_Unpack_c)(
-                    u.packed.as_ptr().cast(),
-                    bytes,
-                    &mut position,
-                    u.buf,
-                    u.count,
-                    u.datatype,
-                    MPI_COMM_SELF,
-                );
-                self.failed(rc);
+                self.failed(rc(u.unpack(bytes)));
             }
         }
         true
@@ -202,9 +199,29 @@ impl SendRecv {
     }
 }
 
+impl Unpack {
+    /// Unpacks the `bytes` the receive wrote into the application's buffer (both halves completed).
+    fn unpack(mut self, bytes: MPI_Count) -> mpi::MpiResult {
+        let bytes = (bytes as usize).min(self.packed.capacity());
+        let mut position: MPI_Count = 0;
+        // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
+        // communicator was freed; one process packs and unpacks alike on any communicator.
+        // SAFETY: the completed receive (posted for `capacity` bytes of `MPI_PACKED` into this memory)
+        // wrote `bytes` of them from its start, its status's count: they are initialised. `buf`,
+        // `count`, `datatype` are the application's `MPI_Isendrecv_replace` buffer, which MPI requires
+        // valid until the request completes (now, once this returns); the send that read it completed.
+        unsafe {
+            self.packed.set_len(bytes);
+            Comm::SELF.unpack(&self.packed, &mut position, self.buf, self.count, Datatype(self.datatype))
+        }
+    }
+}
+
 unsafe extern "C" fn sr_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (poll)", || unsafe {
-        Shared::<SendRecv>::from_extra(extra).poll(&OPEN);
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (poll)", || {
+        // SAFETY: MPICH calls the poll function with the request's extra state only until it ran the
+        // free function, which is when it lets go of it (`greq`).
+        unsafe { Shared::<SendRecv>::with_extra(extra, |shared| shared.poll(&OPEN)) };
         MPI_SUCCESS
     })
 }
@@ -212,41 +229,61 @@ unsafe extern "C" fn sr_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_
 /// MPICH requires a wait function too, and calls it in a loop for the generalized requests of one
 /// `MPI_Wait*`: one turn of each request's poll.
 unsafe extern "C" fn sr_wait(count: c_int, states: *mut *mut c_void, _timeout: f64, _status: *mut MPI_Status) -> c_int {
-    poll_each(count, states, sr_poll)
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (wait)", || {
+        // SAFETY: MPICH passes `count` extra states of its requests with this wait function, each
+        // still held by MPICH (their free functions have not run): what `sr_poll` takes.
+        unsafe { poll_each(count, states, sr_poll) }
+    })
 }
 
 /// The receive's status, with the first error (also the return value: MPICH makes it the completion
 /// call's error).
 unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (query)", || unsafe {
-        let op = Shared::<SendRecv>::from_extra(extra).op();
-        *status = op.status;
-        (*status).MPI_ERROR = op.error;
-        op.error
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (query)", || {
+        // SAFETY: MPICH calls the query function with the request's extra state only until it ran the
+        // free function (`greq`), and with a status of its own, valid for writes.
+        unsafe {
+            Shared::<SendRecv>::with_extra(extra, |shared| {
+                let op = shared.op();
+                *status = MPI_Status { MPI_ERROR: op.error, ..op.status };
+                op.error
+            })
+        }
     })
 }
 
 unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (free)", || unsafe {
-        Shared::<SendRecv>::free(extra);
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (free)", || {
+        // SAFETY: MPICH runs the free function once, with the extra state `into_extra` made for it.
+        unsafe { Shared::<SendRecv>::free(extra) };
         MPI_SUCCESS
     })
 }
 
 /// Cancels the receive, if it is still open; the send is left to complete (module doc).
 unsafe extern "C" fn sr_cancel(extra: *mut c_void, complete: c_int) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (cancel)", || unsafe {
-        let mut op = Shared::<SendRecv>::from_extra(extra).op();
-        if complete != 0 || op.recv == MPI_REQUEST_NULL {
-            return MPI_SUCCESS;
-        }
-        let Some(rt) = runtime::active() else { return MPI_SUCCESS };
-        let _claim = rt.streams.slot(op.slot).claim();
-        (pmpi::pmpi().PMPI_Cancel)(&mut op.recv)
+    mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (cancel)", || {
+        // SAFETY: MPICH calls the cancel function with the request's extra state only until it ran the
+        // free function (`greq`).
+        unsafe { Shared::<SendRecv>::with_extra(extra, |shared| cancel_receive(shared, complete != 0)) }
     })
 }
 
+fn cancel_receive(shared: &Shared<SendRecv>, complete: bool) -> c_int {
+    let op = shared.op();
+    if complete || op.recv == MPI_REQUEST_NULL {
+        return MPI_SUCCESS;
+    }
+    let Some(rt) = runtime::active() else { return MPI_SUCCESS };
+    let _claim = rt.streams.slot(op.slot).claim();
+    rc(Request(op.recv).cancel())
+}
+
 /// `MPI_Isendrecv`: on a native stream communicator, the routed send-receive (module doc).
+///
+/// # Safety
+/// The arguments of the application's `MPI_Isendrecv`, valid as MPI requires (buffers until the
+/// request completes, `request` for a write).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn isendrecv(
     sendbuf: *const c_void,
@@ -262,21 +299,30 @@ pub unsafe fn isendrecv(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_index_of(comm) {
-        Some(slot) if !request.is_null() => start(
-            slot,
-            request,
-            None,
-            |r| next!(MPI_Irecv_c)(recvbuf, recvcount.into(), recvtype, source, recvtag, comm, r),
-            |r| next!(MPI_Isend_c)(sendbuf, sendcount.into(), sendtype, dest, sendtag, comm, r),
-        ),
-        _ => next!(MPI_Isendrecv)(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request,
-        ),
+    // SAFETY: the application's arguments, as the caller guarantees them, go on unchanged to MPICH's
+    // calls of the same operation (the inner calls start within this call; MPI keeps the buffers valid
+    // until the request handed out completes, which is when the inner ones have).
+    unsafe {
+        match (native_stream_index_of(comm), request.as_mut()) {
+            (Some(slot), Some(request)) => start(
+                slot,
+                request,
+                None,
+                |r| next!(MPI_Irecv_c)(recvbuf, recvcount.into(), recvtype, source, recvtag, comm, r),
+                |r| next!(MPI_Isend_c)(sendbuf, sendcount.into(), sendtype, dest, sendtag, comm, r),
+            ),
+            _ => next!(MPI_Isendrecv)(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
+                request,
+            ),
+        }
     }
 }
 
 /// `MPI_Isendrecv_c` (large counts): as `MPI_Isendrecv`.
+///
+/// # Safety
+/// As [`isendrecv`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn isendrecv_c(
     sendbuf: *const c_void,
@@ -292,22 +338,30 @@ pub unsafe fn isendrecv_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_index_of(comm) {
-        Some(slot) if !request.is_null() => start(
-            slot,
-            request,
-            None,
-            |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-            |r| next!(MPI_Isend_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
-        ),
-        _ => next!(MPI_Isendrecv_c)(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request,
-        ),
+    // SAFETY: as in `isendrecv`.
+    unsafe {
+        match (native_stream_index_of(comm), request.as_mut()) {
+            (Some(slot), Some(request)) => start(
+                slot,
+                request,
+                None,
+                |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
+                |r| next!(MPI_Isend_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
+            ),
+            _ => next!(MPI_Isendrecv_c)(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
+                request,
+            ),
+        }
     }
 }
 
 /// The routed replace: the receive goes into a packed copy, unpacked into `buf` once both halves
 /// completed (module doc).
+///
+/// # Safety
+/// `buf`, `count`, `datatype` are the application's `MPI_Isendrecv_replace(_c)` buffer, valid until the
+/// request completes (MPI's rule).
 #[allow(clippy::too_many_arguments)]
 unsafe fn replace_on_stream(
     slot: usize,
@@ -319,26 +373,34 @@ unsafe fn replace_on_stream(
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: &mut MPI_Request,
 ) -> c_int {
-    let mut bytes: MPI_Count = 0;
-    let rc = (pmpi::pmpi().PMPI_Pack_size_c)(count, datatype, comm, &mut bytes);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    let packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
-    let into = packed.as_ptr() as *mut c_void;
+    let bytes = match Comm(comm).pack_size(count, Datatype(datatype)) {
+        Ok(bytes) => bytes,
+        Err(rc) => return rc,
+    };
+    let mut packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
+    let into: *mut c_void = packed.as_mut_ptr().cast();
     let unpack = Unpack { packed, buf, count, datatype };
-    start(
-        slot,
-        request,
-        Some(unpack),
-        |r| next!(MPI_Irecv_c)(into, bytes, MPI_PACKED, source, recvtag, comm, r),
-        |r| next!(MPI_Isend_c)(buf, count, datatype, dest, sendtag, comm, r),
-    )
+    // SAFETY: the receive goes into `into`, the `bytes` of capacity of the packed copy, which the
+    // request's state keeps (moving a Vec moves no heap memory) until the receive completed; the send
+    // reads the application's buffer (the caller's contract).
+    unsafe {
+        start(
+            slot,
+            request,
+            Some(unpack),
+            |r| next!(MPI_Irecv_c)(into, bytes, MPI_PACKED, source, recvtag, comm, r),
+            |r| next!(MPI_Isend_c)(buf, count, datatype, dest, sendtag, comm, r),
+        )
+    }
 }
 
 /// `MPI_Isendrecv_replace`: on a native stream communicator, the routed replace.
+///
+/// # Safety
+/// The arguments of the application's `MPI_Isendrecv_replace`, valid as MPI requires (the buffer until
+/// the request completes, `request` for a write).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn isendrecv_replace(
     buf: *mut c_void,
@@ -351,15 +413,22 @@ pub unsafe fn isendrecv_replace(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_index_of(comm) {
-        Some(slot) if !request.is_null() => {
-            replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
+    // SAFETY: the application's arguments, as the caller guarantees them, go on unchanged (the route's
+    // own contract is the same buffer rule).
+    unsafe {
+        match (native_stream_index_of(comm), request.as_mut()) {
+            (Some(slot), Some(request)) => {
+                replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
+            }
+            _ => next!(MPI_Isendrecv_replace)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
         }
-        _ => next!(MPI_Isendrecv_replace)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
     }
 }
 
 /// `MPI_Isendrecv_replace_c` (large counts): as `MPI_Isendrecv_replace`.
+///
+/// # Safety
+/// As [`isendrecv_replace`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn isendrecv_replace_c(
     buf: *mut c_void,
@@ -372,10 +441,13 @@ pub unsafe fn isendrecv_replace_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    match native_stream_index_of(comm) {
-        Some(slot) if !request.is_null() => {
-            replace_on_stream(slot, buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
+    // SAFETY: as in `isendrecv_replace`.
+    unsafe {
+        match (native_stream_index_of(comm), request.as_mut()) {
+            (Some(slot), Some(request)) => {
+                replace_on_stream(slot, buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
+            }
+            _ => next!(MPI_Isendrecv_replace_c)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
         }
-        _ => next!(MPI_Isendrecv_replace_c)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
     }
 }

@@ -11,12 +11,14 @@
 //!
 //! A collective freed before it completed (`MPI_Request_free`) becomes an orphan (`crate::orphans`,
 //! `greq::Open`), which the helper polls to its end.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::comms::Route;
 use crate::native_fixes::greq::{collective_status, poll_each, Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_record_of, panic_for_test, progress_turn};
 use crate::orphans::Orphan;
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{GrequestFns, Request};
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
 
@@ -33,12 +35,11 @@ impl Operation for WrappedCollective {
         self.slot
     }
 
-    unsafe fn step(&mut self) -> bool {
+    fn step(&mut self) -> bool {
         if self.inner == MPI_REQUEST_NULL {
             return true;
         }
         let Some(rt) = runtime::active() else { return false };
-        let p = pmpi::pmpi();
         // Inside the stream's endpoint, or not at all now: a poll runs inside MPICH's wait and must not
         // wait for the thread inside it (that thread progresses it; MPICH polls again).
         let _claim = match self.slot.map(|s| rt.streams.slot(s)) {
@@ -51,31 +52,33 @@ impl Operation for WrappedCollective {
             },
             None => None,
         };
-        let mut flag = 0;
-        let mut status = MPI_Status::default();
-        let rc = (p.PMPI_Test)(&mut self.inner, &mut flag, &mut status);
-        if rc != MPI_SUCCESS || flag != 0 {
-            self.error = rc;
-            self.inner = MPI_REQUEST_NULL;
-            return true;
+        let mut inner = Request(self.inner);
+        match inner.test() {
+            Ok(None) => false,
+            done => {
+                self.error = done.err().unwrap_or(MPI_SUCCESS);
+                self.inner = MPI_REQUEST_NULL;
+                true
+            }
         }
-        false
     }
 }
 
 /// The wrapped collectives handed out and not complete.
 static OPEN: Open<WrappedCollective> = Open::new();
 
-/// Before `MPI_Request_free(request)`: a wrapped collective not yet complete becomes an orphan.
-///
-/// # Safety
-/// `request` is null or valid for a read.
-pub unsafe fn freeing(request: *const MPI_Request) -> Option<Box<dyn Orphan>> {
+/// Before `MPI_Request_free` of `request` (`None`: a null pointer): a wrapped collective not yet
+/// complete becomes an orphan.
+pub fn freeing(request: Option<MPI_Request>) -> Option<Box<dyn Orphan>> {
     OPEN.freeing(request)
 }
 
 /// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call;
 /// `neighbourhood`: an `MPI_Ineighbor_*` (see `schedule_comm`).
+///
+/// # Safety
+/// `request` is the application's request argument: null or valid for a write (MPI's rule), and
+/// `create` makes the application's call with its other arguments.
 pub unsafe fn nonblocking_collective(
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -108,30 +111,33 @@ pub unsafe fn nonblocking_collective(
         return rc;
     }
     let extra = Shared::into_extra(&shared);
-    let mut outer = MPI_REQUEST_NULL;
-    let rc = (p.PMPIX_Grequest_start)(
-        wrapped_query,
-        wrapped_free,
-        wrapped_cancel,
-        wrapped_poll,
-        Some(wrapped_wait),
-        extra,
-        &mut outer,
-    );
-    if rc != MPI_SUCCESS {
-        // Cannot wrap: complete the real operation here rather than lose it.
-        Shared::<WrappedCollective>::free(extra);
-        let mut inner = shared.op().inner;
-        let _claim = rt.streams.slot(slot).claim();
-        (p.PMPI_Wait)(&mut inner, MPI_STATUS_IGNORE);
-        return rc;
-    }
+    let fns = GrequestFns {
+        query: wrapped_query,
+        free: wrapped_free,
+        cancel: wrapped_cancel,
+        poll: wrapped_poll,
+        wait: Some(wrapped_wait),
+    };
+    let outer = match fns.start(extra) {
+        Ok(outer) => outer.raw(),
+        Err(rc) => {
+            // Cannot wrap: complete the real operation here rather than lose it.
+            // SAFETY: MPICH did not take `extra` (no request was made): the reference is still ours to
+            // give back, once, here.
+            unsafe { Shared::<WrappedCollective>::free(extra.0) };
+            let mut inner = Request(shared.op().inner);
+            let _claim = rt.streams.slot(slot).claim();
+            let _ = inner.wait();
+            return rc;
+        }
+    };
     shared.set_outer(outer);
     OPEN.insert(&shared);
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
     crate::tools_link::tools_request_replaced(shared.op().inner, outer);
-    *request = outer;
+    // SAFETY: `request` is not null (checked above) and valid for a write (the caller's contract).
+    unsafe { *request = outer };
     MPI_SUCCESS
 }
 
@@ -142,7 +148,7 @@ pub unsafe fn nonblocking_collective(
 /// the stream's unlocked VCI (docs/native-defects.md, "Any thread's progress posts a stream's collective
 /// rounds"); the request stays wrapped, so the thread's waits still turn its streams. Elsewhere (an
 /// application's own stream communicator, or a base some member could not serve) the communicator itself.
-pub unsafe fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -> MPI_Comm {
+pub fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -> MPI_Comm {
     if route == Route::Comm {
         return comm;
     }
@@ -150,8 +156,10 @@ pub unsafe fn schedule_comm(comm: MPI_Comm, route: Route, neighbourhood: bool) -
 }
 
 unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (poll)", || unsafe {
-        Shared::<WrappedCollective>::from_extra(extra).poll(&OPEN);
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (poll)", || {
+        // SAFETY: MPICH calls the poll function with the request's extra state only until it ran the
+        // free function, which is when it lets go of it (`greq`).
+        unsafe { Shared::<WrappedCollective>::with_extra(extra, |shared| shared.poll(&OPEN)) };
         MPI_SUCCESS
     })
 }
@@ -164,19 +172,25 @@ unsafe extern "C" fn wrapped_wait(
     _timeout: f64,
     _status: *mut MPI_Status,
 ) -> c_int {
-    poll_each(count, states, wrapped_poll)
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (wait)", || {
+        // SAFETY: MPICH passes `count` extra states of its requests with this wait function, each
+        // still held by MPICH (their free functions have not run): what `wrapped_poll` takes.
+        unsafe { poll_each(count, states, wrapped_poll) }
+    })
 }
 
 unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (query)", || unsafe {
-        let error = Shared::<WrappedCollective>::from_extra(extra).op().error;
-        collective_status(status, error)
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (query)", || {
+        // SAFETY: MPICH calls the query function with the request's extra state only until it ran the
+        // free function (`greq`), and with a status of its own, valid for writes.
+        unsafe { collective_status(status, Shared::<WrappedCollective>::with_extra(extra, |shared| shared.op().error)) }
     })
 }
 
 unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
-    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (free)", || unsafe {
-        Shared::<WrappedCollective>::free(extra);
+    mpixstream_wrappers::guard::ffi_guard("nonblocking collective (free)", || {
+        // SAFETY: MPICH runs the free function once, with the extra state `into_extra` made for it.
+        unsafe { Shared::<WrappedCollective>::free(extra) };
         MPI_SUCCESS
     })
 }

@@ -60,13 +60,11 @@ pub fn base_of(base: MPI_Comm) -> Base {
 /// there too; where that copy fails (on every member alike: a collective's outcome), the base has none
 /// and they stay on the stream.
 pub fn split_base(parent: MPI_Comm) -> Option<Base> {
-    // SAFETY: `plain_split` takes a handle only (MPICH checks it).
-    let split = unsafe { plain_split(parent) }.ok()?;
+    let split = plain_split(parent).ok()?;
     let base = match topology_copy(Comm(parent), Comm(split)) {
         Some(copy) => {
             let _ = Comm(split).free();
-            // SAFETY: `give_errhandler` takes handles only (MPICH checks them).
-            unsafe { give_errhandler(parent, copy.raw()) };
+            give_errhandler(parent, copy.raw());
             copy.raw()
         }
         None => split,

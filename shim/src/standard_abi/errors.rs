@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The errors of the MPIX API on the standard ABI: each distinct message gets an error code of its
 //! standard class (`MPI_Add_error_code` on the predefined class, with the message as its string), raised
 //! through the communicator's error handler as any MPI error is: `MPI_ERRORS_ARE_FATAL` ends the job with
@@ -73,10 +74,9 @@ fn code(class: Class, text: &str) -> c_int {
     if codes.len() >= MAX_CODES {
         return class.standard();
     }
-    let mut c = class.standard();
-    if unsafe { (m.Add_error_code)(class.standard(), &mut c) } != mpi::SUCCESS {
+    let Ok(c) = m.add_error_code(class.standard()) else {
         return class.standard();
-    }
+    };
     let mut s = text.replace('\0', " ");
     if s.len() >= mpi::MAX_ERROR_STRING {
         let mut cut = mpi::MAX_ERROR_STRING - 4;
@@ -87,7 +87,7 @@ fn code(class: Class, text: &str) -> c_int {
         s.push_str("...");
     }
     let s = CString::new(s).unwrap_or_default();
-    unsafe { (m.Add_error_string)(c, s.as_ptr()) };
+    let _ = m.add_error_string(c, &s);
     codes.insert((class, text.to_string()), c);
     c
 }
@@ -95,12 +95,9 @@ fn code(class: Class, text: &str) -> c_int {
 /// Whether MPI is initialised and not finalised (else no error code can be made, no handler called).
 pub fn mpi_live() -> bool {
     let Ok(m) = mpi::mpi() else { return false };
-    let (mut initialized, mut finalized) = (0, 0);
-    unsafe {
-        (m.Initialized)(&mut initialized);
-        (m.Finalized)(&mut finalized);
-    }
-    initialized != 0 && finalized == 0
+    // Both asked, in this order, as MPI allows at any time.
+    let (initialized, finalized) = (m.initialized(), m.finalized());
+    initialized && !finalized
 }
 
 /// Raises an error of an MPIX entry point through `comm`'s error handler (`MPI_COMM_WORLD`'s where
@@ -117,21 +114,20 @@ pub fn raise(comm: H, class: Class, func: &str, msg: &str) -> c_int {
     let code = code(class, &text);
     let target = if comm == mpi::COMM_NULL { mpi::COMM_WORLD } else { comm };
     if let Ok(m) = mpi::mpi() {
-        unsafe { (m.Comm_call_errhandler)(target, code) };
+        m.comm_call_errhandler(target, code);
     }
     code
 }
 
-/// An error of the MPI library on one of our hidden communicators, reported through the user's.
+/// An error of the MPI library on one of our hidden communicators, reported through the user's; the code
+/// to return.
 #[inline]
-pub fn forward(comm: H, rc: c_int) -> c_int {
-    if rc == mpi::SUCCESS {
-        return rc;
-    }
+pub fn forward(comm: H, r: mpi::MpiResult) -> c_int {
+    let Err(rc) = r else { return mpi::SUCCESS };
     #[cold]
     fn call(comm: H, rc: c_int) -> c_int {
         if let Ok(m) = mpi::mpi() {
-            unsafe { (m.Comm_call_errhandler)(comm, rc) };
+            m.comm_call_errhandler(comm, rc);
         }
         rc
     }
@@ -143,30 +139,17 @@ pub fn forward(comm: H, rc: c_int) -> c_int {
 /// of some waiting in a collective the others skipped. The failing member raises its own message, the
 /// others one naming the lowest failing rank, in its class.
 pub fn agree(m: &mpi::Mpi, comm: H, func: &str, local: Result<(), (Class, String)>) -> Result<(), c_int> {
-    let (mut rank, mut size) = (0, 0);
     let width = ALL.len() as c_int;
-    unsafe {
-        (m.Comm_rank)(comm, &mut rank);
-        (m.Comm_size)(comm, &mut size);
-    }
+    // A failure here shows in the allreduce below. (The size is asked as it always was; unused.)
+    let rank = m.comm_rank(comm).unwrap_or(0);
+    let _size = m.comm_size(comm);
     let mine = match &local {
         Ok(()) => c_int::MAX,
         Err((class, _)) => rank * width + class.index(),
     };
-    let mut lowest = c_int::MAX;
-    let rc = unsafe {
-        (m.Allreduce)(
-            &mine as *const c_int as *const _,
-            &mut lowest as *mut c_int as *mut _,
-            1,
-            mpi::INT,
-            mpi::MIN,
-            comm,
-        )
-    };
-    if rc != mpi::SUCCESS {
-        return Err(rc);
-    }
+    let mut lowest = [c_int::MAX];
+    m.allreduce_ints(&[mine], &mut lowest, mpi::MIN, comm)?;
+    let lowest = lowest[0];
     if let Err((class, msg)) = local {
         return Err(raise(comm, class, func, &msg));
     }

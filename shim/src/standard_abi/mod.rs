@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! A program whose MPI library speaks the MPI-5 standard ABI (built with `mpicc -mpi-abi`: `mpi_abi.h`,
 //! `libmpi_abi.so.1`; handles are pointers and the constants are not MPICH's) runs untouched: the
 //! generated interposers forward every call, arguments unchanged, to the next definition
@@ -9,8 +10,8 @@
 //! and the MPIX stream API on the serial model (`mpix`: streams, stream and multiplex communicators, indexed
 //! point-to-point, every stream on the library's shared endpoints, since no library of this ABI exports
 //! streams), with the calls it cannot serve refused with `MPI_ERR_UNSUPPORTED_OPERATION` ([`refuse`]).
-//! Every MPI call made here takes no handle, or takes the standard ABI's own handles through its own
-//! table (`mpi`) or `next_wide!`.
+//! Every MPI call made here takes no handle, or takes the standard ABI's own handles through the typed
+//! methods of its own table (`mpi::Mpi`) or `next_wide!`.
 pub mod errors;
 pub mod mpi;
 pub mod mpix;
@@ -28,6 +29,8 @@ fn library() -> String {
     let mut buf = vec![0 as c_char; 8192];
     let mut len = 0;
     // MPI_Get_library_version takes no handle: callable on either ABI, before MPI_Init too.
+    // SAFETY: the next definition of `MPI_Get_library_version` (same prototype on both ABIs); `buf` has
+    // room for `MPI_MAX_LIBRARY_VERSION_STRING` (8192) characters, `len` is a live `int`.
     let text = if unsafe { next!(MPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == 0 {
         let bytes: Vec<u8> = buf[..len.clamp(0, 8192) as usize].iter().map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
@@ -44,10 +47,12 @@ fn abi_version() -> String {
     if f.is_null() {
         return "standard ABI".into();
     }
+    // SAFETY: the library's symbol of that name, whose prototype (two `int *`) is the type's.
     let f = unsafe {
         std::mem::transmute::<*mut std::os::raw::c_void, mpixstream_wrappers::fn_types::MPI_Abi_get_version>(f)
     };
     let (mut major, mut minor) = (-1, -1);
+    // SAFETY: `f` as above, given two live `int`s.
     unsafe { f(&mut major, &mut minor) };
     format!("standard ABI {major}.{minor}")
 }
@@ -99,6 +104,10 @@ pub fn banner(config: &Config, size: c_int) -> String {
 }
 
 /// `MPI_Init` (thread = None) and `MPI_Init_thread` on the standard ABI.
+///
+/// # Safety
+/// The arguments are the program's to its `MPI_Init*` call, passed on unchanged (`argc`, `argv`: null or
+/// the program's; `provided`: writable), as MPI requires of them.
 pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
     // A malformed setting stops the program here on either ABI (a user's mistake either way).
     let config = match Config::from_env() {
@@ -108,21 +117,26 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             std::process::exit(1);
         }
     };
-    let rc = match thread {
-        None => next!(MPI_Init)(argc, argv),
-        Some((required, provided)) => next!(MPI_Init_thread)(argc, argv, required, provided),
+    // SAFETY: the next definitions of `MPI_Init` / `MPI_Init_thread`, given the program's arguments
+    // (this function's obligation).
+    let rc = unsafe {
+        match thread {
+            None => next!(MPI_Init)(argc, argv),
+            Some((required, provided)) => next!(MPI_Init_thread)(argc, argv, required, provided),
+        }
     };
     if rc != 0 {
         return rc;
     }
     streams::set_capacity(config.streams);
     let (mut rank, mut size) = (0, 0);
-    next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
-    next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
-    let mut level = 0;
-    if let Ok(m) = mpi::mpi() {
-        (m.Query_thread)(&mut level);
+    // SAFETY: the next `MPI_Comm_rank` / `MPI_Comm_size`, pointer-wide handle (`next_wide!`): the
+    // standard ABI's predefined `MPI_COMM_WORLD`, and live `int`s.
+    unsafe {
+        next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
+        next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
     }
+    let level = mpi::mpi().map_or(0, |m| m.query_thread());
     let tools = tools_preloaded();
     policy::init(policy::Setup {
         explicit: config.policy == Policy::Explicit,
@@ -159,6 +173,7 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
 
 /// Whether libmpixstream_tools.so is in the process.
 fn tools_preloaded() -> bool {
+    // SAFETY: `dlsym` of a terminated name in the global scope; the result is only compared with null.
     unsafe { !libc::dlsym(libc::RTLD_DEFAULT, mpixstream_wrappers::tools::INIT_SYMBOL.as_ptr()).is_null() }
 }
 

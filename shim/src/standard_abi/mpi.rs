@@ -1,14 +1,29 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The MPI standard ABI as the MPIX implementation on it calls it: the constants of `mpi_abi.h` it needs,
-//! its status layout, and a table of the `PMPI_*` functions it uses, typed with the ABI's pointer
-//! handles ([`H`]) and looked up once in the program's MPI library (`abi::lookup`). MPICH's `ffi` and
-//! `pmpi` tables are of no use here: their handles are `int`s and their constants MPICH's.
+//! its status layout, a table of the `PMPI_*` functions it uses, typed with the ABI's pointer handles
+//! ([`H`]) and looked up once in the program's MPI library (`abi::lookup`), and the typed functions over
+//! that table ([`Mpi`]'s methods), the only way the rest of `standard_abi` calls it. MPICH's `ffi` and
+//! `pmpi` tables (and `mpixstream_wrappers::mpi` over them) are of no use here: their handles are `int`s
+//! and their constants MPICH's.
 //!
 //! `PMPI_*`, not the next `MPI_*`: the hidden communicators and the agreement collectives are ours, and a
 //! profiling layer of the program's should not count them. The exception: the point-to-point calls that
 //! carry the application's indexed messages on a multiplex communicator's hidden communicators (marked
 //! `as "MPI_"`) go through the next `MPI_*` definition, so that the tools library counts them (and
 //! attributes them to the multiplex communicator and its index: `multiplex::hidden_of`).
+//!
+//! The typed functions, as `mpixstream_wrappers::mpi` over MPICH's table: calls return [`MpiResult`]
+//! (`Err`: the library's error code, unchanged); our own data are Rust values and slices; the
+//! application's buffers, statuses and request slots pass through only in the methods whose `# Safety`
+//! says what the caller guarantees. One difference: a handle of this ABI is a pointer the library follows
+//! (MPICH 5's `libmpi_abi` reads its object's header through it), not an `int` it can check. Every handle
+//! passed here is therefore one of: a predefined constant of `mpi_abi.h` (below), a handle the library
+//! returned to us (our dups, keyval-free), or a handle the program passed to the MPI or MPIX call being
+//! served, which MPI requires to be a valid handle of the library (the program's own call would pass it
+//! to the library just the same). Our stream handles (`streams::handle`) are never passed. The one
+//! argument for all the calls is made in [`call!`].
 use mpixstream_wrappers::abi;
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
@@ -68,9 +83,10 @@ macro_rules! table {
     (@prefix) => { "PMPI_" };
     (@prefix $p:literal) => { $p };
     ($($name:ident: fn($($arg:ty),*) $(as $prefix:literal)?;)*) => {
+        /// The resolved functions; called only through the typed methods below.
         #[allow(non_snake_case)]
         pub struct Mpi {
-            $(pub $name: unsafe extern "C" fn($($arg),*) -> c_int,)*
+            $($name: unsafe extern "C" fn($($arg),*) -> c_int,)*
         }
 
         fn load() -> Result<Mpi, String> {
@@ -131,4 +147,325 @@ static MPI: OnceLock<Result<Mpi, String>> = OnceLock::new();
 /// The table, or why the program's library cannot serve it (a function missing: not an MPI-4 library).
 pub fn mpi() -> Result<&'static Mpi, &'static str> {
     MPI.get_or_init(load).as_ref().map_err(|e| e.as_str())
+}
+
+/// The outcome of a call (`Err`: the error code the library returned), and an attribute word the library
+/// stores and hands back (never dereferenced by it), as on MPICH's ABI.
+pub use mpixstream_wrappers::mpi::{MpiResult, Opaque};
+
+/// `rc` as a result.
+#[inline(always)]
+pub fn check(rc: c_int) -> MpiResult {
+    if rc == SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// A result as the code an entry point returns.
+#[inline(always)]
+pub fn code(r: MpiResult) -> c_int {
+    r.err().unwrap_or(SUCCESS)
+}
+
+/// Calls the table's `name` with `args` and gives its return code. Used only in [`Mpi`]'s methods.
+macro_rules! call {
+    ($m:ident . $name:ident ( $($arg:expr),* $(,)? )) => {{
+        let f = $m.$name;
+        // SAFETY: `f` is the program's library's `PMPI_<name>` (or `MPI_<name>`), looked up by that name
+        // in `load`, with the prototype of `mpi_abi.h` (MPI-5's standard ABI, fixed across libraries).
+        // The methods below pass values, handles that are predefined constants, ours from the library, or
+        // the program's for the call being served (the module comment: valid handles, as MPI requires),
+        // pointers to live Rust values of the prototype's C types, valid for the whole call, and, in the
+        // methods with a `# Safety` section only, the application's pointers under its obligations. The
+        // library keeps none of these pointers past the call, except the attribute words and the keyval
+        // callbacks, which it stores by value and never dereferences.
+        unsafe { f($($arg),*) }
+    }};
+}
+
+/// An element count in its two forms: the `int` call or the `_c` one, as the program called (the tools
+/// library counts the two under their own names).
+#[derive(Clone, Copy)]
+pub enum N {
+    Int(c_int),
+    Large(Count),
+}
+
+impl N {
+    pub fn get(self) -> Count {
+        match self {
+            N::Int(n) => n as Count,
+            N::Large(n) => n,
+        }
+    }
+}
+
+/// The standard ABI's `MPI_MAX_INFO_VAL` + 1: room for any info value and its terminator.
+const INFO_VALUE_ROOM: usize = 1025;
+
+impl Mpi {
+    /// `MPI_Initialized` (false where the call fails).
+    pub fn initialized(&self) -> bool {
+        let mut flag = 0;
+        call!(self.Initialized(&mut flag));
+        flag != 0
+    }
+
+    /// `MPI_Finalized` (false where the call fails).
+    pub fn finalized(&self) -> bool {
+        let mut flag = 0;
+        call!(self.Finalized(&mut flag));
+        flag != 0
+    }
+
+    /// `MPI_Query_thread`: the standard ABI's `MPI_THREAD_*` (0 where the call fails).
+    pub fn query_thread(&self) -> c_int {
+        let mut level = 0;
+        call!(self.Query_thread(&mut level));
+        level
+    }
+
+    pub fn comm_dup(&self, comm: H) -> MpiResult<H> {
+        let mut new = COMM_NULL;
+        check(call!(self.Comm_dup(comm, &mut new)))?;
+        Ok(new)
+    }
+
+    /// `MPI_Comm_free` of a communicator of ours.
+    pub fn comm_free(&self, comm: H) -> MpiResult {
+        let mut c = comm;
+        check(call!(self.Comm_free(&mut c)))
+    }
+
+    pub fn comm_rank(&self, comm: H) -> MpiResult<c_int> {
+        let mut r = 0;
+        check(call!(self.Comm_rank(comm, &mut r)))?;
+        Ok(r)
+    }
+
+    pub fn comm_size(&self, comm: H) -> MpiResult<c_int> {
+        let mut n = 0;
+        check(call!(self.Comm_size(comm, &mut n)))?;
+        Ok(n)
+    }
+
+    /// Whether `comm` is an intercommunicator.
+    pub fn comm_test_inter(&self, comm: H) -> MpiResult<bool> {
+        let mut flag = 0;
+        check(call!(self.Comm_test_inter(comm, &mut flag)))?;
+        Ok(flag != 0)
+    }
+
+    /// `MPI_Comm_create_keyval` with our callbacks and no extra state.
+    pub fn comm_create_keyval(&self, copy: Option<CopyFn>, delete: Option<DeleteFn>) -> MpiResult<c_int> {
+        let mut keyval = 0;
+        check(call!(self.Comm_create_keyval(copy, delete, &mut keyval, std::ptr::null_mut())))?;
+        Ok(keyval)
+    }
+
+    /// Sets attribute `keyval` of `comm` to `value`, a word the library stores and hands back to the
+    /// keyval's callbacks (it never dereferences it).
+    pub fn comm_set_attr(&self, comm: H, keyval: c_int, value: Opaque) -> MpiResult {
+        check(call!(self.Comm_set_attr(comm, keyval, value.0)))
+    }
+
+    /// Attribute `keyval`'s stored word, `None` where it is not set.
+    pub fn comm_get_attr(&self, comm: H, keyval: c_int) -> MpiResult<Option<Opaque>> {
+        let mut value: *mut c_void = std::ptr::null_mut();
+        let mut flag = 0;
+        // `attribute_val` is a `void *` through which the library writes the stored word.
+        check(call!(self.Comm_get_attr(comm, keyval, (&mut value as *mut *mut c_void).cast(), &mut flag)))?;
+        Ok((flag != 0).then_some(Opaque(value)))
+    }
+
+    /// `MPI_TAG_UB` of `comm`, `None` where the library gives none.
+    pub fn tag_ub(&self, comm: H) -> Option<c_int> {
+        let ub = self.comm_get_attr(comm, TAG_UB).ok()??.0.cast::<c_int>();
+        // SAFETY: the value of the predefined attribute `MPI_TAG_UB` is the address of an `int` the
+        // library keeps for the life of the communicator (MPI 4.1 §7.1.4), which the caller holds.
+        (!ub.is_null()).then(|| unsafe { *ub })
+    }
+
+    pub fn comm_delete_attr(&self, comm: H, keyval: c_int) -> MpiResult {
+        check(call!(self.Comm_delete_attr(comm, keyval)))
+    }
+
+    /// Raises `code` through `comm`'s error handler; gives the call's return.
+    pub fn comm_call_errhandler(&self, comm: H, code: c_int) -> c_int {
+        call!(self.Comm_call_errhandler(comm, code))
+    }
+
+    /// `comm`'s error handler (a new reference: free it with [`Mpi::errhandler_free`]).
+    pub fn comm_get_errhandler(&self, comm: H) -> MpiResult<H> {
+        let mut h = ERRORS_RETURN;
+        check(call!(self.Comm_get_errhandler(comm, &mut h)))?;
+        Ok(h)
+    }
+
+    pub fn comm_set_errhandler(&self, comm: H, handler: H) -> MpiResult {
+        check(call!(self.Comm_set_errhandler(comm, handler)))
+    }
+
+    pub fn errhandler_free(&self, handler: H) -> MpiResult {
+        let mut h = handler;
+        check(call!(self.Errhandler_free(&mut h)))
+    }
+
+    /// `MPI_Add_error_code`: a new code of class `class`.
+    pub fn add_error_code(&self, class: c_int) -> MpiResult<c_int> {
+        let mut c = class;
+        check(call!(self.Add_error_code(class, &mut c)))?;
+        Ok(c)
+    }
+
+    pub fn add_error_string(&self, code: c_int, text: &CStr) -> MpiResult {
+        check(call!(self.Add_error_string(code, text.as_ptr())))
+    }
+
+    /// `MPI_Info_get_string` of `key`: the value, `None` where the key is not set.
+    pub fn info_get_string(&self, info: H, key: &CStr) -> MpiResult<Option<String>> {
+        let mut buf = [0 as c_char; INFO_VALUE_ROOM];
+        let (mut len, mut flag) = (buf.len() as c_int, 0);
+        check(call!(self.Info_get_string(info, key.as_ptr(), &mut len, buf.as_mut_ptr(), &mut flag)))?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        // The library wrote a terminated string into `buf` (at most `len` bytes with its terminator).
+        let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+        Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// `MPI_Allreduce` of our `int`s.
+    pub fn allreduce_ints(&self, send: &[c_int], recv: &mut [c_int], op: H, comm: H) -> MpiResult {
+        assert_eq!(send.len(), recv.len(), "allreduce: send and receive lengths differ");
+        check(call!(self.Allreduce(send.as_ptr().cast(), recv.as_mut_ptr().cast(), ints(send.len()), INT, op, comm)))
+    }
+
+    /// `MPI_Allgather` of our `int`s from every process into `recv` (`send.len()` × size elements).
+    pub fn allgather_ints(&self, send: &[c_int], recv: &mut [c_int], comm: H) -> MpiResult {
+        let size = self.comm_size(comm)? as usize;
+        assert_eq!(send.len() * size, recv.len(), "allgather: receive length is not send length × size");
+        let n = ints(send.len());
+        check(call!(self.Allgather(send.as_ptr().cast(), n, INT, recv.as_mut_ptr().cast(), n, INT, comm)))
+    }
+
+    /// `MPI_Iprobe` (status ignored): whether a matching message is there.
+    pub fn iprobe(&self, source: c_int, tag: c_int, comm: H) -> MpiResult<bool> {
+        let mut flag = 0;
+        check(call!(self.Iprobe(source, tag, comm, &mut flag, STATUS_IGNORE)))?;
+        Ok(flag != 0)
+    }
+
+    /// `MPI_Improbe` (the next `MPI_*`): the matched message, `None` where there is none yet.
+    pub fn improbe(&self, source: c_int, tag: c_int, comm: H) -> MpiResult<Option<H>> {
+        let (mut found, mut msg) = (0, MESSAGE_NULL);
+        let mut status = Status::default();
+        check(call!(self.Improbe(source, tag, comm, &mut found, &mut msg, &mut status)))?;
+        Ok((found != 0).then_some(msg))
+    }
+
+    /// `MPI_Send` or `MPI_Send_c` (the next `MPI_*`).
+    ///
+    /// # Safety
+    /// `buf` with `count` elements of `datatype` is the application's send buffer, readable until the
+    /// call returns.
+    pub unsafe fn send(
+        &self,
+        buf: *const c_void,
+        count: N,
+        datatype: H,
+        dest: c_int,
+        tag: c_int,
+        comm: H,
+    ) -> MpiResult {
+        check(match count {
+            N::Int(n) => call!(self.Send(buf, n, datatype, dest, tag, comm)),
+            N::Large(n) => call!(self.Send_c(buf, n, datatype, dest, tag, comm)),
+        })
+    }
+
+    /// `MPI_Isend` or `MPI_Isend_c` (the next `MPI_*`): the request in `*request`.
+    ///
+    /// # Safety
+    /// `buf` with `count` elements of `datatype` is the application's send buffer, readable until the
+    /// request completes; `request` is the application's, writable.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn isend(
+        &self,
+        buf: *const c_void,
+        count: N,
+        datatype: H,
+        dest: c_int,
+        tag: c_int,
+        comm: H,
+        request: *mut H,
+    ) -> MpiResult {
+        check(match count {
+            N::Int(n) => call!(self.Isend(buf, n, datatype, dest, tag, comm, request)),
+            N::Large(n) => call!(self.Isend_c(buf, n, datatype, dest, tag, comm, request)),
+        })
+    }
+
+    /// `MPI_Recv` or `MPI_Recv_c` (the next `MPI_*`).
+    ///
+    /// # Safety
+    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
+    /// call returns; `status` is the application's: `STATUS_IGNORE` or writable.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn recv(
+        &self,
+        buf: *mut c_void,
+        count: N,
+        datatype: H,
+        source: c_int,
+        tag: c_int,
+        comm: H,
+        status: *mut Status,
+    ) -> MpiResult {
+        check(match count {
+            N::Int(n) => call!(self.Recv(buf, n, datatype, source, tag, comm, status)),
+            N::Large(n) => call!(self.Recv_c(buf, n, datatype, source, tag, comm, status)),
+        })
+    }
+
+    /// `MPI_Irecv` or `MPI_Irecv_c` (the next `MPI_*`): the request in `*request`.
+    ///
+    /// # Safety
+    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
+    /// request completes; `request` is the application's, writable.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn irecv(
+        &self,
+        buf: *mut c_void,
+        count: N,
+        datatype: H,
+        source: c_int,
+        tag: c_int,
+        comm: H,
+        request: *mut H,
+    ) -> MpiResult {
+        check(match count {
+            N::Int(n) => call!(self.Irecv(buf, n, datatype, source, tag, comm, request)),
+            N::Large(n) => call!(self.Irecv_c(buf, n, datatype, source, tag, comm, request)),
+        })
+    }
+
+    /// `MPI_Mrecv` or `MPI_Mrecv_c` (the next `MPI_*`) of the matched `message`.
+    ///
+    /// # Safety
+    /// As [`Mpi::recv`]: `buf` the application's, writable; `status` `STATUS_IGNORE` or writable.
+    pub unsafe fn mrecv(&self, buf: *mut c_void, count: N, datatype: H, message: H, status: *mut Status) -> MpiResult {
+        let mut msg = message;
+        check(match count {
+            N::Int(n) => call!(self.Mrecv(buf, n, datatype, &mut msg, status)),
+            N::Large(n) => call!(self.Mrecv_c(buf, n, datatype, &mut msg, status)),
+        })
+    }
+}
+
+/// A slice length as MPI's `int` count; our own buffers are far below `c_int::MAX` elements.
+fn ints(len: usize) -> c_int {
+    c_int::try_from(len).expect("mpixstream's own buffers hold fewer than 2^31 elements")
 }

@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Multiplex stream communicators on the standard ABI (serial model) and their indexed point-to-point
 //! calls (`MPIX_Stream_send/isend/recv/irecv` and the `_c` forms).
 //!
@@ -16,8 +17,13 @@
 //! `MPIX_ANY_INDEX` (ours) as the source index of a blocking receive probes the pairs of its destination
 //! index in turn and receives the message it finds (`MPI_Improbe` + `MPI_Mrecv`); a nonblocking receive
 //! cannot wait on several communicators with one library request and refuses it.
+//!
+//! The indexed calls read the multiplex communicator's layout while its record is lent
+//! (`streams::with_record`): what they need (the pair's communicator, or the destination index's pairs) is
+//! taken out and the checks' errors carried out as values, then the calls and the error handlers run.
 use super::errors::{forward, raise, Class};
-use super::mpi::{self, Count, Status, H};
+pub use super::mpi::N;
+use super::mpi::{self, Status, H};
 use super::streams::{self, Record};
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
@@ -95,8 +101,8 @@ impl Multiplex {
             streams::slot(*s).detach();
         }
         if let Ok(m) = mpi::mpi() {
-            for mut c in self.hidden.into_vec() {
-                unsafe { (m.Comm_free)(&mut c) };
+            for &c in self.hidden.iter() {
+                let _ = m.comm_free(c);
             }
         }
     }
@@ -105,62 +111,60 @@ impl Multiplex {
         self.hidden[(si * self.width + di) as usize]
     }
 
-    fn bad_index(&self, comm: H, rank: c_int, idx: c_int, which: &str, f: &str) -> c_int {
+    /// Why index `idx` of `rank` (`which`: the argument's name) is invalid.
+    fn bad_index(&self, rank: c_int, idx: c_int, which: &str) -> Bad {
         let n = self.counts[rank as usize];
         if idx == ANY_INDEX && which == "dest_stream_index" {
-            return raise(
-                comm,
-                Class::Arg,
-                f,
-                "MPIX_ANY_INDEX is allowed only as the source_stream_index of a receive",
-            );
+            return (Class::Arg, "MPIX_ANY_INDEX is allowed only as the source_stream_index of a receive".into());
         }
         let who = if rank == self.rank { "this process".to_string() } else { format!("rank {rank}") };
-        raise(
-            comm,
+        (
             Class::Arg,
-            f,
-            &format!(
+            format!(
                 "{which} {idx} is out of range: {who} attached {n} stream(s) to this multiplex communicator \
                  (valid indices: 0 to count-1)"
             ),
         )
     }
 
-    fn check_index(&self, comm: H, rank: c_int, idx: c_int, which: &str, f: &str) -> Result<(), c_int> {
+    fn check_index(&self, rank: c_int, idx: c_int, which: &str) -> Result<(), Bad> {
         if idx >= 0 && idx < self.counts[rank as usize] {
             Ok(())
         } else {
-            Err(self.bad_index(comm, rank, idx, which, f))
+            Err(self.bad_index(rank, idx, which))
         }
     }
 
-    fn check_rank(&self, comm: H, rank: c_int, which: &str, f: &str) -> Result<(), c_int> {
+    fn check_rank(&self, rank: c_int, which: &str) -> Result<(), Bad> {
         if rank >= 0 && rank < self.size {
             Ok(())
         } else {
-            Err(raise(
-                comm,
-                Class::Rank,
-                f,
-                &format!("{which} {rank} is not a rank of the communicator (size {})", self.size),
-            ))
+            Err((Class::Rank, format!("{which} {rank} is not a rank of the communicator (size {})", self.size)))
         }
     }
 
-    fn check_tag(&self, comm: H, tag: c_int, any_ok: bool, f: &str) -> Result<(), c_int> {
+    fn check_tag(&self, tag: c_int, any_ok: bool) -> Result<(), Bad> {
         if (0..=self.tag_ub).contains(&tag) || (any_ok && tag == mpi::ANY_TAG) {
             Ok(())
         } else {
-            Err(raise(
-                comm,
-                Class::Tag,
-                f,
-                &format!("tag {tag} is invalid: tags run from 0 to MPI_TAG_UB ({})", self.tag_ub),
-            ))
+            Err((Class::Tag, format!("tag {tag} is invalid: tags run from 0 to MPI_TAG_UB ({})", self.tag_ub)))
         }
     }
+
+    /// The handle of local stream `idx` (`MPIX_Comm_get_stream`), or why there is none.
+    pub fn stream_at(&self, idx: c_int) -> Result<H, String> {
+        let n = self.streams.len();
+        if idx < 0 || idx as usize >= n {
+            return Err(format!(
+                "index {idx} is out of range: this process attached {n} stream(s) to the multiplex communicator"
+            ));
+        }
+        Ok(self.streams[idx as usize].map_or(0, streams::handle))
+    }
 }
+
+/// An invalid argument: its class and message, raised once the record is no longer lent.
+type Bad = (Class, String);
 
 impl streams::Layout for Multiplex {
     fn release(self: Box<Self>) {
@@ -176,39 +180,44 @@ pub fn of(layout: &dyn streams::Layout) -> Option<&Multiplex> {
     layout.as_any().downcast_ref::<Multiplex>()
 }
 
-/// The multiplex record of `comm`, or the error of an indexed call on another communicator.
-fn multiplex(comm: H, f: &str) -> Result<&'static Multiplex, c_int> {
+/// `body` on the multiplex layout of `comm`, lent for its time (it makes no MPI call: it takes out what
+/// the call needs, or says what is wrong), its error raised after; or the error of an indexed call on
+/// another communicator.
+fn with_multiplex<T>(comm: H, f: &str, body: impl FnOnce(&Multiplex) -> Result<T, Bad>) -> Result<T, c_int> {
     if comm == mpi::COMM_NULL {
         return Err(raise(mpi::COMM_WORLD, Class::Comm, f, "the communicator is MPI_COMM_NULL"));
     }
     let st = streams::state().map_err(|e| raise(comm, Class::Other, f, &e))?;
-    let record = streams::record(st, comm);
-    if let Some(mx) = record.and_then(|r| match r {
-        Record::Multiplex(layout) => of(layout.as_ref()),
-        _ => None,
-    }) {
-        return Ok(mx);
+    // `Err(whether comm has another record)` where it is no multiplex communicator.
+    let seen = streams::with_record(st, comm, |record| match record {
+        Some(Record::Multiplex(layout)) => of(layout.as_ref()).map(body).ok_or(true),
+        Some(_) => Err(true),
+        None => Err(false),
+    });
+    match seen {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err((class, msg))) => Err(raise(comm, class, f, &msg)),
+        Err(has_record) => {
+            let what = if has_record {
+                "a single-stream communicator (MPIX_Stream_comm_create)"
+            } else {
+                "not a multiplex stream communicator"
+            };
+            Err(raise(
+                comm,
+                Class::Comm,
+                f,
+                &format!(
+                    "communicator 0x{comm:x} is {what}; indexed send and receive need one from MPIX_Stream_comm_create_multiplex"
+                ),
+            ))
+        }
     }
-    let what = if record.is_some() {
-        "a single-stream communicator (MPIX_Stream_comm_create)"
-    } else {
-        "not a multiplex stream communicator"
-    };
-    Err(raise(
-        comm,
-        Class::Comm,
-        f,
-        &format!("communicator 0x{comm:x} is {what}; indexed send and receive need one from MPIX_Stream_comm_create_multiplex"),
-    ))
 }
 
 /// The local arguments of a creation: the streams, or the error.
-unsafe fn local_streams(
-    count: c_int,
-    array: *const H,
-    newcomm: *mut H,
-) -> Result<Box<[Option<usize>]>, (Class, String)> {
-    if newcomm.is_null() {
+fn local_streams(count: c_int, array: Option<&[H]>, has_newcomm: bool) -> Result<Box<[Option<usize>]>, Bad> {
+    if !has_newcomm {
         return Err((Class::Arg, "the newcomm argument is a null pointer".into()));
     }
     if count < 0 {
@@ -220,12 +229,15 @@ unsafe fn local_streams(
             format!("count {count} is more than {MAX_WIDTH}, the most stream indices of a multiplex communicator on the standard ABI"),
         ));
     }
-    if count > 0 && array.is_null() {
-        return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
-    }
+    let array = match array {
+        Some(a) => a,
+        None if count > 0 => {
+            return Err((Class::Arg, format!("array_of_streams is a null pointer and count is {count}")));
+        }
+        None => &[],
+    };
     let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count as usize {
-        let h = *array.add(i);
+    for (i, &h) in array.iter().enumerate() {
         if h == 0 {
             out.push(None);
             continue;
@@ -238,8 +250,9 @@ unsafe fn local_streams(
     Ok(out.into_boxed_slice())
 }
 
-/// `MPIX_Stream_comm_create_multiplex`.
-pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) -> c_int {
+/// `MPIX_Stream_comm_create_multiplex`: `array` the program's streams (`None`: a null pointer, or a count
+/// out of range), `newcomm` its output argument (`None`: a null pointer).
+pub fn create(comm: H, count: c_int, array: Option<&[H]>, newcomm: Option<&mut H>) -> c_int {
     const F: &str = "MPIX_Stream_comm_create_multiplex";
     let m = match mpi::mpi() {
         Ok(m) => m,
@@ -252,37 +265,26 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
         Ok(st) => st,
         Err(e) => return raise(comm, Class::Other, F, &e),
     };
-    let mut inter = 0;
-    let rc = (m.Comm_test_inter)(comm, &mut inter);
-    if rc != mpi::SUCCESS {
-        return rc;
+    match m.comm_test_inter(comm) {
+        Err(rc) => return rc,
+        Ok(true) => {
+            return raise(
+                comm,
+                Class::Comm,
+                F,
+                "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
+            )
+        }
+        Ok(false) => {}
     }
-    if inter != 0 {
-        return raise(
-            comm,
-            Class::Comm,
-            F,
-            "the parent is an intercommunicator; multiplex communicators need an intracommunicator",
-        );
-    }
-    let local = local_streams(count, array, newcomm);
-    let (mut rank, mut size) = (0, 0);
-    (m.Comm_rank)(comm, &mut rank);
-    (m.Comm_size)(comm, &mut size);
+    let local = local_streams(count, array, newcomm.is_some());
+    let rank = m.comm_rank(comm).unwrap_or(0);
+    let size = m.comm_size(comm).unwrap_or(0);
     // Every process learns every count, and a negative count from a process whose arguments are wrong,
     // so that all fail together.
     let mine: c_int = if local.is_ok() { count } else { -1 };
     let mut counts = vec![0 as c_int; size as usize].into_boxed_slice();
-    let rc = (m.Allgather)(
-        &mine as *const c_int as *const c_void,
-        1,
-        mpi::INT,
-        counts.as_mut_ptr() as *mut c_void,
-        1,
-        mpi::INT,
-        comm,
-    );
-    if rc != mpi::SUCCESS {
+    if let Err(rc) = m.allgather_ints(&[mine], &mut counts, comm) {
         return rc;
     }
     let streams = match local {
@@ -298,39 +300,37 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
         );
     }
     let width = counts.iter().copied().max().unwrap_or(0);
-    let mut ub: *mut c_int = std::ptr::null_mut();
-    let mut flag = 0;
-    (m.Comm_get_attr)(comm, mpi::TAG_UB, &mut ub as *mut *mut c_int as *mut c_void, &mut flag);
-    let tag_ub = if flag != 0 && !ub.is_null() { *ub } else { 32767 };
-    let mut user = mpi::COMM_NULL;
-    let rc = (m.Comm_dup)(comm, &mut user);
-    if rc != mpi::SUCCESS {
-        return rc;
-    }
+    let tag_ub = m.tag_ub(comm).unwrap_or(32767);
+    let user = match m.comm_dup(comm) {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
     // The hidden communicators return their errors to our code, which raises them through the user's
     // communicator; where the user's handler ends the job, theirs does too (a request completing with an
     // error in the user's MPI_Wait meets theirs).
-    let mut h = mpi::ERRORS_RETURN;
-    (m.Comm_get_errhandler)(comm, &mut h);
+    let h = m.comm_get_errhandler(comm).unwrap_or(mpi::ERRORS_RETURN);
     let hidden_handler = if h == mpi::ERRORS_ARE_FATAL || h == mpi::ERRORS_ABORT { h } else { mpi::ERRORS_RETURN };
-    (m.Errhandler_free)(&mut h);
+    let _ = m.errhandler_free(h);
     let mut hidden = Vec::with_capacity((width * width) as usize);
-    let mut rc = mpi::SUCCESS;
+    let mut failed = Ok(());
     for _ in 0..width * width {
-        let mut c = mpi::COMM_NULL;
-        rc = (m.Comm_dup)(comm, &mut c);
-        if rc != mpi::SUCCESS {
-            break;
+        match m.comm_dup(comm) {
+            Ok(c) => {
+                let _ = m.comm_set_errhandler(c, hidden_handler);
+                hidden.push(c);
+            }
+            Err(rc) => {
+                failed = Err(rc);
+                break;
+            }
         }
-        (m.Comm_set_errhandler)(c, hidden_handler);
-        hidden.push(c);
     }
-    if rc != mpi::SUCCESS {
-        for mut c in hidden {
-            (m.Comm_free)(&mut c);
+    if failed.is_err() {
+        for c in hidden {
+            let _ = m.comm_free(c);
         }
-        (m.Comm_free)(&mut user);
-        return forward(comm, rc);
+        let _ = m.comm_free(user);
+        return forward(comm, failed);
     }
     for s in streams.iter().flatten() {
         streams::slot(*s).attach();
@@ -341,89 +341,112 @@ pub unsafe fn create(comm: H, count: c_int, array: *const H, newcomm: *mut H) ->
     let rc = streams::attach(st, user, Record::Multiplex(Box::new(mx)));
     if rc != mpi::SUCCESS {
         // The record was dropped without its delete callback: nothing else holds the hidden ones.
-        (m.Comm_free)(&mut user);
-        return forward(comm, rc);
+        let _ = m.comm_free(user);
+        return forward(comm, Err(rc));
     }
-    *newcomm = user;
-    mpi::SUCCESS
-}
-
-/// `MPIX_Comm_get_stream` on a multiplex communicator.
-pub unsafe fn get_stream(comm: H, mx: &Multiplex, idx: c_int, stream: *mut H) -> c_int {
-    let n = mx.streams.len();
-    if idx < 0 || idx as usize >= n {
-        return raise(
-            comm,
-            Class::Arg,
-            "MPIX_Comm_get_stream",
-            &format!("index {idx} is out of range: this process attached {n} stream(s) to the multiplex communicator"),
-        );
+    // Agreed above: every member's `newcomm` is there.
+    if let Some(out) = newcomm {
+        *out = user;
     }
-    *stream = mx.streams[idx as usize].map_or(0, streams::handle);
     mpi::SUCCESS
 }
 
 /// `MPIX_Comm_multiplex_tag_ub` (ours): the largest tag an indexed call accepts (the parent's
 /// `MPI_TAG_UB`: the pairs' communicators carry the user's tag unchanged).
+///
+/// # Safety
+/// `out`: null or writable (one `int`).
 pub unsafe fn tag_ub(comm: H, out: *mut c_int) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
-    let mx = match multiplex(comm, F) {
-        Ok(mx) => mx,
+    let tag_ub = match with_multiplex(comm, F, |mx| Ok(mx.tag_ub)) {
+        Ok(t) => t,
         Err(rc) => return rc,
     };
-    if out.is_null() {
+    // SAFETY: the program's output argument: null or writable (the contract).
+    let Some(out) = (unsafe { out.as_mut() }) else {
         return raise(comm, Class::Arg, F, "the tag_ub argument is a null pointer");
-    }
-    *out = mx.tag_ub;
+    };
+    *out = tag_ub;
     mpi::SUCCESS
 }
 
-/// An element count in its two forms.
-#[derive(Clone, Copy)]
-pub enum N {
-    Int(c_int),
-    Large(Count),
-}
-
-impl N {
-    fn get(self) -> Count {
-        match self {
-            N::Int(n) => n as Count,
-            N::Large(n) => n,
+impl Multiplex {
+    /// The checks of a send; the communicator of its pair (any one for `MPI_PROC_NULL`).
+    fn send_pair(&self, count: N, null_request: bool, dest: c_int, tag: c_int, si: c_int, di: c_int) -> Result<H, Bad> {
+        if count.get() < 0 {
+            return Err((Class::Count, format!("count {} is negative", count.get())));
         }
+        if null_request {
+            return Err((Class::Arg, "the request argument is a null pointer".into()));
+        }
+        self.check_index(self.rank, si, "source_stream_index")?;
+        if dest == mpi::PROC_NULL {
+            return Ok(self.pair(si, si));
+        }
+        self.check_rank(dest, "dest")?;
+        self.check_index(dest, di, "dest_stream_index")?;
+        self.check_tag(tag, false)?;
+        Ok(self.pair(si, di))
+    }
+
+    /// The checks of a receive.
+    fn recv_checks(&self, count: N, source: c_int, tag: c_int, si: c_int, di: c_int) -> Result<(), Bad> {
+        self.check_index(self.rank, di, "dest_stream_index")?;
+        if count.get() < 0 {
+            return Err((Class::Count, format!("count {} is negative", count.get())));
+        }
+        if source == mpi::PROC_NULL {
+            return Ok(());
+        }
+        if source != mpi::ANY_SOURCE {
+            self.check_rank(source, "source")?;
+            if si != ANY_INDEX {
+                self.check_index(source, si, "source_stream_index")?;
+            }
+        } else if si != ANY_INDEX && !(0..self.width).contains(&si) {
+            return Err((
+                Class::Arg,
+                format!(
+                    "source_stream_index {si} is out of range: no process attached more than {} stream(s)",
+                    self.width
+                ),
+            ));
+        }
+        self.check_tag(tag, true)
+    }
+
+    /// Where a blocking receive looks, once checked.
+    fn recv_route(&self, count: N, source: c_int, tag: c_int, si: c_int, di: c_int) -> Result<Route, Bad> {
+        self.recv_checks(count, source, tag, si, di)?;
+        if source == mpi::PROC_NULL {
+            return Ok(Route::One(self.pair(0, di)));
+        }
+        if si != ANY_INDEX {
+            return Ok(Route::One(self.pair(si, di)));
+        }
+        let sources = if source == mpi::ANY_SOURCE { self.width } else { self.counts[source as usize] };
+        if sources == 0 {
+            return Err((Class::Arg, format!("MPIX_ANY_INDEX: rank {source} attached no stream")));
+        }
+        let mut pairs = [mpi::COMM_NULL; MAX_WIDTH as usize];
+        for (s, p) in pairs.iter_mut().enumerate().take(sources as usize) {
+            *p = self.pair(s as c_int, di);
+        }
+        Ok(Route::Any { pairs, sources })
     }
 }
 
-/// Where a send goes: the communicator of its pair (any one for `MPI_PROC_NULL`).
-#[allow(clippy::too_many_arguments)]
-fn send_comm(
-    f: &str,
-    comm: H,
-    count: N,
-    request: Option<*mut H>,
-    dest: c_int,
-    tag: c_int,
-    si: c_int,
-    di: c_int,
-) -> Result<H, c_int> {
-    let mx = multiplex(comm, f)?;
-    if count.get() < 0 {
-        return Err(raise(comm, Class::Count, f, &format!("count {} is negative", count.get())));
-    }
-    if request.is_some_and(|r| r.is_null()) {
-        return Err(raise(comm, Class::Arg, f, "the request argument is a null pointer"));
-    }
-    mx.check_index(comm, mx.rank, si, "source_stream_index", f)?;
-    if dest == mpi::PROC_NULL {
-        return Ok(mx.pair(si, si));
-    }
-    mx.check_rank(comm, dest, "dest", f)?;
-    mx.check_index(comm, dest, di, "dest_stream_index", f)?;
-    mx.check_tag(comm, tag, false, f)?;
-    Ok(mx.pair(si, di))
+/// A blocking receive's communicators: its pair's, or (`MPIX_ANY_INDEX`) the first `sources` pairs of its
+/// destination index, by source index.
+enum Route {
+    One(H),
+    Any { pairs: [H; MAX_WIDTH as usize], sources: c_int },
 }
 
 /// `MPIX_Stream_send` and `MPIX_Stream_send_c`.
+///
+/// # Safety
+/// `buf` with `count` elements of `dt` is the program's send buffer, readable until the call returns.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn send(
     f: &str,
@@ -440,20 +463,19 @@ pub unsafe fn send(
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
-    let h = match send_comm(f, comm, count, None, dest, tag, si, di) {
+    let h = match with_multiplex(comm, f, |mx| mx.send_pair(count, false, dest, tag, si, di)) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
-    forward(
-        comm,
-        match count {
-            N::Int(n) => (m.Send)(buf, n, dt, dest, tag, h),
-            N::Large(n) => (m.Send_c)(buf, n, dt, dest, tag, h),
-        },
-    )
+    // SAFETY: the program's buffer, as it gave it (the contract), sent on our pair's communicator.
+    forward(comm, unsafe { m.send(buf, count, dt, dest, tag, h) })
 }
 
 /// `MPIX_Stream_isend` and `MPIX_Stream_isend_c`: the library's own request.
+///
+/// # Safety
+/// `buf` with `count` elements of `dt` is the program's send buffer, readable until the request
+/// completes; `request`: null (refused) or writable.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn isend(
     f: &str,
@@ -471,56 +493,19 @@ pub unsafe fn isend(
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
-    let h = match send_comm(f, comm, count, Some(request), dest, tag, si, di) {
+    let h = match with_multiplex(comm, f, |mx| mx.send_pair(count, request.is_null(), dest, tag, si, di)) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
-    forward(
-        comm,
-        match count {
-            N::Int(n) => (m.Isend)(buf, n, dt, dest, tag, h, request),
-            N::Large(n) => (m.Isend_c)(buf, n, dt, dest, tag, h, request),
-        },
-    )
-}
-
-/// The checks of a receive; the multiplex record and the destination index's checked value.
-#[allow(clippy::too_many_arguments)]
-fn recv_checks(
-    f: &str,
-    comm: H,
-    count: N,
-    source: c_int,
-    tag: c_int,
-    si: c_int,
-    di: c_int,
-) -> Result<&'static Multiplex, c_int> {
-    let mx = multiplex(comm, f)?;
-    mx.check_index(comm, mx.rank, di, "dest_stream_index", f)?;
-    if count.get() < 0 {
-        return Err(raise(comm, Class::Count, f, &format!("count {} is negative", count.get())));
-    }
-    if source == mpi::PROC_NULL {
-        return Ok(mx);
-    }
-    if source != mpi::ANY_SOURCE {
-        mx.check_rank(comm, source, "source", f)?;
-        if si != ANY_INDEX {
-            mx.check_index(comm, source, si, "source_stream_index", f)?;
-        }
-    } else if si != ANY_INDEX && !(0..mx.width).contains(&si) {
-        return Err(raise(
-            comm,
-            Class::Arg,
-            f,
-            &format!("source_stream_index {si} is out of range: no process attached more than {} stream(s)", mx.width),
-        ));
-    }
-    mx.check_tag(comm, tag, true, f)?;
-    Ok(mx)
+    // SAFETY: the program's buffer and request slot (non-null, checked above), as it gave them.
+    forward(comm, unsafe { m.isend(buf, count, dt, dest, tag, h, request) })
 }
 
 /// `MPIX_Stream_recv` and `MPIX_Stream_recv_c`.
+///
+/// # Safety
+/// `buf` with `count` elements of `dt` is the program's receive buffer, writable until the call returns;
+/// `status`: `MPI_STATUS_IGNORE` (null) or writable.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn recv(
     f: &str,
@@ -538,42 +523,23 @@ pub unsafe fn recv(
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
-    let mx = match recv_checks(f, comm, count, source, tag, si, di) {
-        Ok(mx) => mx,
+    let (pairs, sources) = match with_multiplex(comm, f, |mx| mx.recv_route(count, source, tag, si, di)) {
+        // SAFETY: the program's buffer and status, as it gave them (the contract).
+        Ok(Route::One(h)) => return forward(comm, unsafe { m.recv(buf, count, dt, source, tag, h, status) }),
+        Ok(Route::Any { pairs, sources }) => (pairs, sources),
         Err(rc) => return rc,
     };
-    let receive = |h: H| match count {
-        N::Int(n) => (m.Recv)(buf, n, dt, source, tag, h, status),
-        N::Large(n) => (m.Recv_c)(buf, n, dt, source, tag, h, status),
-    };
-    if source == mpi::PROC_NULL {
-        return forward(comm, receive(mx.pair(0, di)));
-    }
-    if si != ANY_INDEX {
-        return forward(comm, receive(mx.pair(si, di)));
-    }
     // Any source index: the first message found on one of the destination index's pairs, the pairs
     // probed in turn from a rotating start (no pair starves another).
-    let sources = if source == mpi::ANY_SOURCE { mx.width } else { mx.counts[source as usize] };
-    if sources == 0 {
-        return raise(comm, Class::Arg, f, &format!("MPIX_ANY_INDEX: rank {source} attached no stream"));
-    }
     let mut turn = 0;
     loop {
         for k in 0..sources {
             let s = (turn + k) % sources;
-            let (mut found, mut msg) = (0, mpi::MESSAGE_NULL);
-            let mut st = Status::default();
-            let rc = (m.Improbe)(source, tag, mx.pair(s, di), &mut found, &mut msg, &mut st);
-            if rc != mpi::SUCCESS {
-                return forward(comm, rc);
-            }
-            if found != 0 {
-                let rc = match count {
-                    N::Int(n) => (m.Mrecv)(buf, n, dt, &mut msg, status),
-                    N::Large(n) => (m.Mrecv_c)(buf, n, dt, &mut msg, status),
-                };
-                return forward(comm, rc);
+            match m.improbe(source, tag, pairs[s as usize]) {
+                Err(rc) => return forward(comm, Err(rc)),
+                // SAFETY: the program's buffer and status, as it gave them (the contract).
+                Ok(Some(msg)) => return forward(comm, unsafe { m.mrecv(buf, count, dt, msg, status) }),
+                Ok(None) => {}
             }
         }
         turn = (turn + 1) % sources;
@@ -582,6 +548,10 @@ pub unsafe fn recv(
 }
 
 /// `MPIX_Stream_irecv` and `MPIX_Stream_irecv_c`: the library's own request.
+///
+/// # Safety
+/// `buf` with `count` elements of `dt` is the program's receive buffer, writable until the request
+/// completes; `request`: null (refused) or writable.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn irecv(
     f: &str,
@@ -602,28 +572,28 @@ pub unsafe fn irecv(
     if request.is_null() {
         return raise(comm, Class::Arg, f, "the request argument is a null pointer");
     }
-    let mx = match recv_checks(f, comm, count, source, tag, si, di) {
-        Ok(mx) => mx,
-        Err(rc) => return rc,
-    };
-    let h = if source == mpi::PROC_NULL {
-        mx.pair(0, di)
-    } else if si == ANY_INDEX {
-        return raise(
-            comm,
-            Class::Unsupported,
-            f,
-            "MPIX_ANY_INDEX in a nonblocking receive is not supported on the standard ABI (one library request \
-             cannot wait on every source index's communicator); name the source index, or use MPIX_Stream_recv",
-        );
-    } else {
-        mx.pair(si, di)
-    };
-    forward(
-        comm,
-        match count {
-            N::Int(n) => (m.Irecv)(buf, n, dt, source, tag, h, request),
-            N::Large(n) => (m.Irecv_c)(buf, n, dt, source, tag, h, request),
-        },
-    )
+    let pair = with_multiplex(comm, f, |mx| {
+        mx.recv_checks(count, source, tag, si, di)?;
+        Ok(if source == mpi::PROC_NULL {
+            Some(mx.pair(0, di))
+        } else if si == ANY_INDEX {
+            None
+        } else {
+            Some(mx.pair(si, di))
+        })
+    });
+    let h =
+        match pair {
+            Ok(Some(h)) => h,
+            Ok(None) => return raise(
+                comm,
+                Class::Unsupported,
+                f,
+                "MPIX_ANY_INDEX in a nonblocking receive is not supported on the standard ABI (one library request \
+                 cannot wait on every source index's communicator); name the source index, or use MPIX_Stream_recv",
+            ),
+            Err(rc) => return rc,
+        };
+    // SAFETY: the program's buffer and request slot (non-null, checked above), as it gave them.
+    forward(comm, unsafe { m.irecv(buf, count, dt, source, tag, h, request) })
 }

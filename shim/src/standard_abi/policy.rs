@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The explicit policy on the standard ABI (serial model) and what the tools library asks of it.
 //!
 //! Every stream shares the library's endpoints here, so the policy is bookkeeping: each communicator the
@@ -68,9 +69,18 @@ pub fn thread_level_as_mpich(level: c_int) -> c_int {
 
 /// A communicator constructor of the application on the standard ABI: `create` makes it (the library's
 /// call, arguments unchanged); under the explicit policy a blocking intracommunicator gets a stream.
+///
+/// # Safety
+/// `newcomm` is the program's output argument of the constructor: null, or readable once `create` has
+/// returned (it is where `create` writes the new handle).
 pub unsafe fn comm_constructed(kind: CommCtor, _parent: H, newcomm: *mut H, create: impl FnOnce() -> c_int) -> c_int {
     let rc = create();
-    if rc != mpi::SUCCESS || !EXPLICIT.load(Ordering::Relaxed) || newcomm.is_null() || *newcomm == mpi::COMM_NULL {
+    if rc != mpi::SUCCESS || !EXPLICIT.load(Ordering::Relaxed) {
+        return rc;
+    }
+    // SAFETY: null or the program's `MPI_Comm` slot, which the constructor just filled (the contract).
+    let Some(&comm) = (unsafe { newcomm.as_ref() }) else { return rc };
+    if comm == mpi::COMM_NULL {
         return rc;
     }
     if !kind.is_blocking() {
@@ -78,14 +88,12 @@ pub unsafe fn comm_constructed(kind: CommCtor, _parent: H, newcomm: *mut H, crea
         return rc;
     }
     let (Ok(m), Ok(st)) = (mpi::mpi(), streams::state()) else { return rc };
-    let comm = *newcomm;
-    let mut inter = 0;
-    if (m.Comm_test_inter)(comm, &mut inter) != mpi::SUCCESS || inter != 0 {
+    if m.comm_test_inter(comm) != Ok(false) {
         STATS.intercomm.fetch_add(1, Ordering::Relaxed);
         return rc;
     }
     // A dup of a stream communicator keeps the application's stream (its record, copied by the dup).
-    if streams::record(st, comm).is_some() {
+    if streams::has_record(st, comm) {
         return rc;
     }
     let Some(i) = streams::allocate() else {
@@ -112,7 +120,7 @@ fn copy_str(dst: &mut [c_char], src: &str) {
 }
 
 /// `mpixstream_describe` on the standard ABI: the serial model (backend 0), no VCIs known (-1).
-pub unsafe fn describe(d: &mut Description) -> c_int {
+pub fn describe(d: &mut Description) -> c_int {
     let Some(s) = SETUP.get() else { return -1 };
     d.backend = 0;
     d.policy = s.explicit as c_int;
@@ -140,9 +148,9 @@ pub unsafe fn describe(d: &mut Description) -> c_int {
 /// policy), or `None`. A hidden communicator of a multiplex communicator is `multiplex::hidden_of`'s.
 pub fn comm_stream(comm: H) -> Option<(usize, c_int)> {
     let st = streams::state().ok()?;
-    match streams::record(st, comm)? {
+    streams::with_record(st, comm, |r| match r? {
         Record::Stream(i) => Some((*i, 1)),
         Record::Policy(i) => Some((*i, 2)),
         Record::Multiplex(_) => None,
-    }
+    })
 }

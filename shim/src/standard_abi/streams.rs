@@ -1,3 +1,4 @@
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Streams and the records of stream and multiplex communicators on the standard ABI (the serial model:
 //! the library this ABI reaches has no streams, so a stream is a local object and every stream's traffic
 //! shares the library's endpoints).
@@ -118,6 +119,20 @@ pub struct State {
 
 static STATE: OnceLock<Result<State, String>> = OnceLock::new();
 
+/// The record behind `value`, lent to `f` for the time of the call (no reference outlives it).
+///
+/// # Safety
+/// `value` is an attribute word of our keyval that the library holds (handed to one of its callbacks, or
+/// read back with `MPI_Comm_get_attr`): made by [`attach`] from a `Box<Record>`, and freed only by
+/// [`delete_record`], which the library runs when the communicator or the attribute goes: not during `f`,
+/// since `f` makes no MPI call and freeing a communicator while another thread uses it is erroneous in MPI.
+unsafe fn with_value<R>(value: *mut c_void, f: impl FnOnce(&Record) -> R) -> R {
+    // SAFETY: the caller's promise: a live `Box<Record>` of ours for at least the time of `f`.
+    f(unsafe { &*(value as *const Record) })
+}
+
+/// The keyval's copy callback (`MPI_Comm_dup` and the like): a stream communicator's dup carries the
+/// stream too.
 unsafe extern "C" fn copy_record(
     _comm: H,
     _keyval: c_int,
@@ -126,26 +141,47 @@ unsafe extern "C" fn copy_record(
     value_out: *mut c_void,
     flag: *mut c_int,
 ) -> c_int {
-    mpixstream_wrappers::guard::guard_with("copy_record", mpi::ERR_OTHER, || unsafe {
-        let record = &*(value_in as *const Record);
-        match record {
-            Record::Stream(i) => {
-                SLOTS[*i].attach();
-                *(value_out as *mut *mut Record) = Box::into_raw(Box::new(Record::Stream(*i)));
-                *flag = 1;
+    mpixstream_wrappers::guard::guard_with("copy_record", mpi::ERR_OTHER, || {
+        // SAFETY: `value_in` is the parent's attribute word of our keyval, held by the library for the
+        // time of this callback (`with_value`'s promise).
+        let copy = unsafe {
+            with_value(value_in, |record| match record {
+                Record::Stream(i) => Some(*i),
+                // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
+                // as on any other): new hidden communicators would be collectives inside the library's dup.
+                // A dup of a policy communicator gets its own stream from the policy, or none.
+                Record::Multiplex(_) | Record::Policy(_) => None,
+            })
+        };
+        let out = match copy {
+            Some(i) => {
+                SLOTS[i].attach();
+                Some(Box::into_raw(Box::new(Record::Stream(i))))
             }
-            // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
-            // as on any other): new hidden communicators would be collectives inside the library's dup.
-            // A dup of a policy communicator gets its own stream from the policy, or none.
-            Record::Multiplex(_) | Record::Policy(_) => *flag = 0,
+            None => None,
+        };
+        // SAFETY: the library passes `value_out` (room for the new attribute word, a `void *`) and `flag`
+        // (an `int`), both writable for the time of this callback (MPI's copy-callback contract).
+        unsafe {
+            match out {
+                Some(p) => {
+                    *(value_out as *mut *mut Record) = p;
+                    *flag = 1;
+                }
+                None => *flag = 0,
+            }
         }
         mpi::SUCCESS
     })
 }
 
+/// The keyval's delete callback (every destruction of the communicator, `MPI_Comm_delete_attr`, and the
+/// replacement of the attribute): the record goes, and what it holds.
 unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
-    mpixstream_wrappers::guard::guard_with("delete_record", mpi::ERR_OTHER, || unsafe {
-        let record = Box::from_raw(value as *mut Record);
+    mpixstream_wrappers::guard::guard_with("delete_record", mpi::ERR_OTHER, || {
+        // SAFETY: `value` is our attribute word, a `Box<Record>` from `attach`; the library runs this
+        // callback once per stored word, after which it no longer holds it: the box is ours again.
+        let record = unsafe { Box::from_raw(value as *mut Record) };
         match *record {
             Record::Stream(i) => SLOTS[i].detach(),
             Record::Multiplex(mx) => mx.release(),
@@ -165,18 +201,11 @@ pub fn state() -> Result<&'static State, String> {
     STATE
         .get_or_init(|| {
             let m = mpi::mpi()?;
-            let mut keyval = 0;
-            let rc = unsafe {
-                (m.Comm_create_keyval)(Some(copy_record), Some(delete_record), &mut keyval, std::ptr::null_mut())
-            };
-            if rc != mpi::SUCCESS {
-                return Err(format!("MPI_Comm_create_keyval failed ({rc})"));
-            }
-            let mut progress_comm = mpi::COMM_NULL;
-            let rc = unsafe { (m.Comm_dup)(mpi::COMM_SELF, &mut progress_comm) };
-            if rc != mpi::SUCCESS {
-                return Err(format!("MPI_Comm_dup(MPI_COMM_SELF) failed ({rc})"));
-            }
+            let keyval = m
+                .comm_create_keyval(Some(copy_record), Some(delete_record))
+                .map_err(|rc| format!("MPI_Comm_create_keyval failed ({rc})"))?;
+            let progress_comm =
+                m.comm_dup(mpi::COMM_SELF).map_err(|rc| format!("MPI_Comm_dup(MPI_COMM_SELF) failed ({rc})"))?;
             Ok(State { keyval, progress_comm })
         })
         .as_ref()
@@ -188,21 +217,31 @@ pub fn state() -> Result<&'static State, String> {
 pub fn attach(st: &State, comm: H, record: Record) -> c_int {
     let Ok(m) = mpi::mpi() else { return mpi::ERR_OTHER };
     let value = Box::into_raw(Box::new(record));
-    let rc = unsafe { (m.Comm_set_attr)(comm, st.keyval, value as *mut c_void) };
-    if rc != mpi::SUCCESS {
+    let r = m.comm_set_attr(comm, st.keyval, mpi::Opaque(value.cast()));
+    if r.is_err() {
+        // SAFETY: the library refused the word and holds no copy: the box from `into_raw` above is ours.
         drop(unsafe { Box::from_raw(value) });
     }
-    rc
+    mpi::code(r)
 }
 
-/// The record of `comm`, if it has one. Valid while `comm` is: freeing a communicator while another
-/// thread uses it is erroneous in MPI.
-pub fn record(st: &State, comm: H) -> Option<&'static Record> {
-    let m = mpi::mpi().ok()?;
-    let mut value: *mut Record = std::ptr::null_mut();
-    let mut flag = 0;
-    let rc = unsafe { (m.Comm_get_attr)(comm, st.keyval, &mut value as *mut *mut Record as *mut c_void, &mut flag) };
-    (rc == mpi::SUCCESS && flag != 0 && !value.is_null()).then(|| unsafe { &*value })
+/// `f` on the record of `comm` (`None`: it has none). The record is lent for the time of `f` only, which
+/// must make no MPI call (an error handler could free the communicator, and its record with it): take
+/// out what is needed, act after.
+pub fn with_record<R>(st: &State, comm: H, f: impl FnOnce(Option<&Record>) -> R) -> R {
+    let value = mpi::mpi().ok().and_then(|m| m.comm_get_attr(comm, st.keyval).ok().flatten());
+    match value {
+        // SAFETY: the word of our keyval on `comm`, which the library holds while `comm` lives; `comm`
+        // is the program's communicator of the call being served (MPI forbids freeing it meanwhile),
+        // and `f` makes no MPI call (this function's contract).
+        Some(v) if !v.0.is_null() => unsafe { with_value(v.0, |r| f(Some(r))) },
+        _ => f(None),
+    }
+}
+
+/// Whether `comm` carries a record of ours.
+pub fn has_record(st: &State, comm: H) -> bool {
+    with_record(st, comm, |r| r.is_some())
 }
 
 #[cfg(test)]

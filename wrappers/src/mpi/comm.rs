@@ -125,6 +125,20 @@ impl Comm {
         Ok((flag != 0).then_some(Opaque(value)))
     }
 
+    /// `MPI_TAG_UB` of this communicator (the predefined attribute), `None` where MPICH gives none.
+    pub fn tag_ub(self) -> MpiResult<Option<c_int>> {
+        let Some(value) = self.attr(MPI_TAG_UB)? else {
+            return Ok(None);
+        };
+        let p = value.0 as *const c_int;
+        if p.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: the value of the predefined attribute MPI_TAG_UB is a pointer to MPICH's own `int`,
+        // valid while the communicator lives (as long as this call, at least).
+        Ok(Some(unsafe { *p }))
+    }
+
     /// `MPI_Abort`: does not return on MPICH.
     pub fn abort(self, code: c_int) -> c_int {
         call!(PMPI_Abort(self.0, code))

@@ -162,8 +162,7 @@ mod tests {
 
     #[test]
     fn status_bytes_reads_both_halves() {
-        let mut st = MPI_Status::default();
-        st.count_lo = -1;
+        let mut st = MPI_Status { count_lo: -1, ..Default::default() };
         assert_eq!(status_bytes(&st), 0xffff_ffff);
         st.count_lo = 24;
         st.count_hi_and_cancelled = 3 << 1 | 1;

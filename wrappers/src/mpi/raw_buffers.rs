@@ -158,6 +158,37 @@ impl Comm {
         )))
     }
 
+    /// `MPI_Pack_c` of the application's `count` elements at the end of `out`, into its spare capacity
+    /// (reserve the `MPI_Pack_size` bytes first): `out` grows by the bytes packed, none of them zeroed
+    /// beforehand.
+    ///
+    /// # Safety
+    /// The application's buffer rule for `inbuf`, for reading.
+    pub unsafe fn pack_append(
+        self,
+        inbuf: *const c_void,
+        count: MPI_Count,
+        datatype: Datatype,
+        out: &mut Vec<u8>,
+    ) -> MpiResult {
+        let spare = out.spare_capacity_mut();
+        let mut position: MPI_Count = 0;
+        check(call!(PMPI_Pack_c(
+            inbuf,
+            count,
+            datatype.0,
+            spare.as_mut_ptr().cast(),
+            spare.len() as MPI_Count,
+            &mut position,
+            self.0
+        )))?;
+        let packed = (position.max(0) as usize).min(spare.len());
+        // SAFETY: MPI_Pack_c wrote `position` bytes from the start of the spare capacity (never more than
+        // the `outsize` it was given: its length), so they are initialised.
+        unsafe { out.set_len(out.len() + packed) };
+        Ok(())
+    }
+
     /// `MPI_Unpack_c` from `packed` at `*position` (advanced) into the application's `count` elements.
     ///
     /// # Safety

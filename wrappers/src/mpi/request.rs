@@ -14,6 +14,16 @@ impl Request {
         Ok((flag != 0).then_some(status))
     }
 
+    /// `MPI_Test` into `status`, as the caller initialised it: MPICH writes only the fields the request
+    /// kind defines (a send's completion sets the cancelled bit alone), so the rest keep the caller's
+    /// values. True once complete (`self` is updated as by [`Request::test`]); on `Err`, `status` holds
+    /// whatever MPICH wrote before it failed (a truncated receive's source, tag and count).
+    pub fn test_into(&mut self, status: &mut MPI_Status) -> MpiResult<bool> {
+        let mut flag = 0;
+        check(call!(PMPI_Test(&mut self.0, &mut flag, status)))?;
+        Ok(flag != 0)
+    }
+
     /// `MPI_Wait`: the status; `self` is updated as by `MPI_Wait`.
     pub fn wait(&mut self) -> MpiResult<MPI_Status> {
         let mut status = MPI_Status::default();

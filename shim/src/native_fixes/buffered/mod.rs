@@ -39,6 +39,11 @@
 //! Cost on everything else: the buffered-send interposers are one lookup (`native_stream_of`) and a
 //! call through `next!`; `MPI_Start`/`MPI_Startall`/`MPI_Request_free` one relaxed load while no
 //! persistent request is recorded (always, under `implicit`).
+//!
+//! The interposers' bodies take the application's arguments as its call gave them (the contract of each
+//! is MPI's for that call) and pass them on unchanged to the next definition of the same call or to
+//! the route, whose own contract is the same buffer rule.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 mod persistent_bsend;
 mod route;
 
@@ -48,11 +53,13 @@ pub use route::{buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c};
 use crate::native_fixes::native_streams::native_stream_of;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
+use mpixstream_wrappers::mpi::{Comm, Datatype};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 use route::send_routed;
 use std::os::raw::{c_int, c_void};
 
+/// # Safety
+/// The arguments of the application's `MPI_Bsend`, valid as MPI requires.
 pub unsafe fn bsend(
     buf: *const c_void,
     count: c_int,
@@ -61,16 +68,21 @@ pub unsafe fn bsend(
     tag: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    if native_stream_of(comm).is_none() {
-        return next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm);
-    }
-    ffi_guard("MPI_Bsend", || unsafe {
-        send_routed(buf, count.into(), datatype, dest, tag, comm, || {
-            next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
+    // SAFETY: the caller's arguments, passed on unchanged (module doc), within this call.
+    unsafe {
+        if native_stream_of(comm).is_none() {
+            return next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm);
+        }
+        ffi_guard("MPI_Bsend", || {
+            send_routed(buf, count.into(), datatype, dest, tag, comm, || {
+                next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
+            })
         })
-    })
+    }
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Bsend_c`, valid as MPI requires.
 pub unsafe fn bsend_c(
     buf: *const c_void,
     count: MPI_Count,
@@ -79,35 +91,48 @@ pub unsafe fn bsend_c(
     tag: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    if native_stream_of(comm).is_none() {
-        return next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm);
+    // SAFETY: as in `bsend`.
+    unsafe {
+        if native_stream_of(comm).is_none() {
+            return next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm);
+        }
+        ffi_guard("MPI_Bsend_c", || {
+            send_routed(buf, count, datatype, dest, tag, comm, || {
+                next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm)
+            })
+        })
     }
-    ffi_guard("MPI_Bsend_c", || unsafe {
-        send_routed(buf, count, datatype, dest, tag, comm, || next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm))
-    })
 }
 
 /// A routed `MPI_Ibsend`: the message is buffered when the call returns, so its request is complete
 /// at once (a send to `MPI_PROC_NULL`, as MPICH 5 returns a completed request for a buffered send).
-unsafe fn ibsend_routed(
+/// `request`: the application's (`None`: a null pointer, which `mpich`'s own call reports).
+fn ibsend_routed(
     comm: MPI_Comm,
     tag: c_int,
-    request: *mut MPI_Request,
+    request: Option<&mut MPI_Request>,
     send: impl FnOnce() -> c_int,
     mpich: impl FnOnce() -> c_int,
 ) -> c_int {
-    if request.is_null() {
-        return mpich();
-    }
+    let Some(request) = request else { return mpich() };
     let rc = send();
     if rc != MPI_SUCCESS {
         return rc;
     }
-    crate::native_fixes::claimed(comm, c"MPI_Ibsend", || unsafe {
-        (pmpi::pmpi().PMPI_Isend)(std::ptr::null(), 0, MPI_BYTE, MPI_PROC_NULL, tag, comm, request)
+    crate::native_fixes::claimed(comm, c"MPI_Ibsend", || {
+        // SAFETY: no buffer: zero elements, to `MPI_PROC_NULL`.
+        match unsafe { Comm(comm).isend(std::ptr::null(), 0, Datatype::BYTE, MPI_PROC_NULL, tag) } {
+            Ok(done) => {
+                *request = done.raw();
+                MPI_SUCCESS
+            }
+            Err(rc) => rc,
+        }
     })
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Ibsend`, valid as MPI requires.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn ibsend(
     buf: *const c_void,
@@ -118,25 +143,31 @@ pub unsafe fn ibsend(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    if native_stream_of(comm).is_none() {
-        return next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
+    // SAFETY: the caller's arguments, passed on unchanged (module doc), within this call; `request` is
+    // null or valid for a write.
+    unsafe {
+        if native_stream_of(comm).is_none() {
+            return next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
+        }
+        let mpich = || next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
+        ffi_guard("MPI_Ibsend", || {
+            ibsend_routed(
+                comm,
+                tag,
+                request.as_mut(),
+                || {
+                    send_routed(buf, count.into(), datatype, dest, tag, comm, || {
+                        next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
+                    })
+                },
+                mpich,
+            )
+        })
     }
-    let mpich = || next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
-    ffi_guard("MPI_Ibsend", || unsafe {
-        ibsend_routed(
-            comm,
-            tag,
-            request,
-            || {
-                send_routed(buf, count.into(), datatype, dest, tag, comm, || {
-                    next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
-                })
-            },
-            mpich,
-        )
-    })
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Ibsend_c`, valid as MPI requires.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn ibsend_c(
     buf: *const c_void,
@@ -147,23 +178,26 @@ pub unsafe fn ibsend_c(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> c_int {
-    if native_stream_of(comm).is_none() {
-        return next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
+    // SAFETY: as in `ibsend`.
+    unsafe {
+        if native_stream_of(comm).is_none() {
+            return next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
+        }
+        let mpich = || next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
+        ffi_guard("MPI_Ibsend_c", || {
+            ibsend_routed(
+                comm,
+                tag,
+                request.as_mut(),
+                || {
+                    send_routed(buf, count, datatype, dest, tag, comm, || {
+                        next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm)
+                    })
+                },
+                mpich,
+            )
+        })
     }
-    let mpich = || next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
-    ffi_guard("MPI_Ibsend_c", || unsafe {
-        ibsend_routed(
-            comm,
-            tag,
-            request,
-            || {
-                send_routed(buf, count, datatype, dest, tag, comm, || {
-                    next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm)
-                })
-            },
-            mpich,
-        )
-    })
 }
 
 #[cfg(test)]
@@ -179,17 +213,20 @@ mod tests {
         let mut request = MPI_REQUEST_NULL;
         let one = 1;
         let p = &one as *const i32 as *const c_void;
-        let bsend =
-            unsafe { crate::interposed::MPI_Bsend(p, 1, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle) };
-        let ibsend_c = unsafe {
-            crate::interposed::MPI_Ibsend_c(
-                p,
-                1,
-                MPI_INT as WideHandle,
-                0,
-                0,
-                MPI_COMM_WORLD as WideHandle,
-                &mut request,
+        // SAFETY: valid arguments (a live one-element buffer, a live request); each call panics at its
+        // first check (`PANIC_FOR_TEST`), before any MPI.
+        let (bsend, ibsend_c) = unsafe {
+            (
+                crate::interposed::MPI_Bsend(p, 1, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle),
+                crate::interposed::MPI_Ibsend_c(
+                    p,
+                    1,
+                    MPI_INT as WideHandle,
+                    0,
+                    0,
+                    MPI_COMM_WORLD as WideHandle,
+                    &mut request,
+                ),
             )
         };
         PANIC_FOR_TEST.with(|p| p.set(false));

@@ -1,5 +1,6 @@
 //! Persistent buffered sends made on a native stream communicator (`MPI_Bsend_init(_c)`): recorded, and
 //! each `MPI_Start`/`MPI_Startall` of one is the routed buffered send with the recorded arguments.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
@@ -21,7 +22,8 @@ struct Recorded {
     tag: c_int,
     comm: MPI_Comm,
 }
-// The pointer is the application's buffer, only passed back to MPICH.
+// SAFETY: the pointer is the application's buffer, never dereferenced here: only passed back to MPICH
+// by the thread that starts the request.
 unsafe impl Send for Recorded {}
 
 static PERSISTENT: Mutex<Option<HashMap<MPI_Request, Recorded>>> = Mutex::new(None);
@@ -38,10 +40,14 @@ fn recorded(request: MPI_Request) -> Option<Recorded> {
     map.as_ref()?.get(&request).copied()
 }
 
+/// After `MPI_Bsend_init(_c)` (and the completion calls' own record, `persistent::persistent_created`)
+/// made `request` (`None`: the call failed, or the application passed a null pointer): records the
+/// arguments if `comm` is a native stream communicator.
+///
+/// # Safety
+/// `buf`, `count`, `datatype` are the application's `MPI_Bsend_init(_c)` buffer, which MPI requires
+/// valid for each start while the request exists: every `MPI_Start` of it packs from there.
 #[allow(clippy::too_many_arguments)]
-/// After `MPI_Bsend_init(_c)`'s constructor (`create` makes the call, and the completion calls'
-/// own record, `persistent::persistent_created`): records the arguments if `comm` is a native stream
-/// communicator.
 pub unsafe fn persistent_bsend_created(
     buf: *const c_void,
     count: MPI_Count,
@@ -49,29 +55,27 @@ pub unsafe fn persistent_bsend_created(
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
-    create: &dyn Fn() -> c_int,
-) -> c_int {
-    let rc = create();
-    if rc != MPI_SUCCESS || request.is_null() || *request == MPI_REQUEST_NULL || native_stream_of(comm).is_none() {
-        return rc;
+    request: Option<MPI_Request>,
+) {
+    let Some(request) = request.filter(|&r| r != MPI_REQUEST_NULL) else { return };
+    if native_stream_of(comm).is_none() {
+        return;
     }
     let args = Recorded { buf, count, datatype, dest, tag, comm };
     let mut map = PERSISTENT.lock().unwrap_or_else(|e| e.into_inner());
-    if map.get_or_insert_with(HashMap::new).insert(*request, args).is_none() {
+    if map.get_or_insert_with(HashMap::new).insert(request, args).is_none() {
         LIVE.fetch_add(1, Ordering::Release);
     }
-    rc
 }
 
-/// Before `MPI_Request_free` of `request` succeeds: the handle's value (to forget it after), if any
-/// persistent buffered send is recorded.
+/// Before `MPI_Request_free` of `request` (`None`: a null pointer) succeeds: the handle (to forget it
+/// after), if any persistent buffered send is recorded.
 #[inline(always)]
-pub unsafe fn freeing(request: *const MPI_Request) -> Option<MPI_Request> {
-    if none_live() || request.is_null() {
+pub fn freeing(request: Option<MPI_Request>) -> Option<MPI_Request> {
+    if none_live() {
         None
     } else {
-        Some(*request)
+        request
     }
 }
 
@@ -86,48 +90,61 @@ pub fn freed(handle: MPI_Request) {
 /// Starts one request: a recorded persistent buffered send as our routed buffered send (MPICH's
 /// request stays inactive), anything else through the next definition, inside the endpoint of the
 /// stream it was made on, if any (`persistent::claimed`).
-unsafe fn start_one(request: *mut MPI_Request) -> c_int {
-    let Some(r) = recorded(*request) else {
-        return persistent::claimed(*request, || unsafe { next!(MPI_Start)(request) });
-    };
-    if native_stream_of(r.comm).is_none() {
-        // The communicator was freed under its persistent request: MPICH's own start reports it.
-        return next!(MPI_Start)(request);
+fn start_one(request: &mut MPI_Request) -> c_int {
+    // SAFETY: `request` is the application's (a reference: valid), passed on unchanged to the next
+    // `MPI_Start`; a recorded send's buffer is the one the application gave `MPI_Bsend_init`, which MPI
+    // requires valid while the request exists, for each start.
+    unsafe {
+        let Some(r) = recorded(*request) else {
+            return persistent::claimed(*request, || next!(MPI_Start)(request));
+        };
+        if native_stream_of(r.comm).is_none() {
+            // The communicator was freed under its persistent request: MPICH's own start reports it.
+            return next!(MPI_Start)(request);
+        }
+        send_routed(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
+            next!(MPI_Bsend_c)(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm)
+        })
     }
-    send_routed(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
-        next!(MPI_Bsend_c)(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm)
-    })
 }
 
+/// # Safety
+/// The argument of the application's `MPI_Start`: null or valid for reads and writes.
 pub unsafe fn start(request: *mut MPI_Request) -> c_int {
     if (none_live() && persistent::none_recorded()) || request.is_null() {
-        return next!(MPI_Start)(request);
+        // SAFETY: the caller's argument, passed on unchanged to the next definition of the same call.
+        return unsafe { next!(MPI_Start)(request) };
     }
     // Out of line, so that the pass-through path above needs no stack frame.
     #[cold]
     #[inline(never)]
-    unsafe fn slow(request: *mut MPI_Request) -> c_int {
-        ffi_guard("MPI_Start", || unsafe { start_one(request) })
+    fn slow(request: &mut MPI_Request) -> c_int {
+        ffi_guard("MPI_Start", || start_one(request))
     }
-    slow(request)
+    // SAFETY: not null (checked above), so valid for reads and writes (the caller's contract).
+    slow(unsafe { &mut *request })
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Startall`: `array` null or holding `count` requests, valid
+/// for reads and writes.
 pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
     if (none_live() && persistent::none_recorded()) || array.is_null() || count <= 0 {
-        return next!(MPI_Startall)(count, array);
+        // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+        return unsafe { next!(MPI_Startall)(count, array) };
     }
     // Out of line, so that the pass-through path above needs no stack frame.
     #[cold]
     #[inline(never)]
-    unsafe fn slow(count: c_int, array: *mut MPI_Request) -> c_int {
-        ffi_guard("MPI_Startall", || unsafe {
-            let requests = std::slice::from_raw_parts(array, count as usize);
+    fn slow(requests: &mut [MPI_Request]) -> c_int {
+        ffi_guard("MPI_Startall", || {
             if requests.iter().all(|&r| recorded(r).is_none() && persistent::stream_of(r).is_none()) {
-                return next!(MPI_Startall)(count, array);
+                // SAFETY: the application's array, as a slice of all its `count` requests.
+                return unsafe { next!(MPI_Startall)(requests.len() as c_int, requests.as_mut_ptr()) };
             }
             // MPI_Startall is MPI_Start on each request, in order (MPI 4.1 §3.9).
-            for i in 0..count as usize {
-                let rc = start_one(array.add(i));
+            for request in requests.iter_mut() {
+                let rc = start_one(request);
                 if rc != MPI_SUCCESS {
                     return rc;
                 }
@@ -135,5 +152,7 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
             MPI_SUCCESS
         })
     }
-    slow(count, array)
+    // SAFETY: not null and `count` positive (checked above), so `count` requests valid for reads and
+    // writes (the caller's contract), used only through this slice until the call returns.
+    slow(unsafe { std::slice::from_raw_parts_mut(array, count as usize) })
 }

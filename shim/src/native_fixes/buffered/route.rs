@@ -1,11 +1,12 @@
 //! The routed buffered send itself (pack, `MPI_Isend_c`, one test, then an orphan until it completes)
 //! and the attached buffer whose size bounds the routed messages' space.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::native_streams::native_stream_index_of;
 use crate::orphans::{self, Orphan};
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{Comm, Datatype, Request};
 use mpixstream_wrappers::next;
-use mpixstream_wrappers::pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
@@ -39,10 +40,11 @@ impl Orphan for Departing {
     }
 
     unsafe fn poll(&mut self) -> bool {
-        let mut done = 0;
         // Through PMPI: the tools library forgot the request when it was made (`send_routed`).
-        let rc = (pmpi::pmpi().PMPI_Test)(&mut self.request, &mut done, MPI_STATUS_IGNORE);
-        rc != MPI_SUCCESS || self.request == MPI_REQUEST_NULL
+        let mut request = Request(self.request);
+        let tested = request.test();
+        self.request = request.raw();
+        tested.is_err() || self.request == MPI_REQUEST_NULL
     }
 }
 
@@ -50,7 +52,7 @@ impl Drop for Departing {
     fn drop(&mut self) {
         if self.request != MPI_REQUEST_NULL {
             // Failed: nobody will test it again.
-            unsafe { (pmpi::pmpi().PMPI_Request_free)(&mut self.request) };
+            let _ = Request(self.request).free();
         }
         IN_FLIGHT.fetch_sub(self.space, Ordering::AcqRel);
         PENDING.fetch_sub(1, Ordering::AcqRel);
@@ -66,12 +68,18 @@ fn attached(rc: c_int, buffer: *mut c_void, size: i64) -> c_int {
     rc
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Buffer_attach`, valid as MPI requires.
 pub unsafe fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    attached(next!(MPI_Buffer_attach)(buffer, size), buffer, size as i64)
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    attached(unsafe { next!(MPI_Buffer_attach)(buffer, size) }, buffer, size as i64)
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Buffer_attach_c`, valid as MPI requires.
 pub unsafe fn buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    attached(next!(MPI_Buffer_attach_c)(buffer, size), buffer, size)
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    attached(unsafe { next!(MPI_Buffer_attach_c)(buffer, size) }, buffer, size)
 }
 
 /// Before `MPI_Buffer_detach(_c)`: MPI's detach returns once every buffered message has left, ours
@@ -86,18 +94,24 @@ fn drain() {
     }
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Buffer_detach`, valid as MPI requires.
 pub unsafe fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
     drain();
-    let rc = next!(MPI_Buffer_detach)(buffer_addr, size);
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    let rc = unsafe { next!(MPI_Buffer_detach)(buffer_addr, size) };
     if rc == MPI_SUCCESS {
         ATTACHED.store(0, Ordering::Release);
     }
     rc
 }
 
+/// # Safety
+/// The arguments of the application's `MPI_Buffer_detach_c`, valid as MPI requires.
 pub unsafe fn buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
     drain();
-    let rc = next!(MPI_Buffer_detach_c)(buffer_addr, size);
+    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
+    let rc = unsafe { next!(MPI_Buffer_detach_c)(buffer_addr, size) };
     if rc == MPI_SUCCESS {
         ATTACHED.store(0, Ordering::Release);
     }
@@ -121,6 +135,10 @@ fn take_space(space: i64) -> Option<bool> {
 /// The routed buffered send of `count` elements of `datatype` at `buf` (see the module doc). `mpich`
 /// makes MPICH's own call instead: for a message that can never fit, a send to `MPI_PROC_NULL`, or
 /// arguments MPICH must judge.
+///
+/// # Safety
+/// `buf`, `count`, `datatype` are the application's send buffer, readable for this call (a buffered
+/// send's; MPI's rule).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn send_routed(
     buf: *const c_void,
@@ -131,11 +149,10 @@ pub(super) unsafe fn send_routed(
     comm: MPI_Comm,
     mpich: impl FnOnce() -> c_int,
 ) -> c_int {
-    let p = pmpi::pmpi();
-    let mut packed: MPI_Count = 0;
-    if dest == MPI_PROC_NULL || (p.PMPI_Pack_size_c)(count, datatype, comm, &mut packed) != MPI_SUCCESS {
-        return mpich();
-    }
+    let packed = match Comm(comm).pack_size(count, Datatype(datatype)) {
+        Ok(packed) if dest != MPI_PROC_NULL => packed,
+        _ => return mpich(),
+    };
     let space = packed + BSEND_OVERHEAD;
     let (Some(slot), Some(rt)) = (native_stream_index_of(comm), runtime::active()) else { return mpich() };
     // No space now: the messages holding it complete through the helpers; this thread helps (never
@@ -151,25 +168,31 @@ pub(super) unsafe fn send_routed(
         }
     }
     let mut memory: Vec<u8> = Vec::with_capacity(packed.max(0) as usize);
-    let mut position: MPI_Count = 0;
     let mut request = MPI_REQUEST_NULL;
     let rc = {
         // Inside the stream's endpoint, as any call on its communicator: the message takes its place
         // among the calling thread's messages (a buffered send and a later `MPI_Send` to the same peer
         // match in order).
         let _claim = rt.streams.slot(slot).claim();
-        let mut rc = (p.PMPI_Pack_c)(buf, count, datatype, memory.as_mut_ptr().cast(), packed, &mut position, comm);
-        if rc == MPI_SUCCESS {
-            // Through the next definition, so that the tools library counts the send.
-            rc = next!(MPI_Isend_c)(memory.as_ptr().cast(), position, MPI_PACKED, dest, tag, comm, &mut request);
-        }
+        // SAFETY: the application's buffer is readable for this call (the caller's contract); the send
+        // reads `memory`, which the orphan made of it keeps until the request completed (below).
+        let rc = unsafe {
+            let mut rc = crate::native_fixes::rc(Comm(comm).pack_append(buf, count, Datatype(datatype), &mut memory));
+            if rc == MPI_SUCCESS {
+                // Through the next definition, so that the tools library counts the send.
+                let bytes = memory.len() as MPI_Count;
+                rc = next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request);
+            }
+            rc
+        };
         if rc == MPI_SUCCESS {
             // It is ours to complete from here on (the tools library must not keep an entry for it:
             // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
             // room in the queue) gives its space back now.
             crate::tools_link::tools_request_replaced(request, MPI_REQUEST_NULL);
-            let mut done = 0;
-            (p.PMPI_Test)(&mut request, &mut done, MPI_STATUS_IGNORE);
+            let mut r = Request(request);
+            let _ = r.test();
+            request = r.raw();
         }
         rc
     };
