@@ -9,7 +9,6 @@
 //!   number, a stream communicator a dup whose info names it.
 //!
 //! One code path for the API; the few operations that differ are here.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub mod hosts;
 mod native;
 mod pool_size;
@@ -176,21 +175,6 @@ impl Backend {
             Backend::Native => native::stream_comm_create(parent, native),
             Backend::Serial => serial::stream_comm_create(parent),
             Backend::Split => split::stream_comm_create(parent.raw(), native.raw()),
-        }
-    }
-
-    /// [`Backend::stream_comm`] into `*newcomm` (written on success).
-    ///
-    /// # Safety
-    /// `newcomm` is valid for a write.
-    pub unsafe fn stream_comm_create(self, parent: MPI_Comm, native: MPIX_Stream, newcomm: *mut MPI_Comm) -> c_int {
-        match self.stream_comm(Comm(parent), Stream(native)) {
-            Ok(c) => {
-                // SAFETY: the caller's obligation.
-                unsafe { *newcomm = c.raw() };
-                MPI_SUCCESS
-            }
-            Err(rc) => rc,
         }
     }
 

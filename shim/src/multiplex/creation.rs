@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Making a multiplex communicator's hidden communicators and its record: the collective part that
 //! every constructor shares (`MPIX_Stream_comm_create_multiplex`, every dup form, the nonblocking
 //! dup's thread), on a base communicator of the user's group.
@@ -200,14 +199,7 @@ fn make_endpoints(
         }
     };
     let stream_comm = |parent: MPI_Comm, s: MPIX_Stream| -> MpiResult<MPI_Comm> {
-        let mut comm = MPI_COMM_NULL;
-        // SAFETY: `comm` is a live local, valid for the write.
-        let rc = unsafe { rt.backend.stream_comm_create(parent, s, &mut comm) };
-        if rc == MPI_SUCCESS {
-            Ok(comm)
-        } else {
-            Err(rc)
-        }
+        Ok(rt.backend.stream_comm(Comm(parent), mpixstream_wrappers::mpi::Stream(s))?.raw())
     };
     let make_dedicated = |base: MPI_Comm| dedicated_endpoint(rt, user, Comm(base), shape);
     Endpoints::build(
@@ -230,8 +222,7 @@ fn dedicated_endpoint(
     base: Comm,
     shape: &Shape,
 ) -> Result<(MPI_Comm, MPIX_Stream), c_int> {
-    // SAFETY: a collective over our own base communicator; no pointer crosses.
-    let Some(endpoint) = (unsafe { rt.backend.agree_endpoint(base.raw(), true) }) else {
+    let Some(endpoint) = rt.backend.agree_endpoint(base.raw(), true) else {
         let need = endpoints::dedicated_cost(shape.size, shape.width);
         return Err(raise(
             user,
@@ -247,8 +238,7 @@ fn dedicated_endpoint(
     };
     let made = base.dup().and_then(|comm| {
         // Before anything else uses it (`Backend::put_on_endpoint`).
-        // SAFETY: our new communicator and the endpoint just agreed; no pointer crosses.
-        let rc = unsafe { rt.backend.put_on_endpoint(comm.raw(), endpoint) };
+        let rc = rt.backend.put_on_endpoint(comm.raw(), endpoint);
         if rc != MPI_SUCCESS {
             let _ = comm.free();
             return Err(rc);
