@@ -9,7 +9,6 @@
 //! This table is a cache of those attributes by handle, for the interposers, which ask
 //! [`CommTable::lookup`] on every call once a record exists: a direct-mapped cache indexed by handle
 //! bits answers them without hashing or locking (`MPI_Comm_get_attr` is a list walk under MPICH's lock).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::streams::StreamTable;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;

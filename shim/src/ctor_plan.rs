@@ -10,7 +10,6 @@
 //! exhausted) changes what it records, never which collectives it runs. (A dup of a stream
 //! communicator that only some ranks attached a stream to hung: the ranks with a record took MPICH's
 //! dup, the others the policy's split, create and agreement.)
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::config::Policy;
 use mpixstream_wrappers::interpose::CommCtor;

@@ -10,7 +10,6 @@
 //! endpoints it enters (a piece that finds one busy defers itself again): right after `MPI_Comm_free`
 //! returns, in every help (`helper::help`), and at `MPI_Finalize`. [`settle`] also waits for the pieces
 //! other threads are running, so that what `MPI_Comm_free` gives back is back when it returns.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::runtime::Runtime;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -6,7 +6,6 @@
 //! `MPI_Error_string` returns the message and a fatal handler prints it. Our `MPI_Error_class`
 //! interposer maps our dynamic classes back to the standard ones (MPICH 4.0.2's `MPI_Add_error_code`
 //! on a predefined class yields codes with garbage strings, so we cannot use predefined classes there).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles;
 use mpixstream_wrappers::mpi::{self, Comm, Op};

@@ -20,7 +20,6 @@
 //!
 //! Cost: the owner's claim on each of its calls (one compare-and-swap and one store, measured in
 //! docs/performance.md) and the helper thread's looks (a turn only where an owner is away).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::runtime::Runtime;
 use crate::streams::{Presence, StreamSlot};

@@ -3,7 +3,6 @@
 //! is written `[N]` (so `0xDEADBEEF5555` as a little-endian u64 reads `EFBEADDE5555[2]`).
 //! Decoding accepts exactly that form (hex digits of either case) and requires the decoded length
 //! to equal the size of the destination, as native MPICH does.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 use std::fmt::Write;
 

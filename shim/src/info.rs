@@ -1,5 +1,4 @@
 //! Reading `MPI_Info` values (used by `MPIX_Stream_create` and `MPIX_Info_get_hex`).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::mpi::Info;
 use std::ffi::CStr;
 use std::os::raw::c_int;

@@ -4,7 +4,6 @@
 //! application's arguments, and where one passes to MPICH unchanged (an output variable MPICH writes,
 //! `argc`/`argv`) the call is made with it as the application made it, in one `unsafe` block that says
 //! so. Everything else goes through the typed layer (`mpixstream_wrappers::mpi`).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::{self, Backend};
 use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};

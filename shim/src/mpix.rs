@@ -1,5 +1,4 @@
 //! The MPIX stream API (same prototypes and ABI as native MPICH 5), on every backend.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{self, raise, Class};
 use crate::hex;

@@ -9,7 +9,6 @@
 //! its stream's claim (`StreamSlot::try_claim`: skipped while another thread is inside that endpoint;
 //! that thread progresses it). No thread ever waits for a peer at its own exit, and no operation
 //! depends on the thread that started it (docs/architecture.md, "Ownership and the progress helper").
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::runtime::Runtime;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

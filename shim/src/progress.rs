@@ -2,7 +2,6 @@
 //! each turn inside the stream's endpoint (`StreamSlot::claim`: the application's calls on the stream's
 //! communicators and the thread's turns never overlap). The same code serves every backend (the
 //! backend decides what "progress on this stream" means).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::runtime::Runtime;
 use crate::streams::StreamSlot;
 use crate::thread::{BackgroundThread, Turn};

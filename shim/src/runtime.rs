@@ -1,5 +1,4 @@
 //! The process-wide state that exists between `MPI_Init*` and `MPI_Finalize`.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::comms::{CommRecord, CommTable};
 use crate::config::Config;

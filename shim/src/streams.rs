@@ -1,7 +1,6 @@
 //! The stream table: a stream handle is `0xbc000000 | index` (the look of native MPICH's direct handles)
 //! and indexes a fixed vector of slots, sized by the pool at `MPI_Init`, so hot paths find a stream
 //! with one bounds check and no lookup.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};

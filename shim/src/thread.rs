@@ -2,7 +2,6 @@
 //! until asked to stop (or until the turn says it is done), and is joined when stopped. Progress threads,
 //! the multiplex progress thread and the enqueue engine threads are all this; each owner decides what a
 //! turn does and which endpoint it may drive (docs/architecture.md, "Ownership and the progress helper").
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

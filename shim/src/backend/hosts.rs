@@ -2,7 +2,6 @@
 //! pool, gathered on rank 0 at `MPI_Init`. The pool is sized per host (`pool_size`, from the ranks on
 //! the host), so a job with uneven ranks per host can have a different pool on each host; the banner
 //! says so.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use mpixstream_wrappers::mpi::Comm;
 use std::os::raw::c_int;
 

@@ -1,5 +1,4 @@
 //! Native backend: our streams are MPICH's own streams from the reserved VCI pool.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use super::pool_size::Node;
 use crate::config::Config;
 use mpixstream_wrappers::ffi::*;

@@ -9,7 +9,6 @@
 //! memory" once it exceeds 2 GiB. Other builds lay their memory out differently (4.1.3 crashes in UCX at
 //! 2 ranks with 30 reserved, 4.2.3 and 4.3.2 start with 31): the default uses this model everywhere as an
 //! estimate; the refusal applies where it was measured exact, MPICH 5.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::config::{Config, Policy, DEFAULT_STREAMS};
 
 /// Shared memory the default pool may make MPICH map per node: 256 MiB (about 1.5 s of start-up on

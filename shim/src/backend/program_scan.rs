@@ -8,7 +8,6 @@
 //! the objects that define it (MPICH's library and ours), so a hit is an import. What the scan cannot
 //! see: a library `dlopen`ed after `MPI_Init`, or a symbol fetched with `dlsym` — such a program still
 //! works, on the serial backend (every stream on MPICH's implicit endpoint), and the banner says so.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 

@@ -9,7 +9,6 @@
 //! values (measured with Intel MPI 2021.19, shm). So this backend is chosen only on request
 //! (`MPIXSTREAM_BACKEND=split`), and a stream communicator exists only where every member attached the
 //! same endpoint: anything else is refused on every member.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op};

@@ -18,7 +18,6 @@
 //!
 //! Layering: this module uses runtime, streams, comms, errors, backend, info and hex; none of them
 //! uses it (mpix.rs and interposed.rs call in through the functions re-exported here).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod api;
 pub mod comm_counts;

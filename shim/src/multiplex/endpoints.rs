@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Which hidden communicator carries an indexed message, and on which endpoints.
 //!
 //! Two layouts, chosen once per multiplex communicator (the same on every process: it depends only on

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Argument checks of the indexed calls and their error texts (`docs/multiplex.md`, "Errors"). The
 //! checks are inline (the hot path); the texts are built only when an error is raised.
 use super::{Multiplex, MPIX_ANY_INDEX};

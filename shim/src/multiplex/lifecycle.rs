@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Messages between two different indices of one process on dedicated endpoints (the split backend,
 //! `endpoints`). Intel MPI carries a message between the same endpoint number on both ends: from this
 //! process to itself that is one endpoint, which the sending index's thread and the receiving index's

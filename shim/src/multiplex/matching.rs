@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The matching engine of one local index: the receives that could not go straight to MPICH (a
 //! wildcard source or source index, or anything posted behind one), matched against messages pulled
 //! out of MPICH with `MPI_Improbe` on the hidden communicators of the index (`Endpoints::sources`).

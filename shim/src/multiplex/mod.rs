@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Multiplex stream communicators (`docs/multiplex.md`), implemented entirely here on every backend:
 //! native MPICH 5.0.2's `MPIX_Stream_comm_create_multiplex` aborts, and no single native stream
 //! communicator can choose the (source endpoint, destination endpoint) pair per message.

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The indexed point-to-point entry points (`MPIX_Stream_send/isend/recv/irecv` and their `_c`
 //! forms).
 //!

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The multiplex progress thread.
 //!
 //! MPI's progress rule: a posted receive is matched while its process is in *any* MPI call. Engine

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Which user communicators are multiplex: handle -> record.
 //!
 //! Records are reference-counted (`Arc`) and reclaimed: the registry holds one reference from the

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The generalized-request callbacks of nonblocking engine receives (`extra_state`: a counted
 //! reference to the `RecvOp`). MPICH's `MPI_Wait*`/`MPI_Test*` call the poll function (and
 //! `MPI_Waitall` the wait function), which run a turn of the receive's engine; neither ever waits

@@ -13,7 +13,6 @@
 //!
 //! The callbacks get the state back from MPICH's `extra` word only through [`Shared::with_extra`],
 //! whose reference lasts for one closure: no callback can keep it past its own return.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::orphans::Orphan;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{self, Datatype, Opaque, Request};

@@ -1,7 +1,6 @@
 //! Which communicators are native stream communicators of this process, the claim a call on one takes
 //! on its endpoint, and one turn of a stream's own progress: shared by the routes around native MPICH's
 //! defects and the generated interposers.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::runtime;
 use crate::streams::StreamSlot;

@@ -18,7 +18,6 @@
 //! recorded (always, under `implicit` without the MPIX API), each completion interposer is two relaxed
 //! loads and a call through `next!`; with reserved endpoints, a look at each request's handle and the
 //! claims of the endpoints found ([performance.md](../../docs/performance.md)).
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn};
 use crate::native_fixes::wrapped_collectives;
 use crate::runtime::{self, Runtime};

@@ -16,7 +16,6 @@
 //! stream or `MPIX_STREAM_NULL`: the choice is the same on every member without asking) the twin is a
 //! split made for the object. On the serial backend, and for communicators without a record and
 //! invalid handles (MPICH reports the error as it would), the call goes straight on.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::backend::Backend;
 use crate::comms::Origin;
 use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};

@@ -30,7 +30,6 @@
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::greq::{poll_each, Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn};
 use crate::native_fixes::rc;

@@ -11,7 +11,6 @@
 //!
 //! A collective freed before it completed (`MPI_Request_free`) becomes an orphan (`crate::orphans`,
 //! `greq::Open`), which the helper polls to its end.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::comms::Route;
 use crate::native_fixes::greq::{collective_status, poll_each, Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_record_of, panic_for_test, progress_turn};

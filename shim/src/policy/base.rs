@@ -27,7 +27,6 @@
 //! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
 //! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 pub use crate::comms::Base;
 use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;

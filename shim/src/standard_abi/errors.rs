@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The errors of the MPIX API on the standard ABI: each distinct message gets an error code of its
 //! standard class (`MPI_Add_error_code` on the predefined class, with the message as its string), raised
 //! through the communicator's error handler as any MPI error is: `MPI_ERRORS_ARE_FATAL` ends the job with

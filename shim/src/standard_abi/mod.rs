@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! A program whose MPI library speaks the MPI-5 standard ABI (built with `mpicc -mpi-abi`: `mpi_abi.h`,
 //! `libmpi_abi.so.1`; handles are pointers and the constants are not MPICH's) runs untouched: the
 //! generated interposers forward every call, arguments unchanged, to the next definition

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The MPI standard ABI as the MPIX implementation on it calls it: the constants of `mpi_abi.h` it needs,
 //! its status layout, a table of the `PMPI_*` functions it uses, typed with the ABI's pointer handles
 //! ([`H`]) and looked up once in the program's MPI library (`abi::lookup`), and the typed functions over

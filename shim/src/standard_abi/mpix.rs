@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The MPIX stream API for a program on the standard ABI (`include/mpix_stream_abi.h`), on the serial
 //! model: the exported entry points (`crate::mpix`, `crate::multiplex`) call these with the program's
 //! pointer-wide handles where `abi::standard()`. Streams are local objects (`streams`); a stream

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Multiplex stream communicators on the standard ABI (serial model) and their indexed point-to-point
 //! calls (`MPIX_Stream_send/isend/recv/irecv` and the `_c` forms).
 //!

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The explicit policy on the standard ABI (serial model) and what the tools library asks of it.
 //!
 //! Every stream shares the library's endpoints here, so the policy is bookkeeping: each communicator the

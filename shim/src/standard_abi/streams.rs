@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! Streams and the records of stream and multiplex communicators on the standard ABI (the serial model:
 //! the library this ABI reaches has no streams, so a stream is a local object and every stream's traffic
 //! shares the library's endpoints).

@@ -1,4 +1,3 @@
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 //! The report on the MPI standard ABI (`mpicc -mpi-abi`: handles are pointers, `mpi_abi.h`'s constants):
 //! a state of its own, keyed by the pointer handles, so that MPICH's ABI path (`state`, `counting`,
 //! keyed by MPICH's `int` handles) is untouched. The generated interposers call the hooks here (same

@@ -43,7 +43,6 @@
 //! The interposers' bodies take the application's arguments as its call gave them (the contract of each
 //! is MPI's for that call) and pass them on unchanged to the next definition of the same call or to
 //! the route, whose own contract is the same buffer rule.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 mod persistent_bsend;
 mod route;
 

@@ -1,6 +1,5 @@
 //! Persistent buffered sends made on a native stream communicator (`MPI_Bsend_init(_c)`): recorded, and
 //! each `MPI_Start`/`MPI_Startall` of one is the routed buffered send with the recorded arguments.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;

@@ -1,6 +1,5 @@
 //! The routed buffered send itself (pack, `MPI_Isend_c`, one test, then an orphan until it completes)
 //! and the attached buffer whose size bounds the routed messages' space.
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 use crate::native_fixes::native_streams::native_stream_index_of;
 use crate::orphans::{self, Orphan};
 use crate::runtime;
