@@ -80,9 +80,10 @@ pip_mpich() { # version: PyPI's mpich wheel into its .deps directory (scripts/en
 }
 
 need_cargo() {
-  command -v cargo >/dev/null 2>&1 && return 0
-  echo "install: cargo is missing; install a Rust toolchain (rustup) first" >&2
-  exit 1
+  command -v cargo >/dev/null 2>&1 || { echo "install: cargo is missing; install a Rust toolchain (rustup) first" >&2; exit 1; }
+  # clippy checks the unsafe rule in the test suite (tests/run.sh, cargo-lints).
+  cargo clippy --version >/dev/null 2>&1 || rustup component add clippy >/dev/null 2>&1 ||
+    { echo "install: cargo clippy is missing and rustup could not add it" >&2; exit 1; }
 }
 
 install_prefix() { # dir

@@ -77,6 +77,16 @@ if selected cargo-unit; then
   verdict "cargo-unit ($(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}') unit tests)" $rc "$log"
 fi
 
+# The unsafe rule (docs/architecture.md, "Unsafe at the edge"): every crate root denies
+# unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks and clippy::missing_safety_doc, and clippy
+# must pass with them; tests/scripts/unsafe_rule.sh checks that the denials are there and counts what is left.
+if selected cargo-lints; then
+  log=$logdir/cargo-lints.log
+  cargo clippy --release --quiet --workspace --all-targets >"$log" 2>&1
+  rc=$?
+  verdict "cargo-lints (clippy with the unsafe rule's lints denied)" $rc "$log"
+fi
+
 echo "== C tests"
 build_dir=$root/build/tests
 for build in "${builds[@]}"; do
