@@ -13,7 +13,8 @@
 //!   write the report at `MPI_Finalize`;
 //! - [`persistent`]: what the persistent requests' interposers do (their constructors, `MPI_Start*`);
 //! - [`counting`]: what each other interposer does (count, track requests, enter the check and the
-//!   profile through [`entry`]);
+//!   profile through [`entry`]); [`completion`]: the completion calls' hooks (`MPI_Wait*`, `MPI_Test*`,
+//!   `MPI_Request_free`), which finish what `counting` tracked;
 //! - [`report`]: the report, from what it is given, with its profile section ([`profile_report`]) and
 //!   [`verdict`]; [`check`]: the one-thread check;
 //! - [`request_table`]: the requests followed to their completion;
@@ -26,6 +27,7 @@
 
 pub mod check;
 pub mod clock;
+pub mod completion;
 pub mod counting;
 pub mod entry;
 pub mod json;
@@ -43,8 +45,9 @@ pub mod text;
 pub mod thread;
 pub mod verdict;
 
-/// What the generated interposers call: the hooks of `counting` and of `persistent`.
+/// What the generated interposers call: the hooks of `counting`, `completion` and `persistent`.
 mod hooks {
+    pub use crate::completion::*;
     pub use crate::counting::*;
     pub use crate::persistent::{persistent, persistent_send, start, startall};
     pub use crate::round_robin::{comm_made, comm_made_inside};
