@@ -23,7 +23,7 @@ use super::Multiplex;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
-use mpixstream_wrappers::mpi::{Comm, Datatype, Request, Stream};
+use mpixstream_wrappers::mpi::{status_bytes, Comm, Datatype, Request, Stream};
 use mpixstream_wrappers::next;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
@@ -494,13 +494,6 @@ impl MatchingEngine {
         self.sync_queued(&st);
         true
     }
-}
-
-/// The byte count in an MPICH status (`MPIR_STATUS_GET_COUNT`: the low 32 bits in `count_lo`, the
-/// high ones above the cancelled bit), without a call into MPICH.
-#[inline]
-pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
-    (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
 }
 
 /// The outcome of receive `op` taking a local message (`data`, packed by `mailbox::send` from `source`

@@ -136,8 +136,9 @@ handle!(
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Opaque(pub *mut std::os::raw::c_void);
 
-/// A status MPICH filled in, and the element count it records (`MPIR_STATUS_GET_COUNT`: the low 32 bits
-/// in `count_lo`, the high ones above the cancelled bit).
+/// The byte count a status MPICH filled in records (`MPIR_STATUS_GET_COUNT`: the low 32 bits in
+/// `count_lo`, the high ones above the cancelled bit), without a call into MPICH.
+#[inline]
 pub fn status_bytes(status: &MPI_Status) -> MPI_Count {
     (status.count_lo as u32 as MPI_Count) | (((status.count_hi_and_cancelled as u32 >> 1) as MPI_Count) << 32)
 }

@@ -2,7 +2,6 @@
 //! callbacks MPICH calls).
 use super::{call, call_optional, check, MpiResult, Opaque, Request, Stream};
 use crate::ffi::*;
-use std::os::raw::c_int;
 
 impl Request {
     /// `MPI_Test`: the status once complete (the request is then `Request::NULL` or, persistent, inactive:
@@ -107,10 +106,4 @@ impl AsyncThing {
     pub fn supported() -> bool {
         crate::pmpi::pmpi().PMPIX_Async_start.is_some()
     }
-}
-
-/// `c` as a bool flag for C.
-#[inline]
-pub fn flag(c: bool) -> c_int {
-    c as c_int
 }
