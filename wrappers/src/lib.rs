@@ -20,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod app;
 pub mod dl;
 pub mod ffi;
 pub mod fn_types;

@@ -223,6 +223,46 @@ fn no_handle_by_value(row: &Row, role: &str) -> Result<(), String> {
     }
 }
 
+/// How a generated interposer hands its parameter `name` to a hook or a fix: a pointer wrapped in the
+/// application's argument (`app::AppArg` for `T *`, `app::AppIn` for `const T *`, their `len` the row's
+/// `count` or `incount` for an array (0 where it has neither), 1 for one value, 0 for a buffer), tied to
+/// the interposer's local
+/// `scope`; anything else as it is. `wide`: on the standard ABI, where a request or message slot holds a
+/// pointer-wide handle and a status is `mpi_abi.h`'s. Used inside the interposer's `unsafe` block: the
+/// wrapping asserts MPI's contract on the application (`app`).
+pub fn app_arg(row: &Row, name: &str, wide: bool) -> Result<String, String> {
+    let param = row.param(name)?;
+    let ty = rust_type(&param.c_type, row.nullable.iter().any(|n| n == name), "$crate::ffi::")
+        .map_err(|e| format!("line {}: {}: {e}", row.line, row.name))?;
+    let (constructor, element) = if let Some(t) = ty.strip_prefix("*mut ") {
+        ("AppArg", t)
+    } else if let Some(t) = ty.strip_prefix("*const ") {
+        ("AppIn", t)
+    } else {
+        return Ok(name.to_string());
+    };
+    let base = param.c_type.trim_end_matches(" []").trim_end_matches(" *").trim_start_matches("const ");
+    // An array: declared `[]`, or an `array_of_*` (mpi.h declares some `MPI_Status *`).
+    let len = if param.c_type.ends_with(" []") || name.starts_with("array_of_") {
+        match row.params.iter().find(|p| p.name == "count" || p.name == "incount") {
+            Some(count) => format!("{} as i64", count.name),
+            None => "0".to_string(),
+        }
+    } else if element.ends_with("c_void") || element.starts_with("*") {
+        "0".to_string()
+    } else {
+        "1".to_string()
+    };
+    let (pointer, status) = match base {
+        "MPI_Status" if wide => (format!("{name}.cast::<$crate::abi::Status>()"), true),
+        "MPI_Status" => (name.to_string(), true),
+        "MPI_Request" | "MPI_Message" if wide => (format!("{name}.cast::<$crate::ffi::WideHandle>()"), false),
+        _ => (name.to_string(), false),
+    };
+    let make = if status { "statuses" } else { "new" };
+    Ok(format!("$crate::app::{constructor}::{make}(&scope, {pointer}, {len})"))
+}
+
 fn all_args(row: &Row) -> String {
     row.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
@@ -432,9 +472,10 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
     for r in rows {
         let Some((hook, args)) = &r.tools else { continue };
         let mut closure_params = Vec::new();
-        let mut passed = Vec::new();
+        let (mut passed, mut passed_wide) = (Vec::new(), Vec::new());
         for a in args {
-            passed.push(format!("::core::convert::Into::into({a})"));
+            passed.push(format!("::core::convert::Into::into({})", app_arg(r, a, false)?));
+            passed_wide.push(format!("::core::convert::Into::into({})", app_arg(r, a, true)?));
             if r.param(a)?.c_type == "MPI_Status *" {
                 closure_params.push(format!("{a}: *mut $crate::ffi::MPI_Status"));
             }
@@ -447,9 +488,10 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
                  use $counting as counting;\n\
                  let next = $crate::next_wide!({name});\n\
                  return $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
+                 let scope = $crate::app::CallScope::new();\n\
                  counting::std_abi::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}});\n}}\n",
                 name = r.name,
-                passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
+                passed = passed_wide.iter().map(|p| format!("{p}, ")).collect::<String>(),
                 cp = closure_params.join(", "),
                 all = all_args(r),
             );
@@ -465,6 +507,7 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
              use $counting as counting;\n\
              let next = $crate::next!({name});\n\
              $crate::guard::ffi_guard(\"{name}\", move || unsafe {{\n\
+             let scope = $crate::app::CallScope::new();\n\
              counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}})\n}}\n",
             signature(r, "$crate::ffi::")?,
             name = r.name,
@@ -554,12 +597,26 @@ mod tests {
              use $counting as counting;\n\
              let next = $crate::next_wide!(MPI_Send);\n\
              return $crate::guard::ffi_guard(\"MPI_Send\", move || unsafe {{\n\
+             let scope = $crate::app::CallScope::new();\n\
              counting::std_abi::send(\"MPI_Send\", ::core::convert::Into::into(comm), \
              ::core::convert::Into::into(count), ::core::convert::Into::into(datatype), \
              ::core::convert::Into::into(dest), move || next(buf, count, datatype, dest, tag, comm))\n}});\n}}\n\
              let datatype = datatype as $crate::ffi::MPI_Datatype;\n\
              let comm = comm as $crate::ffi::MPI_Comm;\n"
         )));
+        // Pointers reach the hooks as the application's arguments: a request slot pointer-wide on the
+        // standard ABI, an array as long as its count, a status that may be ignored.
+        assert!(tools.contains(
+            "counting::std_abi::isend(\"MPI_Isend\", ::core::convert::Into::into(comm), \
+             ::core::convert::Into::into(count), ::core::convert::Into::into(datatype), \
+             ::core::convert::Into::into(dest), ::core::convert::Into::into($crate::app::AppArg::new(&scope, \
+             request.cast::<$crate::ffi::WideHandle>(), 1)), move || next("
+        ));
+        assert!(tools.contains(
+            "counting::waitall(\"MPI_Waitall\", ::core::convert::Into::into(count), ::core::convert::Into::into(\
+             $crate::app::AppArg::new(&scope, array_of_requests, count as i64)), ::core::convert::Into::into(\
+             $crate::app::AppArg::statuses(&scope, array_of_statuses, count as i64)), move |array_of_statuses: "
+        ));
         assert!(tools.contains(&format!(
             "fn MPI_Probe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, comm: {wide}, status: \
              *mut $crate::ffi::MPI_Status) -> ::std::os::raw::c_int {{\n\

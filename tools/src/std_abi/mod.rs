@@ -34,15 +34,7 @@ pub use hooks::*;
 
 type H = usize;
 
-/// `mpi_abi.h`'s `MPI_Status`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Status {
-    pub source: c_int,
-    pub tag: c_int,
-    pub error: c_int,
-    internal: [c_int; 5],
-}
+pub use mpixstream_wrappers::abi::Status;
 
 const SUCCESS: c_int = 0;
 const ERR_IN_STATUS: c_int = 19;

@@ -1,0 +1,289 @@
+//! The application's pointer arguments, as an interposer received them: the one place their validity is
+//! asserted. A generated interposer wraps each pointer it hands a hook or a fix in an [`AppArg`] (a `T *`)
+//! or an [`AppIn`] (a `const T *`), tied to a [`CallScope`] local to the interposer; the hooks and fixes are
+//! safe functions that read and write those arguments through them, and forward them to MPI through the
+//! generated safe forwarders (`forwarders!`, `crate::forward`).
+//!
+//! The contract the interposer asserts when it wraps an argument (`new`, `statuses`) is MPI's on the
+//! application: the pointer is null, one of MPI's sentinels, or valid as MPI requires of that argument for
+//! the call; `len` elements of it (the row's `count` or `incount` for an array, 1 for one value, 0 for a
+//! buffer or an array whose length MPI takes from elsewhere) may be read and written while the call runs,
+//! and a buffer is valid for the application's own count and datatype. What holds it up here:
+//! - nothing of ours keeps a reference into the application's memory: every read and write is a copy
+//!   through the pointer ([`AppArg::get`], [`AppArg::set`], [`AppArg::iter`]), so MPI may write the same
+//!   memory between two of them;
+//! - an argument lives no longer than its interposer's `CallScope` (the lifetime `'call`): a hook cannot
+//!   keep one past the call;
+//! - the forwarders pass a buffer on with the count and datatype beside it, which the code forwarding it
+//!   takes from the same call (the application's own, as every route here does).
+use crate::ffi::MPI_STATUS_IGNORE;
+use std::marker::PhantomData;
+use std::os::raw::c_void;
+
+/// The scope of one interposed call: each argument wrapped in it borrows it, so none outlives the call.
+pub struct CallScope(());
+
+impl CallScope {
+    #[inline(always)]
+    #[allow(clippy::new_without_default)] // one per interposed call, made by the generated code
+    pub fn new() -> CallScope {
+        CallScope(())
+    }
+}
+
+/// A `T *` argument of the application's call (or a local of ours, [`AppArg::local`]), `len` elements of
+/// which may be read and written.
+pub struct AppArg<'call, T> {
+    p: *mut T,
+    len: usize,
+    _call: PhantomData<&'call mut T>,
+}
+
+impl<T> Clone for AppArg<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for AppArg<'_, T> {}
+
+/// A `const T *` argument of the application's call, `len` elements of which may be read.
+pub struct AppIn<'call, T> {
+    p: *const T,
+    len: usize,
+    _call: PhantomData<&'call T>,
+}
+
+impl<T> Clone for AppIn<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for AppIn<'_, T> {}
+
+fn length(len: i64) -> usize {
+    usize::try_from(len).unwrap_or(0)
+}
+
+/// Whether a status argument points to statuses (not null, not `MPI_STATUS(ES)_IGNORE`).
+fn real_status<T>(p: *const T) -> bool {
+    !p.is_null() && p.cast::<c_void>() != MPI_STATUS_IGNORE.cast::<c_void>().cast_const()
+}
+
+impl<'call, T> AppArg<'call, T> {
+    /// The application's argument `p`, of `len` elements (a negative length: none).
+    ///
+    /// # Safety
+    /// MPI's contract on the application (module comment): `p` null, or valid for reading and writing
+    /// `len` elements, and as MPI requires of the argument, while `scope`'s call runs.
+    #[inline(always)]
+    pub unsafe fn new(_scope: &'call CallScope, p: *mut T, len: i64) -> Self {
+        AppArg { p, len: length(len), _call: PhantomData }
+    }
+
+    /// A status argument of `len` statuses: none to read or write where it is `MPI_STATUS(ES)_IGNORE`
+    /// (or null, the standard ABI's), the pointer still forwarded as it is.
+    ///
+    /// # Safety
+    /// As [`AppArg::new`].
+    #[inline(always)]
+    pub unsafe fn statuses(_scope: &'call CallScope, p: *mut T, len: i64) -> Self {
+        AppArg { p, len: if real_status(p) { length(len) } else { 0 }, _call: PhantomData }
+    }
+
+    /// A local of ours, passed where MPI takes a `T *` (a flag, a request, a status).
+    #[inline(always)]
+    pub fn local(x: &'call mut T) -> Self {
+        AppArg { p: x, len: 1, _call: PhantomData }
+    }
+
+    /// Locals of ours, passed where MPI takes an array.
+    #[inline(always)]
+    pub fn local_slice(x: &'call mut [T]) -> Self {
+        AppArg { p: x.as_mut_ptr(), len: x.len(), _call: PhantomData }
+    }
+
+    /// The pointer, as the application passed it (to compare, or to hand to a call that MPI defines
+    /// on it).
+    #[inline(always)]
+    pub fn ptr(self) -> *mut T {
+        self.p
+    }
+
+    /// How many elements may be read and written.
+    #[inline(always)]
+    pub fn len(self) -> usize {
+        if self.p.is_null() {
+            0
+        } else {
+            self.len
+        }
+    }
+
+    #[inline(always)]
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same argument as read-only.
+    #[inline(always)]
+    pub fn as_in(self) -> AppIn<'call, T> {
+        AppIn { p: self.p, len: self.len, _call: PhantomData }
+    }
+}
+
+impl<T: Copy> AppArg<'_, T> {
+    /// The first element (the one of a single argument), `None` where there is none.
+    #[inline(always)]
+    pub fn get(self) -> Option<T> {
+        self.at(0)
+    }
+
+    /// Element `i`, `None` where the pointer is null or `i` past the end.
+    #[inline(always)]
+    pub fn at(self, i: usize) -> Option<T> {
+        self.as_in().at(i)
+    }
+
+    /// Writes the first element; false where there is none.
+    #[inline(always)]
+    pub fn set(self, v: T) -> bool {
+        self.set_at(0, v)
+    }
+
+    /// Writes element `i`; false where the pointer is null or `i` past the end.
+    #[inline(always)]
+    pub fn set_at(self, i: usize, v: T) -> bool {
+        if i >= self.len() {
+            return false;
+        }
+        // SAFETY: non-null and `i < len`: valid for a write while the call runs (`new`'s contract, or a
+        // local's borrow); a copy written, no reference made.
+        unsafe { self.p.add(i).write(v) };
+        true
+    }
+
+    /// The elements, each copied when reached.
+    #[inline(always)]
+    pub fn iter(self) -> impl Iterator<Item = T> + 'static
+    where
+        T: 'static,
+    {
+        let this = AppIn { p: self.p.cast_const(), len: self.len(), _call: PhantomData };
+        (0..this.len).filter_map(move |i| this.at(i))
+    }
+}
+
+impl<'call, T> AppIn<'call, T> {
+    /// The application's argument `p`, of `len` elements (a negative length: none).
+    ///
+    /// # Safety
+    /// MPI's contract on the application (module comment): `p` null, or valid for reading `len`
+    /// elements, and as MPI requires of the argument, while `scope`'s call runs.
+    #[inline(always)]
+    pub unsafe fn new(_scope: &'call CallScope, p: *const T, len: i64) -> Self {
+        AppIn { p, len: length(len), _call: PhantomData }
+    }
+
+    /// A local of ours, passed where MPI takes a `const T *`.
+    #[inline(always)]
+    pub fn local(x: &'call T) -> Self {
+        AppIn { p: x, len: 1, _call: PhantomData }
+    }
+
+    /// Locals of ours, passed where MPI takes a `const T []`.
+    #[inline(always)]
+    pub fn local_slice(x: &'call [T]) -> Self {
+        AppIn { p: x.as_ptr(), len: x.len(), _call: PhantomData }
+    }
+
+    #[inline(always)]
+    pub fn ptr(self) -> *const T {
+        self.p
+    }
+
+    #[inline(always)]
+    pub fn len(self) -> usize {
+        if self.p.is_null() {
+            0
+        } else {
+            self.len
+        }
+    }
+
+    #[inline(always)]
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: Copy> AppIn<'_, T> {
+    #[inline(always)]
+    pub fn get(self) -> Option<T> {
+        self.at(0)
+    }
+
+    #[inline(always)]
+    pub fn at(self, i: usize) -> Option<T> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: non-null and `i < len`: valid for a read while the call runs (`new`'s contract, or a
+        // local's borrow); a copy read, no reference kept.
+        Some(unsafe { self.p.add(i).read() })
+    }
+
+    /// The elements, each copied when reached.
+    #[inline(always)]
+    pub fn iter(self) -> impl Iterator<Item = T> + 'static
+    where
+        T: 'static,
+    {
+        let this = AppIn { p: self.p, len: self.len(), _call: PhantomData };
+        (0..this.len).filter_map(move |i| this.at(i))
+    }
+}
+
+impl AppArg<'_, crate::ffi::MPI_Status> {
+    /// `MPI_STATUS_IGNORE`, where MPI takes a status.
+    #[inline(always)]
+    pub fn ignore() -> Self {
+        AppArg { p: MPI_STATUS_IGNORE, len: 0, _call: PhantomData }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::MPI_Status;
+
+    #[test]
+    fn arguments_read_and_write_within_their_length_only() {
+        let scope = CallScope::new();
+        let mut xs = [1, 2, 3];
+        // SAFETY: a live array of 3, valid for the scope.
+        let a = unsafe { AppArg::new(&scope, xs.as_mut_ptr(), 2) };
+        assert_eq!(a.iter().collect::<Vec<_>>(), [1, 2]);
+        assert!(a.set_at(1, 7) && !a.set_at(2, 9));
+        assert_eq!((a.get(), a.at(1), a.at(2)), (Some(1), Some(7), None));
+        // SAFETY: null.
+        let null = unsafe { AppArg::<i32>::new(&scope, std::ptr::null_mut(), 5) };
+        assert_eq!((null.len(), null.get(), null.set(1)), (0, None, false));
+        // SAFETY: a negative count: nothing to read.
+        let negative = unsafe { AppIn::new(&scope, xs.as_ptr(), -1) };
+        assert!(negative.is_empty());
+        assert_eq!(xs, [1, 7, 3]);
+    }
+
+    #[test]
+    fn ignored_statuses_are_forwarded_but_never_read() {
+        let scope = CallScope::new();
+        // SAFETY: MPI's sentinel, never read.
+        let ignored = unsafe { AppArg::statuses(&scope, MPI_STATUS_IGNORE, 1) };
+        assert_eq!((ignored.len(), ignored.ptr()), (0, MPI_STATUS_IGNORE));
+        let mut s = MPI_Status::default();
+        s.MPI_TAG = 4;
+        let local = AppArg::local(&mut s);
+        assert_eq!(local.get().map(|s| s.MPI_TAG), Some(4));
+        assert_eq!(AppArg::ignore().ptr(), MPI_STATUS_IGNORE);
+    }
+}
