@@ -27,6 +27,7 @@ fn generate(text: &str, out: &Path) -> Result<(), String> {
         ("pmpi_table.rs", prototype_codegen::generate_pmpi_table(&rows)),
         ("lean_interposers.rs", prototype_codegen::generate_lean(&rows)?),
         ("tools_interposers.rs", prototype_codegen::generate_tools(&rows)?),
+        ("forwarders.rs", prototype_codegen::generate_forwarders(&rows)?),
     ];
     for (name, content) in files {
         std::fs::write(out.join(name), content).map_err(|e| format!("writing {name}: {e}"))?;

@@ -12,6 +12,8 @@ use crate::errors::{self, Errors};
 use crate::policy;
 use crate::runtime::{self, Runtime};
 use crate::streams::{RequestPools, StreamTable};
+use crate::forward;
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::interpose::CommCtor;
@@ -25,17 +27,12 @@ use std::sync::Mutex;
 // this module (`init`, `finalize`, the constructors…) or of `native_fixes`.
 mpixstream_wrappers::interposers!(crate::interposed, crate::native_fixes);
 
-/// `MPI_Init` (thread = None) and `MPI_Init_thread`.
-///
-/// # Safety
-/// The application's arguments: `argc`/`argv` as MPI requires (NULL or its own), `provided` NULL or
-/// valid for a write.
-pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
+/// `MPI_Init` (thread = None) and `MPI_Init_thread`, with the application's arguments.
+pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<(c_int, AppArg<c_int>)>) -> c_int {
     ffi_guard("MPI_Init", || {
         // A program on the MPI standard ABI runs untouched: nothing below may run (MPICH's constants).
         if mpixstream_wrappers::abi::standard() {
-            // SAFETY: the application's own arguments (this function's contract).
-            return unsafe { crate::standard_abi::init(argc, argv, thread) };
+            return crate::standard_abi::init(argc, argv, thread);
         }
         let p = match pmpi::load() {
             Ok(p) => p,
@@ -46,12 +43,9 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
         };
         if runtime::is_initialized_by_us() {
             // A second MPI_Init: MPICH reports the error.
-            // SAFETY: MPICH's own entry points with the application's own arguments, unchanged.
-            return unsafe {
-                match thread {
-                    None => (p.PMPI_Init)(argc, argv),
-                    Some((required, provided)) => (p.PMPI_Init_thread)(argc, argv, required, provided),
-                }
+            return match thread {
+                None => forward::MPI_Init(argc, argv),
+                Some((required, provided)) => forward::MPI_Init_thread(argc, argv, required, provided),
             };
         }
         let config = match Config::from_env() {
@@ -76,16 +70,17 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             eprintln!("mpixstream: {e}");
             std::process::exit(1);
         }
-        // SAFETY: MPICH's own entry points with the application's own arguments (the thread level
-        // raised where `multiple`; a local for the level provided where it passed none).
-        let rc = unsafe {
-            match thread {
-                None if multiple => mpi::env::init_thread(argc, argv, MPI_THREAD_MULTIPLE).err().unwrap_or(MPI_SUCCESS),
-                None => mpi::env::init(argc, argv).err().unwrap_or(MPI_SUCCESS),
-                Some((required, provided)) => {
-                    (p.PMPI_Init_thread)(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
-                }
-            }
+        // The application's own arguments (the thread level raised where `multiple`; a local for the
+        // level provided where it passed none).
+        let rc = match thread {
+            None if multiple => mpi::env::init_thread(argc, argv, MPI_THREAD_MULTIPLE).err().unwrap_or(MPI_SUCCESS),
+            None => mpi::env::init(argc, argv).err().unwrap_or(MPI_SUCCESS),
+            Some((required, provided)) => forward::MPI_Init_thread(
+                argc,
+                argv,
+                if multiple { MPI_THREAD_MULTIPLE } else { required },
+                provided,
+            ),
         };
         if rc != MPI_SUCCESS {
             return rc;
@@ -223,21 +218,15 @@ pub fn finalize() -> c_int {
     })
 }
 
-/// A communicator constructor on the MPI standard ABI (`newcomm` pointer-wide): the explicit policy's
-/// bookkeeping there (`standard_abi::policy`).
-///
-/// # Safety
-/// `newcomm` is the application's argument: NULL or valid for reads and writes.
-pub unsafe fn std_comm_constructed(
+/// A communicator constructor on the MPI standard ABI (`newcomm`, the application's argument,
+/// pointer-wide): the explicit policy's bookkeeping there (`standard_abi::policy`).
+pub fn std_comm_constructed(
     kind: CommCtor,
     parent: mpixstream_wrappers::ffi::WideHandle,
-    newcomm: *mut mpixstream_wrappers::ffi::WideHandle,
+    newcomm: AppArg<mpixstream_wrappers::ffi::WideHandle>,
     create: impl FnOnce() -> c_int,
 ) -> c_int {
-    ffi_guard(kind.name(), move || {
-        // SAFETY: the application's own argument (this function's contract).
-        unsafe { crate::standard_abi::policy::comm_constructed(kind, parent, newcomm, create) }
-    })
+    ffi_guard(kind.name(), move || crate::standard_abi::policy::comm_constructed(kind, parent, newcomm, create))
 }
 
 /// `MPI_Finalize` on the MPI standard ABI: the tools library's report first (while MPI is up), then the
@@ -302,19 +291,15 @@ fn action(plan: Plan) -> Action {
 /// A communicator constructor: what every member does is planned from facts they all share
 /// (`ctor_plan`), turned into an [`Action`], then done: MPICH's constructor (`create`), the child's
 /// inherited record, the explicit policy's stream, or a multiplex dup. `info`: the info argument of
-/// `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`. The constructor runs
-/// collectives over `parent`: inside its stream's endpoint, where it has one.
-///
-/// # Safety
-/// `newcomm` and `request` are the application's arguments: each NULL or valid for reads and writes,
-/// and used by nothing else during the call; `create` is the application's call of MPICH's constructor
-/// with them.
-pub unsafe fn comm_constructed(
+/// `MPI_Comm_dup_with_info`; `request`: the request of `MPI_Comm_idup*`; `newcomm` and `request`: the
+/// application's arguments, which `create`, the application's call of MPICH's constructor, writes. The
+/// constructor runs collectives over `parent`: inside its stream's endpoint, where it has one.
+pub fn comm_constructed(
     kind: CommCtor,
     parent: MPI_Comm,
-    newcomm: *mut MPI_Comm,
+    newcomm: AppArg<MPI_Comm>,
     info: Option<MPI_Info>,
-    request: Option<*mut MPI_Request>,
+    request: Option<AppArg<MPI_Request>>,
     create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
     ffi_guard(kind.name(), || {
@@ -337,16 +322,18 @@ pub unsafe fn comm_constructed(
             // The policy's blocking dup on the native backend: the stream communicator made from `parent`
             // directly, so that MPICH copies the attributes once, into the communicator the application
             // gets.
-            // SAFETY: the application's output variable, NULL or valid (this function's contract).
-            Action::PolicyDup => match unsafe { newcomm.as_mut() } {
-                Some(out) => policy::dup_directly(rt, parent, out, info),
+            Action::PolicyDup => match newcomm.get() {
+                Some(mut out) => {
+                    let rc = policy::dup_directly(rt, parent, &mut out, info);
+                    newcomm.set(out);
+                    rc
+                }
                 // MPICH's own dup reports the null argument.
                 None => create(pmpi()),
             },
             // The policy's idup of one of its communicators: the child is not on the parent's stream.
             Action::IdupOfBase => {
-                // SAFETY: the application's own arguments and call (this function's contract).
-                let rc = unsafe { crate::policy::base::idup(rt, kind, parent, newcomm, info, request, create) };
+                let rc = crate::policy::base::idup(rt, kind, parent, newcomm, info, request, create);
                 if rc == MPI_SUCCESS {
                     policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
                 }
@@ -356,15 +343,14 @@ pub unsafe fn comm_constructed(
                 // The split backend's endpoint for the new communicator, agreed over `parent` first.
                 let agreed = agree_first.then(|| policy::endpoint_before(rt, parent));
                 let rc = create(pmpi());
-                // SAFETY: the application's output variable, NULL or valid (this function's contract),
-                // which MPICH's constructor has just written where it succeeded.
-                let made = if rc == MPI_SUCCESS { unsafe { newcomm.as_mut() } } else { None };
-                if let Some(made) = &made {
+                // What MPICH's constructor has just written where it succeeded.
+                let made = if rc == MPI_SUCCESS { newcomm.get() } else { None };
+                if let Some(made) = made {
                     // The tools library (if loaded) counts what MPICH made, as its round robin over its
                     // implicit VCIs does (`MPI_COMM_NULL`: this process got none).
-                    crate::tools_link::tools_comm_created(kind, parent, **made);
+                    crate::tools_link::tools_comm_created(kind, parent, made);
                 }
-                let Some(child) = made.filter(|c| **c != MPI_COMM_NULL) else {
+                let Some(mut child) = made.filter(|&c| c != MPI_COMM_NULL) else {
                     policy::give_back(rt, agreed);
                     return rc;
                 };
@@ -374,13 +360,15 @@ pub unsafe fn comm_constructed(
                         policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
                         rc
                     }
-                    Then::Inherit => inherit(rt, parent, *child, rc),
-                    Then::AttachStream => policy::attach_stream(rt, child, agreed),
-                    // SAFETY: the application's own arguments (this function's contract); `child` is not
-                    // used again.
-                    Then::Multiplex => unsafe {
+                    Then::Inherit => inherit(rt, parent, child, rc),
+                    Then::AttachStream => {
+                        let rc = policy::attach_stream(rt, &mut child, agreed);
+                        newcomm.set(child);
+                        rc
+                    }
+                    Then::Multiplex => {
                         crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request).unwrap_or(rc)
-                    },
+                    }
                 }
             }
         }
@@ -439,37 +427,28 @@ pub fn comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int 
 }
 
 /// `MPI_Comm_free`.
-///
-/// # Safety
-/// `comm` is the application's argument: NULL or valid for reads and writes.
-pub unsafe fn comm_free(comm: *mut MPI_Comm) -> c_int {
+pub fn comm_free(comm: AppArg<MPI_Comm>) -> c_int {
     ffi_guard("MPI_Comm_free", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: the application's variable, NULL or valid for a read (this function's contract).
-        let handle = unsafe { comm.as_ref() }.map_or(MPI_COMM_NULL, |c| *c);
+        let handle = comm.get().unwrap_or(MPI_COMM_NULL);
         if let Some(rt) = runtime::active() {
             if let Err((class, msg)) = crate::enqueue::check_comm_free(rt, handle) {
                 return errors::raise(handle, class, "MPI_Comm_free", &msg);
             }
         }
-        // SAFETY: MPICH's own entry point with the application's own argument, unchanged (MPICH sets
-        // the variable to MPI_COMM_NULL, or reports a null one).
-        destroyed(unsafe { (p.PMPI_Comm_free)(comm) })
+        // MPICH sets the variable to MPI_COMM_NULL, or reports a null one.
+        destroyed(p.call_PMPI_Comm_free(comm))
     })
 }
 
 /// `MPI_Comm_disconnect`: as `MPI_Comm_free` (after it waited for the communicator's pending
 /// operations), the destruction work of its record runs once MPICH returns.
-///
-/// # Safety
-/// `comm` is the application's argument: NULL or valid for reads and writes.
-pub unsafe fn comm_disconnect(comm: *mut MPI_Comm) -> c_int {
+pub fn comm_disconnect(comm: AppArg<MPI_Comm>) -> c_int {
     ffi_guard("MPI_Comm_disconnect", || match pmpi::load() {
-        // SAFETY: MPICH's own entry point with the application's own argument, unchanged.
-        Ok(p) => destroyed(unsafe { (p.PMPI_Comm_disconnect)(comm) }),
+        Ok(p) => destroyed(p.call_PMPI_Comm_disconnect(comm)),
         Err(_) => MPI_ERR_OTHER,
     })
 }
@@ -525,76 +504,51 @@ unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut 
 }
 
 /// `MPI_Comm_create_keyval`: recorded, so that the policy's idups copy the attributes (policy_base.rs).
-///
-/// # Safety
-/// The application's arguments: `keyval` NULL or valid for a write; the callbacks and `extra_state`
-/// as MPI requires.
-pub unsafe fn comm_create_keyval(
+pub fn comm_create_keyval(
     copy: Option<MPI_Comm_copy_attr_function>,
     delete: Option<MPI_Comm_delete_attr_function>,
-    keyval: *mut c_int,
-    extra_state: *mut c_void,
+    keyval: AppArg<c_int>,
+    extra_state: AppArg<c_void>,
 ) -> c_int {
     ffi_guard("MPI_Comm_create_keyval", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged; then `keyval`,
-        // NULL or valid (this function's contract), read back where MPICH wrote it.
-        let (rc, made) = unsafe {
-            let rc = (p.PMPI_Comm_create_keyval)(copy, delete, keyval, extra_state);
-            (rc, if rc == MPI_SUCCESS { keyval.as_ref().copied() } else { None })
-        };
-        if let Some(k) = made {
-            crate::policy::base::keyval_created(k, copy, extra_state);
+        let rc = p.call_PMPI_Comm_create_keyval(copy, delete, keyval, extra_state);
+        if let Some(k) = keyval.get().filter(|_| rc == MPI_SUCCESS) {
+            crate::policy::base::keyval_created(k, copy, extra_state.ptr());
         }
         rc
     })
 }
 
 /// `MPI_Comm_free_keyval`.
-///
-/// # Safety
-/// `keyval` is the application's argument: NULL or valid for reads and writes.
-pub unsafe fn comm_free_keyval(keyval: *mut c_int) -> c_int {
+pub fn comm_free_keyval(keyval: AppArg<c_int>) -> c_int {
     ffi_guard("MPI_Comm_free_keyval", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: `keyval` is the application's variable, NULL or valid (this function's contract): read,
-        // then passed to MPICH's own entry point unchanged.
-        unsafe {
-            if let Some(&k) = keyval.as_ref() {
-                crate::policy::base::keyval_freed(k);
-            }
-            (p.PMPI_Comm_free_keyval)(keyval)
+        if let Some(k) = keyval.get() {
+            crate::policy::base::keyval_freed(k);
         }
+        p.call_PMPI_Comm_free_keyval(keyval)
     })
 }
 
 /// `MPI_Error_class`: our dynamic classes answered as the standard ones they stand for.
-///
-/// # Safety
-/// `class` is the application's argument: NULL or valid for reads and writes.
-pub unsafe fn error_class(code: c_int, class: *mut c_int) -> c_int {
+pub fn error_class(code: c_int, class: AppArg<c_int>) -> c_int {
     ffi_guard("MPI_Error_class", || {
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(_) => return MPI_ERR_OTHER,
         };
-        // SAFETY: MPICH's own entry point with the application's own arguments, unchanged; then `class`,
-        // NULL or valid (this function's contract), which MPICH wrote, read and rewritten.
-        unsafe {
-            let rc = (p.PMPI_Error_class)(code, class);
-            if let (MPI_SUCCESS, Some(class)) = (rc, class.as_mut()) {
-                if let Some(standard) = errors::standard_class(*class) {
-                    *class = standard;
-                }
-            }
-            rc
+        let rc = p.call_PMPI_Error_class(code, class);
+        if let Some(standard) = class.get().filter(|_| rc == MPI_SUCCESS).and_then(errors::standard_class) {
+            class.set(standard);
         }
+        rc
     })
 }
 

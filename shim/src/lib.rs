@@ -41,6 +41,7 @@ pub mod ctor_plan;
 pub mod deferred;
 pub mod enqueue;
 pub mod errors;
+pub mod forward;
 pub mod helper;
 pub mod hex;
 pub mod info;

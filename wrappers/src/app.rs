@@ -124,6 +124,14 @@ impl<'call, T> AppArg<'call, T> {
         self.len() == 0
     }
 
+    /// Element `i` as an argument of its own (an array's element passed where MPI takes one), `None`
+    /// past the end.
+    #[inline(always)]
+    pub fn element(self, i: usize) -> Option<Self> {
+        // SAFETY: `i < len`: within the argument's elements (`new`'s contract, or a local's borrow).
+        (i < self.len()).then(|| AppArg { p: unsafe { self.p.add(i) }, len: 1, _call: PhantomData })
+    }
+
     /// The same argument as read-only.
     #[inline(always)]
     pub fn as_in(self) -> AppIn<'call, T> {
@@ -280,8 +288,7 @@ mod tests {
         // SAFETY: MPI's sentinel, never read.
         let ignored = unsafe { AppArg::statuses(&scope, MPI_STATUS_IGNORE, 1) };
         assert_eq!((ignored.len(), ignored.ptr()), (0, MPI_STATUS_IGNORE));
-        let mut s = MPI_Status::default();
-        s.MPI_TAG = 4;
+        let mut s = MPI_Status { MPI_TAG: 4, ..Default::default() };
         let local = AppArg::local(&mut s);
         assert_eq!(local.get().map(|s| s.MPI_TAG), Some(4));
         assert_eq!(AppArg::ignore().ptr(), MPI_STATUS_IGNORE);

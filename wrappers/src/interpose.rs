@@ -14,9 +14,6 @@
 //! A row becomes an exported `#[no_mangle]` function that forwards to a hook of the crate that
 //! instantiates the macro, so the symbols are defined in that library only, and the policy lives there.
 
-use crate::ffi::MPI_Request;
-use std::os::raw::c_int;
-
 /// What a persistent request's constructor makes (`lean:persistent` rows, told apart by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PersistentKind {
@@ -82,22 +79,7 @@ impl CommCtor {
 }
 
 include!(concat!(env!("OUT_DIR"), "/lean_interposers.rs"));
-
-/// The requests of a completion call as a slice (`count` of them at `array`; none where `array` is
-/// null or `count` not positive: MPICH reports such arguments itself).
-///
-/// # Safety
-/// `array` points to `count` requests that stay valid for `'a`.
-#[inline]
-pub unsafe fn request_slice<'a>(count: c_int, array: *mut MPI_Request) -> &'a [MPI_Request] {
-    if array.is_null() || count <= 0 {
-        &[]
-    } else {
-        // SAFETY: non-null and `count` positive; the caller guarantees `count` requests at `array`,
-        // valid for `'a`.
-        unsafe { std::slice::from_raw_parts(array, count as usize) }
-    }
-}
+include!(concat!(env!("OUT_DIR"), "/forwarders.rs"));
 
 #[cfg(test)]
 mod tests {

@@ -183,8 +183,54 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
             .unwrap();
         }
     }
-    s.push_str("        })\n    }\n}\n");
+    s.push_str("        })\n    }\n\n");
+    // The safe calls: each required entry point with its pointers as the application's arguments or our
+    // locals (`app`), as the generated forwarders take them (`generate_forwarders`).
+    for r in rows {
+        if r.pmpi != Some(false) {
+            continue;
+        }
+        let (params, args) = app_params(r, "crate::ffi::").expect("checked by generate_fn_types");
+        writeln!(
+            s,
+            "    /// `{}` with the application's arguments or our locals (`app`).\n\
+             \x20   #[inline(always)]\n\
+             \x20   #[allow(non_snake_case, clippy::too_many_arguments, clippy::not_unsafe_ptr_arg_deref)]\n\
+             \x20   pub fn call_{}(&self, {}) -> ::std::os::raw::c_int {{\n\
+             \x20       // SAFETY: the loaded MPI library's entry point of the row's prototype (`resolve`); every\n\
+             \x20       // pointer the application's argument or our local, valid as MPI requires of it (`app`).\n\
+             \x20       unsafe {{ (self.{})({}) }}\n\x20   }}",
+            r.pmpi_name(),
+            r.pmpi_name(),
+            params.join(", "),
+            r.pmpi_name(),
+            args.join(", ")
+        )
+        .unwrap();
+    }
+    s.push_str("}\n");
     s
+}
+
+/// A row's parameters as the safe calls take them (pointers as `app::AppArg` / `app::AppIn`), and the
+/// arguments they pass on (`.ptr()` of each pointer).
+fn app_params(r: &Row, ffi: &str) -> Result<(Vec<String>, Vec<String>), String> {
+    let app = if ffi.starts_with('$') { "$crate::app" } else { "crate::app" };
+    let mut params = Vec::new();
+    let mut args = Vec::new();
+    for (name, ty) in rust_params(r, ffi)? {
+        if let Some(t) = ty.strip_prefix("*mut ") {
+            params.push(format!("{name}: {app}::AppArg<'_, {t}>"));
+            args.push(format!("{name}.ptr()"));
+        } else if let Some(t) = ty.strip_prefix("*const ") {
+            params.push(format!("{name}: {app}::AppIn<'_, {t}>"));
+            args.push(format!("{name}.ptr()"));
+        } else {
+            params.push(format!("{name}: {ty}"));
+            args.push(name);
+        }
+    }
+    Ok((params, args))
 }
 
 /// An exported interposer's signature: handles passed by value register-wide.
@@ -263,6 +309,11 @@ pub fn app_arg(row: &Row, name: &str, wide: bool) -> Result<String, String> {
     Ok(format!("$crate::app::{constructor}::{make}(&scope, {pointer}, {len})"))
 }
 
+/// The row's arguments, `name` replaced by `with`.
+fn args_with(row: &Row, name: &str, with: &str) -> String {
+    row.params.iter().map(|p| if p.name == name { with } else { p.name.as_str() }).collect::<Vec<_>>().join(", ")
+}
+
 fn all_args(row: &Row) -> String {
     row.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
@@ -281,15 +332,35 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
     );
     for r in rows {
         let Some(lean) = &r.lean else { continue };
+        // The application's pointers, wrapped for the hook or fix (`app_arg`), inside an `unsafe` block
+        // whose scope they borrow.
+        let wrap = |names: &[String]| -> Result<String, String> {
+            Ok(names.iter().map(|a| app_arg(r, a, false)).collect::<Result<Vec<_>, _>>()?.join(", "))
+        };
+        let every: Vec<String> = r.params.iter().map(|p| p.name.clone()).collect();
+        const SCOPE: &str = "let scope = $crate::app::CallScope::new();\n";
         let body = match lean {
-            Lean::Init(a) if a.len() == 2 => format!("use $hooks as hooks;\nhooks::init({}, {}, None)", a[0], a[1]),
-            Lean::Init(a) => format!("use $hooks as hooks;\nhooks::init({}, {}, Some(({}, {})))", a[0], a[1], a[2], a[3]),
-            Lean::Hook(a) => format!("use $hooks as hooks;\nhooks::{}({})", r.hook_name(), a.join(", ")),
+            Lean::Init(a) if a.len() == 2 => format!(
+                "use $hooks as hooks;\nunsafe {{\n{SCOPE}hooks::init({}, None)\n}}",
+                wrap(a)?
+            ),
+            Lean::Init(a) => format!(
+                "use $hooks as hooks;\nunsafe {{\n{SCOPE}hooks::init({}, {}, Some(({}, {})))\n}}",
+                app_arg(r, &a[0], false)?,
+                app_arg(r, &a[1], false)?,
+                a[2],
+                app_arg(r, &a[3], false)?
+            ),
+            Lean::Hook(a) => format!(
+                "use $hooks as hooks;\nunsafe {{\n{SCOPE}hooks::{}({})\n}}",
+                r.hook_name(),
+                wrap(a)?
+            ),
             Lean::Fix => format!(
-                "use $fixes as fixes;\n$crate::guard::ffi_guard(\"{}\", || unsafe {{ fixes::{}({}) }})",
+                "use $fixes as fixes;\n$crate::guard::ffi_guard(\"{}\", || unsafe {{\n{SCOPE}fixes::{}({})\n}})",
                 r.name,
                 r.hook_name(),
-                all_args(r)
+                wrap(&every)?
             ),
             Lean::Claim { comm } => format!(
                 "use $fixes as fixes;\nfixes::claimed({comm}, c\"{}\", || unsafe {{ $crate::next!({})({}) }})",
@@ -305,30 +376,36 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 all_args(r)
             ),
             Lean::Ctor { kind, parent, out, info, request } => format!(
-                "use $hooks as hooks;\nhooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {out}, {}, {}, \
-                 &|p: &$crate::pmpi::Pmpi| (p.{})({}))",
+                "use $hooks as hooks;\nunsafe {{\n{SCOPE}hooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {}, {}, {}, \
+                 &|p: &$crate::pmpi::Pmpi| (p.{})({}))\n}}",
+                app_arg(r, out, false)?,
                 info.as_ref().map_or_else(|| "None".to_string(), |i| format!("Some({i})")),
-                request.as_ref().map_or_else(|| "None".to_string(), |r| format!("Some({r})")),
+                match request {
+                    Some(q) => format!("Some({})", app_arg(r, q, false)?),
+                    None => "None".to_string(),
+                },
                 r.pmpi_name(),
                 all_args(r)
             ),
             Lean::Nbc { comm, request } => format!(
                 "use $fixes as fixes;\n\
-                 $crate::guard::ffi_guard(\"{}\", || unsafe {{\n\
+                 $crate::guard::ffi_guard(\"{}\", || unsafe {{\n{SCOPE}\
                  // Through the next definition, so that the tools library still counts it; on the communicator\n\
                  // the hook picks (the application's, or the plain base of a policy communicator).\n\
-                 fixes::nonblocking_collective({comm}, {request}, {}, &|_: &$crate::pmpi::Pmpi, {comm}: $crate::ffi::MPI_Comm, \
-                 {request}: *mut $crate::ffi::MPI_Request| unsafe {{\n\
+                 fixes::nonblocking_collective({comm}, {}, {}, &|_: &$crate::pmpi::Pmpi, {comm}: $crate::ffi::MPI_Comm, \
+                 {request}: $crate::app::AppArg<'_, $crate::ffi::MPI_Request>| unsafe {{\n\
                  $crate::next!({})({})\n}})\n}})",
                 r.name,
+                app_arg(r, request, false)?,
                 r.is_neighbourhood(),
                 r.name,
-                all_args(r)
+                args_with(r, request, &format!("{request}.ptr()"))
             ),
             Lean::Persistent { comm, request } => format!(
-                "use $fixes as fixes;\n\
-                 fixes::persistent_created({comm}, {request}, $crate::interpose::PersistentKind::{}, \
-                 &|{comm}: $crate::ffi::MPI_Comm| unsafe {{ $crate::next!({})({}) }})",
+                "use $fixes as fixes;\nunsafe {{\n{SCOPE}\
+                 fixes::persistent_created({comm}, {}, $crate::interpose::PersistentKind::{}, \
+                 &|{comm}: $crate::ffi::MPI_Comm| unsafe {{ $crate::next!({})({}) }})\n}}",
+                app_arg(r, request, false)?,
                 r.persistent_kind(),
                 r.name,
                 all_args(r)
@@ -336,6 +413,8 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             Lean::Test { requests } => completion(r, requests, None, rows)?,
             Lean::Wait { requests, test } => completion(r, requests, Some(test), rows)?,
         };
+        // A scope only where an argument borrows it.
+        let body = if body.contains("(&scope,") { body } else { body.replace(SCOPE, "") };
         // The standard ABI: lean:init's hook passes the call through itself (and prints the banner); a
         // completion row's pass-through check holds whenever nothing of ours exists.
         let prologue = match lean {
@@ -353,8 +432,8 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 let mut p = format!(
                     "if $crate::abi::standard() {{\n\
                      use $hooks as hooks;\n\
-                     return hooks::std_comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, \
-                     {out} as *mut $crate::ffi::WideHandle, || unsafe {{ {} }});\n}}\n",
+                     return unsafe {{\n{SCOPE}hooks::std_comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, \
+                     $crate::app::AppArg::new(&scope, {out}.cast::<$crate::ffi::WideHandle>(), 1), || unsafe {{ {} }})\n}};\n}}\n",
                     wide_call(r)
                 );
                 p.push_str(&abi_prologue(r, false));
@@ -384,8 +463,8 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
 fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row]) -> Result<String, String> {
     let params: Vec<String> = rust_params(r, "$crate::ffi::")?.into_iter().map(|(n, t)| format!("{n}: {t}")).collect();
     let slice = match requests {
-        [request] => format!("1, {request}"),
-        [count, array] => format!("{count}, {array}"),
+        [request] => format!("$crate::app::AppArg::new(&scope, {request}, 1)"),
+        [count, array] => format!("$crate::app::AppArg::new(&scope, {array}, {count} as i64)"),
         _ => unreachable!("checked by the parser"),
     };
     let call = format!("$crate::next!({})({})", r.name, all_args(r));
@@ -433,13 +512,50 @@ fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row])
          use $fixes as fixes;\n\
          // Never on the standard ABI (nothing of ours exists there, so the check above holds); if ever:\n\
          if $crate::abi::standard() {{\nreturn {};\n}}\n\
-         $crate::guard::ffi_guard(\"{}\", || unsafe {{ {slow} }})\n}}\n\
+         $crate::guard::ffi_guard(\"{}\", || unsafe {{\nlet scope = $crate::app::CallScope::new();\n{slow}\n}})\n}}\n\
          slow({})",
         params.join(", "),
         wide_call(r),
         r.name,
         all_args(r)
     ))
+}
+
+/// `forwarders.rs`: the `forwarders!()` macro, one safe function per row, named after it, making the call
+/// through the next definition in the preload chain (`next!`) with its pointers as the application's
+/// arguments (`app::AppArg` for `T *`, `app::AppIn` for `const T *`) or our locals: how the lean
+/// library's routes forward a call without `unsafe` of their own. Instantiated in that library (`next!`'s
+/// slot is a static of the crate where it is written).
+pub fn generate_forwarders(rows: &[Row]) -> Result<String, String> {
+    let mut s = String::from(GENERATED);
+    s.push_str(
+        "/// One safe function per row of wrappers/mpi.prototypes: the call through `next!`, each pointer the\n\
+         /// application's argument or our local (`app`).\n\
+         #[macro_export]\nmacro_rules! forwarders {\n    () => {\n",
+    );
+    for r in rows {
+        let (params, args) = app_params(r, "$crate::ffi::")?;
+        writeln!(
+            s,
+            "/// `{}` through the next definition.\n\
+             #[inline(always)]\n\
+             // `not_unsafe_ptr_arg_deref`: `MPI_File` and `MPIX_Async_thing` are handles that are pointers, passed on.\n\
+             #[allow(non_snake_case, dead_code, clippy::too_many_arguments, clippy::not_unsafe_ptr_arg_deref)]\n\
+             pub fn {}({}) -> ::std::os::raw::c_int {{\n\
+             // SAFETY: every pointer is the application's argument or our local, valid as MPI requires of it\n\
+             // for the call (`app`'s contract), and a buffer comes with the count and datatype of the same\n\
+             // call.\n\
+             unsafe {{ $crate::next!({})({}) }}\n}}\n",
+            r.c_prototype(""),
+            r.name,
+            params.join(", "),
+            r.name,
+            args.join(", ")
+        )
+        .unwrap();
+    }
+    s.push_str("    };\n}\n");
+    Ok(s)
 }
 
 /// The tools hooks that count on the standard ABI too (`counting::std_abi::HOOK`, same parameters as
@@ -626,9 +742,11 @@ mod tests {
         )));
         // A communicator constructor on the standard ABI: the call, then the explicit policy's hook.
         assert!(lean.contains(
-            "if $crate::abi::standard() {\nuse $hooks as hooks;\nreturn hooks::std_comm_constructed(\
-             $crate::interpose::CommCtor::Dup, comm, newcomm as *mut $crate::ffi::WideHandle, || unsafe { \
-             $crate::next_wide!(MPI_Comm_dup)(comm, newcomm) });\n}\n"
+            "if $crate::abi::standard() {\nuse $hooks as hooks;\nreturn unsafe {\n\
+             let scope = $crate::app::CallScope::new();\nhooks::std_comm_constructed(\
+             $crate::interpose::CommCtor::Dup, comm, $crate::app::AppArg::new(&scope, \
+             newcomm.cast::<$crate::ffi::WideHandle>(), 1), || unsafe { \
+             $crate::next_wide!(MPI_Comm_dup)(comm, newcomm) })\n};\n}\n"
         ));
         // Every exported interposer of both libraries checks, but MPI_Init* and the completion rows.
         let mut checked = 0;
@@ -650,7 +768,16 @@ mod tests {
             }
         }
         assert!(checked > 250, "{checked}");
-        assert!(lean.contains("fn MPI_Init(argc: *mut ::std::os::raw::c_int, argv: *mut *mut *mut ::std::os::raw::c_char) -> ::std::os::raw::c_int {\nuse $hooks as hooks;\nhooks::init(argc, argv, None)"));
+        assert!(lean.contains("fn MPI_Init(argc: *mut ::std::os::raw::c_int, argv: *mut *mut *mut ::std::os::raw::c_char) -> ::std::os::raw::c_int {\nuse $hooks as hooks;\nunsafe {\nlet scope = $crate::app::CallScope::new();\nhooks::init($crate::app::AppArg::new(&scope, argc, 1), $crate::app::AppArg::new(&scope, argv, 0), None)"));
+        // A fix gets every argument, its pointers wrapped; a hook without pointers no scope.
+        assert!(lean.contains("fixes::iprobe(source, tag, comm, $crate::app::AppArg::new(&scope, flag, 1), \
+             $crate::app::AppArg::statuses(&scope, status, 1))"));
+        assert!(lean.contains("unsafe {\nhooks::finalize()\n}"));
+        let forwarders = generate_forwarders(&rows).unwrap();
+        assert!(forwarders.contains("pub fn MPI_Iprobe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, \
+             comm: $crate::ffi::MPI_Comm, flag: $crate::app::AppArg<'_, ::std::os::raw::c_int>, \
+             status: $crate::app::AppArg<'_, $crate::ffi::MPI_Status>) -> ::std::os::raw::c_int {"));
+        assert!(forwarders.contains("unsafe { $crate::next!(MPI_Iprobe)(source, tag, comm, flag.ptr(), status.ptr()) }"));
         assert!(lean.contains("if $crate::abi::standard() {\nreturn $crate::next_wide!(MPI_Wait)(request, status);\n}"));
         // The wide twins of the function types.
         let types = generate_fn_types(&rows).unwrap();
@@ -671,10 +798,12 @@ mod tests {
     fn completion_rows_generate_their_polls() {
         let rows = parse(include_str!("../mpi.prototypes")).unwrap();
         let lean = generate_lean(&rows).unwrap();
-        assert!(lean.contains("fixes::completion_wait(count, array_of_requests, true,"));
+        assert!(lean.contains(
+            "fixes::completion_wait($crate::app::AppArg::new(&scope, array_of_requests, count as i64), true,"
+        ));
         assert!(lean.contains("$crate::next!(MPI_Testall)(count, array_of_requests, &mut flag, array_of_statuses);"));
         assert!(lean.contains("(rc, *outcount != 0)"));
-        assert!(lean.contains("fixes::completion_test(1, request,"));
+        assert!(lean.contains("fixes::completion_test($crate::app::AppArg::new(&scope, request, 1),"));
         let bad = parse(concat!(
             "int MPI_Test(MPI_Request *request, int *flag);  pmpi\n",
             "int MPI_Wait(MPI_Request *request);  lean:wait(request, MPI_Test)"

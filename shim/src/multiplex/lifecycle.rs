@@ -8,6 +8,7 @@ use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::{LookupError, StreamTable};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::mpi::Comm;
@@ -157,27 +158,25 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
 /// A blocking dup (`MPI_Comm_dup`/`MPI_Comm_dup_with_info`) makes them here (collective, like the dup
 /// itself); a nonblocking one (`request`: `MPI_Comm_idup*`) by the time its request completes
 /// (`idup`). `None`: `parent` is not multiplex or the constructor does not make a multiplex child.
-///
-/// # Safety
-/// `newcomm` (and `request`, where given) are the constructor's output arguments, valid and written by
-/// MPICH's constructor that just succeeded.
-pub unsafe fn comm_constructed(
+/// `newcomm` (and `request`, where given): the constructor's output arguments, which MPICH's constructor
+/// that just succeeded wrote.
+pub fn comm_constructed(
     rt: &'static Runtime,
     kind: CommCtor,
     parent: MPI_Comm,
-    newcomm: *mut MPI_Comm,
-    request: Option<*mut MPI_Request>,
+    newcomm: AppArg<MPI_Comm>,
+    request: Option<AppArg<MPI_Request>>,
 ) -> Option<c_int> {
-    // SAFETY: the caller's contract: the constructor's output arguments, valid, written by MPICH, and
-    // used only during this call.
-    let (newcomm, request) = unsafe { (&mut *newcomm, request.map(|r| &mut *r)) };
     let parent_handle = parent;
-    let child = *newcomm;
+    let child = newcomm.get()?;
     match kind {
         CommCtor::Dup | CommCtor::DupWithInfo => {}
         CommCtor::Idup | CommCtor::IdupWithInfo => {
             let parent = registry::lookup(parent)?;
-            let rc = super::idup::started(rt, &parent, child, request?);
+            let request = request?;
+            let mut handle = request.get()?;
+            let rc = super::idup::started(rt, &parent, child, &mut handle);
+            request.set(handle);
             attach_record(rt, parent_handle, child);
             return Some(rc);
         }
@@ -192,7 +191,7 @@ pub unsafe fn comm_constructed(
         Err(rc) => {
             // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
             if Comm(child).free().is_ok() {
-                *newcomm = MPI_COMM_NULL;
+                newcomm.set(MPI_COMM_NULL);
             }
             rc
         }

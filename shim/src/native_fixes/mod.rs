@@ -7,9 +7,9 @@
 //! take their endpoint (`claimed`, `claimed_request`). Everything else passes through (its cost:
 //! docs/performance.md, "The lean library's interposers").
 //!
-//! The interposers' bodies here take the application's arguments as its call gave them: the contract of
-//! each is MPI's for that call, and it passes them on unchanged to the next definition of the same
-//! call, or to the calls its route makes of them.
+//! The interposers' bodies here take the application's arguments as its call gave them, its pointers
+//! wrapped by the generated interposer (`mpixstream_wrappers::app`), and pass them on unchanged to the
+//! next definition of the same call, or to the calls its route makes of them (`crate::forward`).
 pub mod buffered;
 pub mod greq;
 pub mod native_streams;
@@ -21,7 +21,8 @@ pub mod wrapped_collectives;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{MpiResult, Request};
-use mpixstream_wrappers::next;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
@@ -71,21 +72,15 @@ pub fn claimed_request(handle: MPI_Request, call: impl FnOnce() -> c_int) -> c_i
 /// `MPI_Intercomm_create`: collective over `local_comm`, and between the leaders over `peer_comm`:
 /// inside both communicators' stream endpoints, where they have them (claimed in ascending order, as
 /// every claim of several endpoints).
-///
-/// # Safety
-/// The arguments of the application's `MPI_Intercomm_create`, valid as MPI requires.
-pub unsafe fn intercomm_create(
+pub fn intercomm_create(
     local_comm: MPI_Comm,
     local_leader: c_int,
     peer_comm: MPI_Comm,
     remote_leader: c_int,
     tag: c_int,
-    newintercomm: *mut MPI_Comm,
+    newintercomm: AppArg<MPI_Comm>,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    let call = || unsafe {
-        next!(MPI_Intercomm_create)(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm)
-    };
+    let call = || forward::MPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
     let (Some(rt), Some(_)) = (crate::runtime::active(), crate::streams::any_reserved().then_some(())) else {
         return call();
     };
@@ -101,17 +96,12 @@ pub unsafe fn intercomm_create(
 /// sends); a routed nonblocking send-receive or collective not yet complete becomes an orphan, which
 /// the progress helper completes (`crate::orphans`). Each check is one relaxed load while nothing is
 /// recorded.
-///
-/// # Safety
-/// The argument of the application's `MPI_Request_free`: null or valid for reads and writes.
-pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
-    // SAFETY: `request` is null or valid for a read (the caller's contract).
-    let handle = unsafe { request.as_ref() }.copied();
+pub fn request_free(request: AppArg<MPI_Request>) -> c_int {
+    let handle = request.get();
     let buffered = crate::native_fixes::buffered::freeing(handle);
     let orphan = crate::native_fixes::sendrecv_requests::freeing(handle)
         .or_else(|| crate::native_fixes::wrapped_collectives::freeing(handle));
-    // SAFETY: the caller's argument, passed on; `handle` is what it held.
-    let rc = unsafe { crate::native_fixes::persistent::request_free(request, handle) };
+    let rc = crate::native_fixes::persistent::request_free(request, handle);
     if buffered.is_some() || orphan.is_some() {
         mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {
             if let (Some(handle), MPI_SUCCESS) = (buffered, rc) {
@@ -128,126 +118,98 @@ pub unsafe fn request_free(request: *mut MPI_Request) -> c_int {
     rc
 }
 
-/// `MPI_Bsend_init`: on a native stream communicator, recorded so that `MPI_Start` routes it.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Bsend_init`, valid as MPI requires (the buffer for as long
-/// as the request exists).
+/// `MPI_Bsend_init`: on a native stream communicator, recorded so that `MPI_Start` routes it (the
+/// buffer recorded is the one MPI requires valid while the request exists).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn bsend_init(
-    buf: *const c_void,
+pub fn bsend_init(
+    buf: AppIn<c_void>,
     count: c_int,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged (the buffer recorded is the one MPI requires
-    // valid while the request exists); `request` is null or valid for reads and writes, and holds the
-    // request made once the call succeeded.
-    unsafe {
-        let rc = next!(MPI_Bsend_init)(buf, count, datatype, dest, tag, comm, request);
-        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
-        crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
-        rc
-    }
+    let rc = forward::MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
+    let made = if rc == MPI_SUCCESS { request.get() } else { None };
+    crate::native_fixes::buffered::persistent_bsend_created(buf.ptr(), count.into(), datatype, dest, tag, comm, made);
+    rc
 }
 
 /// `MPI_Bsend_init_c`: as `MPI_Bsend_init`.
-///
-/// # Safety
-/// As [`bsend_init`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn bsend_init_c(
-    buf: *const c_void,
+pub fn bsend_init_c(
+    buf: AppIn<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: as in `bsend_init`.
-    unsafe {
-        let rc = next!(MPI_Bsend_init_c)(buf, count, datatype, dest, tag, comm, request);
-        let made = if rc == MPI_SUCCESS { request.as_ref().copied() } else { None };
-        crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
-        rc
-    }
+    let rc = forward::MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request);
+    let made = if rc == MPI_SUCCESS { request.get() } else { None };
+    crate::native_fixes::buffered::persistent_bsend_created(buf.ptr(), count, datatype, dest, tag, comm, made);
+    rc
 }
 
-/// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Sendrecv`, valid as MPI requires.
+/// `MPI_Sendrecv`: on a native stream communicator, the same operation as Irecv + Send + Wait (the
+/// receive completes in its wait, before the call returns).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn sendrecv(
-    sendbuf: *const c_void,
+pub fn sendrecv(
+    sendbuf: AppIn<c_void>,
     sendcount: c_int,
     sendtype: MPI_Datatype,
     dest: c_int,
     sendtag: c_int,
-    recvbuf: *mut c_void,
+    recvbuf: AppArg<c_void>,
     recvcount: c_int,
     recvtype: MPI_Datatype,
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    status: *mut MPI_Status,
+    status: AppArg<MPI_Status>,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definitions of the same call or of
-    // the calls of the route (made before this call returns: the receive completes in its wait).
-    unsafe {
-        let Some(slot) = native_stream_of(comm) else {
-            return next!(MPI_Sendrecv)(
-                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
-                status,
-            );
-        };
-        sendrecv_on_stream(
-            slot,
-            |r| next!(MPI_Irecv)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-            || next!(MPI_Send)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
-            |r| next!(MPI_Wait)(r, status),
-        )
-    }
+    let Some(slot) = native_stream_of(comm) else {
+        return forward::MPI_Sendrecv(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
+        );
+    };
+    sendrecv_on_stream(
+        slot,
+        |r| forward::MPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, AppArg::local(r)),
+        || forward::MPI_Send(sendbuf, sendcount, sendtype, dest, sendtag, comm),
+        |r| forward::MPI_Wait(AppArg::local(r), status),
+    )
 }
 
 /// `MPI_Sendrecv_c` (large counts): as `MPI_Sendrecv`.
-///
-/// # Safety
-/// As [`sendrecv`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn sendrecv_c(
-    sendbuf: *const c_void,
+pub fn sendrecv_c(
+    sendbuf: AppIn<c_void>,
     sendcount: MPI_Count,
     sendtype: MPI_Datatype,
     dest: c_int,
     sendtag: c_int,
-    recvbuf: *mut c_void,
+    recvbuf: AppArg<c_void>,
     recvcount: MPI_Count,
     recvtype: MPI_Datatype,
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    status: *mut MPI_Status,
+    status: AppArg<MPI_Status>,
 ) -> c_int {
-    // SAFETY: as in `sendrecv`.
-    unsafe {
-        let Some(slot) = native_stream_of(comm) else {
-            return next!(MPI_Sendrecv_c)(
-                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
-                status,
-            );
-        };
-        sendrecv_on_stream(
-            slot,
-            |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-            || next!(MPI_Send_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm),
-            |r| next!(MPI_Wait)(r, status),
-        )
-    }
+    let Some(slot) = native_stream_of(comm) else {
+        return forward::MPI_Sendrecv_c(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status,
+        );
+    };
+    sendrecv_on_stream(
+        slot,
+        |r| forward::MPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, AppArg::local(r)),
+        || forward::MPI_Send_c(sendbuf, sendcount, sendtype, dest, sendtag, comm),
+        |r| forward::MPI_Wait(AppArg::local(r), status),
+    )
 }
 
 /// Irecv, then a blocking Send, then Wait for the receive: MPICH's blocking send and wait progress the
@@ -298,88 +260,63 @@ fn poll_on_stream(slot: &StreamSlot, mut test: impl FnMut() -> (c_int, bool)) ->
 }
 
 /// `MPI_Probe`: on a native stream communicator, `MPI_Iprobe` polled with the stream's progress.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Probe`, valid as MPI requires.
-pub unsafe fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definitions of the same call or
-    // of its non-blocking form (the status: MPI's for both).
-    unsafe {
-        match native_stream_of(comm) {
-            None => next!(MPI_Probe)(source, tag, comm, status),
-            Some(slot) => poll_on_stream(slot, || {
-                let mut flag = 0;
-                let rc = next!(MPI_Iprobe)(source, tag, comm, &mut flag, status);
-                (rc, flag != 0)
-            }),
-        }
+pub fn probe(source: c_int, tag: c_int, comm: MPI_Comm, status: AppArg<MPI_Status>) -> c_int {
+    match native_stream_of(comm) {
+        None => forward::MPI_Probe(source, tag, comm, status),
+        Some(slot) => poll_on_stream(slot, || {
+            let mut flag = 0;
+            let rc = forward::MPI_Iprobe(source, tag, comm, AppArg::local(&mut flag), status);
+            (rc, flag != 0)
+        }),
     }
 }
 
 /// `MPI_Mprobe`: on a native stream communicator, `MPI_Improbe` polled with the stream's progress.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Mprobe`, valid as MPI requires.
-pub unsafe fn mprobe(
+pub fn mprobe(
     source: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    message: *mut MPI_Message,
-    status: *mut MPI_Status,
+    message: AppArg<MPI_Message>,
+    status: AppArg<MPI_Status>,
 ) -> c_int {
-    // SAFETY: as in `probe`.
-    unsafe {
-        match native_stream_of(comm) {
-            None => next!(MPI_Mprobe)(source, tag, comm, message, status),
-            Some(slot) => poll_on_stream(slot, || {
-                let mut flag = 0;
-                let rc = next!(MPI_Improbe)(source, tag, comm, &mut flag, message, status);
-                (rc, flag != 0)
-            }),
-        }
+    match native_stream_of(comm) {
+        None => forward::MPI_Mprobe(source, tag, comm, message, status),
+        Some(slot) => poll_on_stream(slot, || {
+            let mut flag = 0;
+            let rc = forward::MPI_Improbe(source, tag, comm, AppArg::local(&mut flag), message, status);
+            (rc, flag != 0)
+        }),
     }
 }
 
 /// `MPI_Iprobe`: on a native stream communicator, one turn of the stream's own progress first, so that
 /// a polling loop sees messages that arrive on the stream's VCI (MPICH's Iprobe alone never looks there).
-///
-/// # Safety
-/// The arguments of the application's `MPI_Iprobe`, valid as MPI requires.
-pub unsafe fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    unsafe {
-        match native_stream_of(comm) {
-            None => next!(MPI_Iprobe)(source, tag, comm, flag, status),
-            Some(slot) => {
-                let _claim = slot.claim();
-                progress_turn(slot);
-                next!(MPI_Iprobe)(source, tag, comm, flag, status)
-            }
+pub fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: AppArg<c_int>, status: AppArg<MPI_Status>) -> c_int {
+    match native_stream_of(comm) {
+        None => forward::MPI_Iprobe(source, tag, comm, flag, status),
+        Some(slot) => {
+            let _claim = slot.claim();
+            progress_turn(slot);
+            forward::MPI_Iprobe(source, tag, comm, flag, status)
         }
     }
 }
 
 /// `MPI_Improbe`: as `MPI_Iprobe`.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Improbe`, valid as MPI requires.
-pub unsafe fn improbe(
+pub fn improbe(
     source: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    flag: *mut c_int,
-    message: *mut MPI_Message,
-    status: *mut MPI_Status,
+    flag: AppArg<c_int>,
+    message: AppArg<MPI_Message>,
+    status: AppArg<MPI_Status>,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    unsafe {
-        match native_stream_of(comm) {
-            None => next!(MPI_Improbe)(source, tag, comm, flag, message, status),
-            Some(slot) => {
-                let _claim = slot.claim();
-                progress_turn(slot);
-                next!(MPI_Improbe)(source, tag, comm, flag, message, status)
-            }
+    match native_stream_of(comm) {
+        None => forward::MPI_Improbe(source, tag, comm, flag, message, status),
+        Some(slot) => {
+            let _claim = slot.claim();
+            progress_turn(slot);
+            forward::MPI_Improbe(source, tag, comm, flag, message, status)
         }
     }
 }

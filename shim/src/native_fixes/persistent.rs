@@ -24,9 +24,10 @@ use crate::runtime::{self, Runtime};
 use crate::streams;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::interpose::{request_slice, PersistentKind};
+use crate::forward;
+use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::interpose::PersistentKind;
 use mpixstream_wrappers::mpi::Request;
-use mpixstream_wrappers::next;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -81,9 +82,9 @@ fn forget(request: MPI_Request) {
 
 /// The endpoints `requests` enter, as a bit set of stream slots (`streams::ClaimSet`), and those of
 /// the recorded persistent requests among them (which a completion call must turn itself).
-fn endpoints_of(rt: &Runtime, requests: &[MPI_Request]) -> (u64, u64) {
+fn endpoints_of(rt: &Runtime, requests: AppArg<MPI_Request>) -> (u64, u64) {
     let mut all = 0u64;
-    for &r in requests {
+    for r in requests.iter() {
         if let Some(i) = rt.streams.of_request(r) {
             all |= 1 << i;
         }
@@ -91,8 +92,8 @@ fn endpoints_of(rt: &Runtime, requests: &[MPI_Request]) -> (u64, u64) {
     let mut persistent = 0u64;
     if !none_recorded() {
         let map = recorded();
-        for r in requests {
-            if let Some(e) = map.get(r) {
+        for r in requests.iter() {
+            if let Some(e) = map.get(&r) {
                 persistent |= 1 << e.0;
             }
         }
@@ -109,22 +110,20 @@ fn turn(rt: &Runtime, mut slots: u64) {
 }
 
 /// Whether a recorded partitioned request is among `requests`.
-fn any_partitioned(requests: &[MPI_Request]) -> bool {
+fn any_partitioned(requests: AppArg<MPI_Request>) -> bool {
     let map = recorded();
-    requests.iter().any(|r| map.get(r).is_some_and(|e| e.1))
+    requests.iter().any(|r| map.get(&r).is_some_and(|e| e.1))
 }
 
 /// A persistent request's constructor (`create` makes the call on the communicator it is given):
-/// records the request if `comm` is a native stream communicator. A persistent collective's schedule
+/// records the request (the application's argument) if `comm` is a native stream communicator. A
+/// persistent collective's schedule
 /// goes to MPICH's one global list at each `MPI_Start`, as a nonblocking collective's does: a policy
 /// communicator's is made on its plain base, for the same reason (`wrapped_collectives::schedule_comm`),
 /// and is not recorded: on the implicit pool, MPICH's own waits progress it.
-///
-/// # Safety
-/// `request` is the application's request argument: null or valid for reads once `create` returned.
-pub unsafe fn persistent_created(
+pub fn persistent_created(
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     kind: PersistentKind,
     create: &dyn Fn(MPI_Comm) -> c_int,
 ) -> c_int {
@@ -144,9 +143,8 @@ pub unsafe fn persistent_created(
         // On the plain base: on the implicit pool, where MPICH's own waits progress it.
         return rc;
     }
-    // SAFETY: `request` is null or valid for a read (the caller's contract).
-    let made = match unsafe { request.as_ref() } {
-        Some(&made) if made != MPI_REQUEST_NULL => made,
+    let made = match request.get() {
+        Some(made) if made != MPI_REQUEST_NULL => made,
         _ => return rc,
     };
     mpixstream_wrappers::guard::ffi_guard("persistent request", || {
@@ -159,8 +157,8 @@ pub unsafe fn persistent_created(
 
 /// (status, whether every one of `requests` is complete), asked without completing any
 /// (`MPI_Request_get_status`; a null or inactive request counts as complete). An error ends the wait.
-fn all_complete(requests: &[MPI_Request]) -> (c_int, bool) {
-    for &r in requests {
+fn all_complete(requests: AppArg<MPI_Request>) -> (c_int, bool) {
+    for r in requests.iter() {
         match Request(r).status() {
             Err(rc) => return (rc, true),
             Ok(None) => return (MPI_SUCCESS, false),
@@ -182,17 +180,11 @@ pub fn completion_passes() -> bool {
 }
 
 /// `MPI_Test*`: `test`, MPICH's call through the next definition, inside the endpoints its requests
-/// enter, after a turn of the recorded persistent requests' streams. `count` requests at `array` (what
-/// `request_slice` makes of them); the slices made of them here end before MPICH's calls change the
-/// array.
-///
-/// # Safety
-/// `count` and `array` are the application's arguments of the call: `array` null or holding `count`
-/// requests, not changed meanwhile but by `test`.
-pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl FnOnce() -> c_int) -> c_int {
+/// enter, after a turn of the recorded persistent requests' streams. `requests`: the application's
+/// array (read before `test` changes it).
+pub fn completion_test(requests: AppArg<MPI_Request>, test: impl FnOnce() -> c_int) -> c_int {
     let Some(rt) = runtime::active() else { return test() };
-    // SAFETY: the application's array (the caller's contract), read here before `test` changes it.
-    let (all, persistent) = endpoints_of(rt, unsafe { request_slice(count, array) });
+    let (all, persistent) = endpoints_of(rt, requests);
     let _claims = rt.streams.claim_set(all);
     turn(rt, persistent);
     test()
@@ -204,30 +196,24 @@ pub unsafe fn completion_test(count: c_int, array: *mut MPI_Request, test: impl 
 /// stream). `all`: `MPI_Waitall`, whose partitioned requests are waited for without completing one,
 /// then completed by MPICH's `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed
 /// partitioned request ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
-///
-/// # Safety
-/// As [`completion_test`]'s, with `wait` and `test` the calls that change the array.
-pub unsafe fn completion_wait(
-    count: c_int,
-    array: *mut MPI_Request,
+/// `requests`: the application's array, read between the calls of `wait` and `test` that change it.
+pub fn completion_wait(
+    requests: AppArg<MPI_Request>,
     all: bool,
     wait: impl FnOnce() -> c_int,
     mut test: impl FnMut() -> (c_int, bool),
 ) -> c_int {
     let Some(rt) = runtime::active() else { return wait() };
-    // SAFETY: the application's array (the caller's contract); each slice made of it is read within its
-    // statement, between the calls of `wait` and `test` that change it.
-    let requests = || unsafe { request_slice(count, array) };
-    let (endpoints, persistent) = endpoints_of(rt, requests());
+    let (endpoints, persistent) = endpoints_of(rt, requests);
     if persistent == 0 {
         let _claims = rt.streams.claim_set(endpoints);
         return wait();
     }
-    let partitioned = all && any_partitioned(requests());
+    let partitioned = all && any_partitioned(requests);
     loop {
         let (rc, done) = {
             let _claims = rt.streams.claim_set(endpoints);
-            let polled = if partitioned { all_complete(requests()) } else { test() };
+            let polled = if partitioned { all_complete(requests) } else { test() };
             if !polled.1 {
                 turn(rt, persistent);
             }
@@ -247,13 +233,9 @@ pub unsafe fn completion_wait(
 
 /// `MPI_Request_free` of `request`, which held `handle` (`None`: a null pointer), through the next
 /// definition; a recorded persistent request freed is forgotten.
-///
-/// # Safety
-/// The argument of the application's `MPI_Request_free`: null or valid for reads and writes.
-pub unsafe fn request_free(request: *mut MPI_Request, handle: Option<MPI_Request>) -> c_int {
+pub fn request_free(request: AppArg<MPI_Request>, handle: Option<MPI_Request>) -> c_int {
     let handle = handle.filter(|_| !none_recorded());
-    // SAFETY: the caller's argument, passed on unchanged to the next definition of the same call.
-    let rc = unsafe { next!(MPI_Request_free)(request) };
+    let rc = forward::MPI_Request_free(request);
     let Some(handle) = handle else { return rc };
     if rc == MPI_SUCCESS {
         mpixstream_wrappers::guard::ffi_guard("MPI_Request_free", || {

@@ -22,7 +22,8 @@ use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
-use mpixstream_wrappers::next;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -63,44 +64,40 @@ fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int 
     rc
 }
 
-/// The constructors: each an interposer's body taking the application's arguments (its contract is
-/// MPI's for the call), which go on unchanged to the next definition of the same call, on `$comm` or
-/// its twin (a communicator with the same group and ranks).
+/// The constructors: each an interposer's body taking the application's arguments, which go on
+/// unchanged to the next definition of the same call, on `$comm` or its twin (a communicator with the
+/// same group and ranks).
 macro_rules! twin_constructor {
     ($(#[$doc:meta])* $name:ident => $call:ident($($arg:ident: $ty:ty),* $(,)?) on $comm:ident) => {
         $(#[$doc])*
-        ///
-        /// # Safety
-        #[doc = concat!("The arguments of the application's `", stringify!($call), "`, valid as MPI requires.")]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name($($arg: $ty),*) -> c_int {
-            // SAFETY: the caller's arguments, passed on unchanged (the communicator: `$comm` or its twin).
-            on_plain_twin($comm, |$comm| unsafe { next!($call)($($arg),*) })
+        pub fn $name($($arg: $ty),*) -> c_int {
+            on_plain_twin($comm, |$comm| forward::$call($($arg),*))
         }
     };
 }
 
 twin_constructor!(win_create => MPI_Win_create(
-    base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win,
+    base: AppArg<c_void>, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: AppArg<MPI_Win>,
 ) on comm);
 twin_constructor!(win_create_c => MPI_Win_create_c(
-    base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win,
+    base: AppArg<c_void>, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: AppArg<MPI_Win>,
 ) on comm);
 twin_constructor!(win_allocate => MPI_Win_allocate(
-    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: AppArg<c_void>, win: AppArg<MPI_Win>,
 ) on comm);
 twin_constructor!(win_allocate_c => MPI_Win_allocate_c(
-    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: AppArg<c_void>, win: AppArg<MPI_Win>,
 ) on comm);
 twin_constructor!(win_allocate_shared => MPI_Win_allocate_shared(
-    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+    size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: AppArg<c_void>, win: AppArg<MPI_Win>,
 ) on comm);
 twin_constructor!(win_allocate_shared_c => MPI_Win_allocate_shared_c(
-    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win,
+    size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: AppArg<c_void>, win: AppArg<MPI_Win>,
 ) on comm);
-twin_constructor!(win_create_dynamic => MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) on comm);
+twin_constructor!(win_create_dynamic => MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: AppArg<MPI_Win>) on comm);
 twin_constructor!(file_open => MPI_File_open(
-    comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File,
+    comm: MPI_Comm, filename: AppIn<c_char>, amode: c_int, info: MPI_Info, fh: AppArg<MPI_File>,
 ) on comm);
 twin_constructor!(
     /// `MPI_Dist_graph_create`: the topology communicator is made from the plain twin, so it is on the
@@ -109,13 +106,13 @@ twin_constructor!(
     dist_graph_create => MPI_Dist_graph_create(
         comm_old: MPI_Comm,
         n: c_int,
-        sources: *const c_int,
-        degrees: *const c_int,
-        destinations: *const c_int,
-        weights: *const c_int,
+        sources: AppIn<c_int>,
+        degrees: AppIn<c_int>,
+        destinations: AppIn<c_int>,
+        weights: AppIn<c_int>,
         info: MPI_Info,
         reorder: c_int,
-        comm_dist_graph: *mut MPI_Comm,
+        comm_dist_graph: AppArg<MPI_Comm>,
     ) on comm_old
 );
 

@@ -35,6 +35,8 @@ use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn}
 use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
 use mpixstream_wrappers::next;
@@ -82,7 +84,7 @@ pub fn freeing(request: Option<MPI_Request>) -> Option<Box<dyn Orphan>> {
 /// request is handed out in `request`.
 fn start(
     slot: usize,
-    request: &mut MPI_Request,
+    request: AppArg<MPI_Request>,
     unpack: Option<Unpack>,
     irecv: impl FnOnce(&mut MPI_Request) -> c_int,
     isend: impl FnOnce(&mut MPI_Request) -> c_int,
@@ -130,7 +132,7 @@ fn start(
     // instead, as the receive (its completion counts one).
     crate::tools_link::tools_request_replaced(send, outer);
     crate::tools_link::tools_request_replaced(recv, outer);
-    *request = outer;
+    request.set(outer);
     MPI_SUCCESS
 }
 
@@ -278,93 +280,75 @@ fn cancel_receive(shared: &Shared<SendRecv>, complete: bool) -> c_int {
     rc(Request(op.recv).cancel())
 }
 
-/// `MPI_Isendrecv`: on a native stream communicator, the routed send-receive (module doc).
-///
-/// # Safety
-/// The arguments of the application's `MPI_Isendrecv`, valid as MPI requires (buffers until the
-/// request completes, `request` for a write).
+/// `MPI_Isendrecv`: on a native stream communicator, the routed send-receive (module doc). The
+/// application's buffers go on to MPICH's calls of the same operation (the inner calls start within this
+/// call; MPI keeps the buffers valid until the request handed out completes, which is when the inner
+/// ones have).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn isendrecv(
-    sendbuf: *const c_void,
+pub fn isendrecv(
+    sendbuf: AppIn<c_void>,
     sendcount: c_int,
     sendtype: MPI_Datatype,
     dest: c_int,
     sendtag: c_int,
-    recvbuf: *mut c_void,
+    recvbuf: AppArg<c_void>,
     recvcount: c_int,
     recvtype: MPI_Datatype,
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: the application's arguments, as the caller guarantees them, go on unchanged to MPICH's
-    // calls of the same operation (the inner calls start within this call; MPI keeps the buffers valid
-    // until the request handed out completes, which is when the inner ones have).
-    unsafe {
-        match (native_stream_index_of(comm), request.as_mut()) {
-            (Some(slot), Some(request)) => start(
-                slot,
-                request,
-                None,
-                |r| next!(MPI_Irecv_c)(recvbuf, recvcount.into(), recvtype, source, recvtag, comm, r),
-                |r| next!(MPI_Isend_c)(sendbuf, sendcount.into(), sendtype, dest, sendtag, comm, r),
-            ),
-            _ => next!(MPI_Isendrecv)(
-                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
-                request,
-            ),
-        }
+    match native_stream_index_of(comm).filter(|_| !request.is_empty()) {
+        Some(slot) => start(
+            slot,
+            request,
+            None,
+            |r| forward::MPI_Irecv_c(recvbuf, recvcount.into(), recvtype, source, recvtag, comm, AppArg::local(r)),
+            |r| forward::MPI_Isend_c(sendbuf, sendcount.into(), sendtype, dest, sendtag, comm, AppArg::local(r)),
+        ),
+        None => forward::MPI_Isendrecv(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request,
+        ),
     }
 }
 
 /// `MPI_Isendrecv_c` (large counts): as `MPI_Isendrecv`.
-///
-/// # Safety
-/// As [`isendrecv`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn isendrecv_c(
-    sendbuf: *const c_void,
+pub fn isendrecv_c(
+    sendbuf: AppIn<c_void>,
     sendcount: MPI_Count,
     sendtype: MPI_Datatype,
     dest: c_int,
     sendtag: c_int,
-    recvbuf: *mut c_void,
+    recvbuf: AppArg<c_void>,
     recvcount: MPI_Count,
     recvtype: MPI_Datatype,
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: as in `isendrecv`.
-    unsafe {
-        match (native_stream_index_of(comm), request.as_mut()) {
-            (Some(slot), Some(request)) => start(
-                slot,
-                request,
-                None,
-                |r| next!(MPI_Irecv_c)(recvbuf, recvcount, recvtype, source, recvtag, comm, r),
-                |r| next!(MPI_Isend_c)(sendbuf, sendcount, sendtype, dest, sendtag, comm, r),
-            ),
-            _ => next!(MPI_Isendrecv_c)(
-                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm,
-                request,
-            ),
-        }
+    match native_stream_index_of(comm).filter(|_| !request.is_empty()) {
+        Some(slot) => start(
+            slot,
+            request,
+            None,
+            |r| forward::MPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, AppArg::local(r)),
+            |r| forward::MPI_Isend_c(sendbuf, sendcount, sendtype, dest, sendtag, comm, AppArg::local(r)),
+        ),
+        None => forward::MPI_Isendrecv_c(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request,
+        ),
     }
 }
 
-/// The routed replace: the receive goes into a packed copy, unpacked into `buf` once both halves
-/// completed (module doc).
-///
-/// # Safety
-/// `buf`, `count`, `datatype` are the application's `MPI_Isendrecv_replace(_c)` buffer, valid until the
-/// request completes (MPI's rule).
+/// The routed replace: the receive goes into a packed copy, unpacked into `buf` (the application's
+/// buffer, valid until the request completes: MPI's rule) once both halves completed (module doc).
 #[allow(clippy::too_many_arguments)]
-unsafe fn replace_on_stream(
+fn replace_on_stream(
     slot: usize,
-    buf: *mut c_void,
+    buf: AppArg<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -372,7 +356,7 @@ unsafe fn replace_on_stream(
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: &mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
     let bytes = match Comm(comm).pack_size(count, Datatype(datatype)) {
         Ok(bytes) => bytes,
@@ -380,29 +364,22 @@ unsafe fn replace_on_stream(
     };
     let mut packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
     let into: *mut c_void = packed.as_mut_ptr().cast();
-    let unpack = Unpack { packed, buf, count, datatype };
-    // SAFETY: the receive goes into `into`, the `bytes` of capacity of the packed copy, which the
-    // request's state keeps (moving a Vec moves no heap memory) until the receive completed; the send
-    // reads the application's buffer (the caller's contract).
-    unsafe {
-        start(
-            slot,
-            request,
-            Some(unpack),
-            |r| next!(MPI_Irecv_c)(into, bytes, MPI_PACKED, source, recvtag, comm, r),
-            |r| next!(MPI_Isend_c)(buf, count, datatype, dest, sendtag, comm, r),
-        )
-    }
+    let unpack = Unpack { packed, buf: buf.ptr(), count, datatype };
+    start(
+        slot,
+        request,
+        Some(unpack),
+        // SAFETY: the receive goes into `into`, the `bytes` of capacity of the packed copy, which the
+        // request's state keeps (moving a Vec moves no heap memory) until the receive completed.
+        |r| unsafe { next!(MPI_Irecv_c)(into, bytes, MPI_PACKED, source, recvtag, comm, r) },
+        |r| forward::MPI_Isend_c(buf.as_in(), count, datatype, dest, sendtag, comm, AppArg::local(r)),
+    )
 }
 
 /// `MPI_Isendrecv_replace`: on a native stream communicator, the routed replace.
-///
-/// # Safety
-/// The arguments of the application's `MPI_Isendrecv_replace`, valid as MPI requires (the buffer until
-/// the request completes, `request` for a write).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn isendrecv_replace(
-    buf: *mut c_void,
+pub fn isendrecv_replace(
+    buf: AppArg<c_void>,
     count: c_int,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -410,27 +387,18 @@ pub unsafe fn isendrecv_replace(
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: the application's arguments, as the caller guarantees them, go on unchanged (the route's
-    // own contract is the same buffer rule).
-    unsafe {
-        match (native_stream_index_of(comm), request.as_mut()) {
-            (Some(slot), Some(request)) => {
-                replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
-            }
-            _ => next!(MPI_Isendrecv_replace)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
-        }
+    match native_stream_index_of(comm).filter(|_| !request.is_empty()) {
+        Some(slot) => replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request),
+        None => forward::MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
     }
 }
 
 /// `MPI_Isendrecv_replace_c` (large counts): as `MPI_Isendrecv_replace`.
-///
-/// # Safety
-/// As [`isendrecv_replace`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn isendrecv_replace_c(
-    buf: *mut c_void,
+pub fn isendrecv_replace_c(
+    buf: AppArg<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -438,15 +406,10 @@ pub unsafe fn isendrecv_replace_c(
     source: c_int,
     recvtag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: as in `isendrecv_replace`.
-    unsafe {
-        match (native_stream_index_of(comm), request.as_mut()) {
-            (Some(slot), Some(request)) => {
-                replace_on_stream(slot, buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
-            }
-            _ => next!(MPI_Isendrecv_replace_c)(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
-        }
+    match native_stream_index_of(comm).filter(|_| !request.is_empty()) {
+        Some(slot) => replace_on_stream(slot, buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
+        None => forward::MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
     }
 }

@@ -16,6 +16,7 @@ use crate::native_fixes::greq::{collective_status, poll_each, Open, Operation, S
 use crate::native_fixes::native_streams::{native_record_of, panic_for_test, progress_turn};
 use crate::orphans::Orphan;
 use crate::runtime;
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{GrequestFns, Request};
 use mpixstream_wrappers::pmpi::{self, Pmpi};
@@ -72,17 +73,14 @@ pub fn freeing(request: Option<MPI_Request>) -> Option<Box<dyn Orphan>> {
     OPEN.freeing(request)
 }
 
-/// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call;
-/// `neighbourhood`: an `MPI_Ineighbor_*` (see `schedule_comm`).
-///
-/// # Safety
-/// `request` is the application's request argument: null or valid for a write (MPI's rule), and
-/// `create` makes the application's call with its other arguments.
-pub unsafe fn nonblocking_collective(
+/// Interposer hook of the nonblocking collectives: `create(p, comm, request)` makes the real call (the
+/// application's, with its other arguments); `request`: the application's; `neighbourhood`: an
+/// `MPI_Ineighbor_*` (see `schedule_comm`).
+pub fn nonblocking_collective(
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     neighbourhood: bool,
-    create: &dyn Fn(&Pmpi, MPI_Comm, *mut MPI_Request) -> c_int,
+    create: &dyn Fn(&Pmpi, MPI_Comm, AppArg<MPI_Request>) -> c_int,
 ) -> c_int {
     panic_for_test();
     let p = match pmpi::load() {
@@ -93,7 +91,7 @@ pub unsafe fn nonblocking_collective(
         return create(p, comm, request);
     };
     let on = schedule_comm(comm, record.collectives, neighbourhood);
-    let (Some(slot), false, true) = (record.stream, request.is_null(), on == comm) else {
+    let (Some(slot), false, true) = (record.stream, request.is_empty(), on == comm) else {
         // No stream here (its peers may have one: the route is the same on all), or on the plain base
         // (implicit pool), where MPICH's own request progresses as anywhere; or a null request, which
         // MPICH's own argument check reports.
@@ -104,7 +102,7 @@ pub unsafe fn nonblocking_collective(
     let rc = {
         let _claim = rt.streams.slot(slot).claim();
         let mut op = shared.op();
-        create(p, on, &mut op.inner)
+        create(p, on, AppArg::local(&mut op.inner))
     };
     if rc != MPI_SUCCESS {
         return rc;
@@ -135,8 +133,7 @@ pub unsafe fn nonblocking_collective(
     // The tools library (if loaded) tracked the inner request through the next definition: it tracks
     // the one the application waits on instead.
     crate::tools_link::tools_request_replaced(shared.op().inner, outer);
-    // SAFETY: `request` is not null (checked above) and valid for a write (the caller's contract).
-    unsafe { *request = outer };
+    request.set(outer);
     MPI_SUCCESS
 }
 

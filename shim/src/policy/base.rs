@@ -30,6 +30,7 @@
 pub use crate::comms::Base;
 use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::mpi::{Comm, Errhandler, Info, MpiResult, Opaque};
@@ -121,27 +122,39 @@ pub fn errhandler_set(comm: MPI_Comm, handler: MPI_Errhandler) {
 /// The policy's `MPI_Comm_idup`/`MPI_Comm_idup_with_info` of its communicator `parent`
 /// (`ctor_plan`: `IdupOfBase`: native backend, a parent whose base carries its topology, if it has
 /// one, which MPICH's idup of the base copies into the child). `info`: `MPI_Comm_idup_with_info`'s.
-/// `create`: the application's own call, for MPICH to report a null argument.
-///
-/// # Safety
-/// `newcomm` and `request` are the application's arguments of its `MPI_Comm_idup*`: each null or valid
-/// for a write.
-pub unsafe fn idup(
+/// `create`: the application's own call, for MPICH to report a null argument. `newcomm`, `request`:
+/// the application's output arguments, written before this returns.
+pub fn idup(
     rt: &Runtime,
     kind: CommCtor,
     parent: MPI_Comm,
-    newcomm: *mut MPI_Comm,
+    newcomm: AppArg<MPI_Comm>,
     info: Option<MPI_Info>,
-    request: Option<*mut MPI_Request>,
+    request: Option<AppArg<MPI_Request>>,
     create: &dyn Fn(&Pmpi) -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's obligation: each null or valid for a write (and used through nothing else
-    // until this function returns).
-    let outputs = unsafe { (newcomm.as_mut(), request.and_then(|r| r.as_mut())) };
-    let (Some(newcomm), Some(request), Some(base)) = (outputs.0, outputs.1, rt.comms.base(parent)) else {
+    let request = request.filter(|r| !r.is_empty());
+    let (false, Some(request_arg), Some(base)) = (newcomm.is_empty(), request, rt.comms.base(parent)) else {
         // A null argument: MPICH's own idup reports it.
         return create(mpixstream_wrappers::pmpi::pmpi());
     };
+    // Copies of the application's variables, written back whole (what the body left unchanged, unchanged).
+    let (mut child, mut made) = (newcomm.get().unwrap_or(MPI_COMM_NULL), request_arg.get().unwrap_or(MPI_REQUEST_NULL));
+    let rc = idup_of_base(kind, parent, base, info, &mut child, &mut made);
+    newcomm.set(child);
+    request_arg.set(made);
+    rc
+}
+
+/// The body of [`idup`], into our locals.
+fn idup_of_base(
+    kind: CommCtor,
+    parent: MPI_Comm,
+    base: crate::comms::Base,
+    info: Option<MPI_Info>,
+    newcomm: &mut MPI_Comm,
+    request: &mut MPI_Request,
+) -> c_int {
     let parent = Comm(parent);
     let base = Comm(base.comm);
     // The attribute copies, as MPICH's idup of the parent makes them: at the call, before anything is

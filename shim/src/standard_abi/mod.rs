@@ -18,6 +18,7 @@ pub mod multiplex;
 pub mod policy;
 pub mod streams;
 
+use mpixstream_wrappers::app::AppArg;
 use crate::config::{Check, Config, Policy, Report};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::{next, next_wide};
@@ -102,12 +103,9 @@ pub fn banner(config: &Config, size: c_int) -> String {
     )
 }
 
-/// `MPI_Init` (thread = None) and `MPI_Init_thread` on the standard ABI.
-///
-/// # Safety
-/// The arguments are the program's to its `MPI_Init*` call, passed on unchanged (`argc`, `argv`: null or
-/// the program's; `provided`: writable), as MPI requires of them.
-pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option<(c_int, *mut c_int)>) -> c_int {
+/// `MPI_Init` (thread = None) and `MPI_Init_thread` on the standard ABI, the program's arguments passed
+/// on unchanged.
+pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<(c_int, AppArg<c_int>)>) -> c_int {
     // A malformed setting stops the program here on either ABI (a user's mistake either way).
     let config = match Config::from_env() {
         Ok(c) => c,
@@ -116,13 +114,9 @@ pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char, thread: Option
             std::process::exit(1);
         }
     };
-    // SAFETY: the next definitions of `MPI_Init` / `MPI_Init_thread`, given the program's arguments
-    // (this function's obligation).
-    let rc = unsafe {
-        match thread {
-            None => next!(MPI_Init)(argc, argv),
-            Some((required, provided)) => next!(MPI_Init_thread)(argc, argv, required, provided),
-        }
+    let rc = match thread {
+        None => crate::forward::MPI_Init(argc, argv),
+        Some((required, provided)) => crate::forward::MPI_Init_thread(argc, argv, required, provided),
     };
     if rc != 0 {
         return rc;

@@ -9,6 +9,7 @@
 //! dup of a stream communicator: the library copied its record) keeps it; a nonblocking constructor or an
 //! intercommunicator is left without one, and so is every communicator once the pool is exhausted, as on
 //! MPICH's ABI. The communicators the MPIX implementation makes itself are `PMPI_*` calls, never seen here.
+use mpixstream_wrappers::app::AppArg;
 use super::mpi::{self, H};
 use super::streams::{self, Record};
 use mpixstream_wrappers::interpose::CommCtor;
@@ -68,17 +69,13 @@ pub fn thread_level_as_mpich(level: c_int) -> c_int {
 
 /// A communicator constructor of the application on the standard ABI: `create` makes it (the library's
 /// call, arguments unchanged); under the explicit policy a blocking intracommunicator gets a stream.
-///
-/// # Safety
-/// `newcomm` is the program's output argument of the constructor: null, or readable once `create` has
-/// returned (it is where `create` writes the new handle).
-pub unsafe fn comm_constructed(kind: CommCtor, _parent: H, newcomm: *mut H, create: impl FnOnce() -> c_int) -> c_int {
+/// `newcomm`: the program's output argument of the constructor, where `create` writes the new handle.
+pub fn comm_constructed(kind: CommCtor, _parent: H, newcomm: AppArg<H>, create: impl FnOnce() -> c_int) -> c_int {
     let rc = create();
     if rc != mpi::SUCCESS || !EXPLICIT.load(Ordering::Relaxed) {
         return rc;
     }
-    // SAFETY: null or the program's `MPI_Comm` slot, which the constructor just filled (the contract).
-    let Some(&comm) = (unsafe { newcomm.as_ref() }) else { return rc };
+    let Some(comm) = newcomm.get() else { return rc };
     if comm == mpi::COMM_NULL {
         return rc;
     }

@@ -1,23 +1,18 @@
 //! The MPI environment: initialisation, finalisation, thread level, library version.
 use super::{call, check, MpiResult};
+use crate::app::AppArg;
 use crate::ffi::*;
 use std::os::raw::{c_char, c_int};
 
 /// `MPI_Init` with the application's own arguments.
-///
-/// # Safety
-/// `argc` and `argv` are what the application passed to its `MPI_Init` (NULL or valid, as MPI requires).
-pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> MpiResult {
-    check(call!(PMPI_Init(argc, argv)))
+pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>) -> MpiResult {
+    check(call!(PMPI_Init(argc.ptr(), argv.ptr())))
 }
 
 /// `MPI_Init_thread` with the application's own arguments: the level provided.
-///
-/// # Safety
-/// As [`init`].
-pub unsafe fn init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int) -> MpiResult<c_int> {
+pub fn init_thread(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, required: c_int) -> MpiResult<c_int> {
     let mut provided = MPI_THREAD_SINGLE;
-    check(call!(PMPI_Init_thread(argc, argv, required, &mut provided)))?;
+    check(call!(PMPI_Init_thread(argc.ptr(), argv.ptr(), required, &mut provided)))?;
     Ok(provided)
 }
 

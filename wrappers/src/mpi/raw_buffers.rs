@@ -158,15 +158,19 @@ impl Comm {
         )))
     }
 
+    /// A send of nothing to `MPI_PROC_NULL`: a request complete at once (what a call that finished its
+    /// work itself hands out).
+    pub fn completed_request(self, tag: c_int) -> MpiResult<Request> {
+        start!(PMPI_Isend(std::ptr::null::<c_void>(), 0, MPI_BYTE, MPI_PROC_NULL, tag, self.0))
+    }
+
     /// `MPI_Pack_c` of the application's `count` elements at the end of `out`, into its spare capacity
     /// (reserve the `MPI_Pack_size` bytes first): `out` grows by the bytes packed, none of them zeroed
-    /// beforehand.
-    ///
-    /// # Safety
-    /// The application's buffer rule for `inbuf`, for reading.
-    pub unsafe fn pack_append(
+    /// beforehand. `inbuf`: the application's argument, with its call's own `count` and `datatype`
+    /// (`crate::app`).
+    pub fn pack_append(
         self,
-        inbuf: *const c_void,
+        inbuf: crate::app::AppIn<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         out: &mut Vec<u8>,
@@ -174,7 +178,7 @@ impl Comm {
         let spare = out.spare_capacity_mut();
         let mut position: MPI_Count = 0;
         check(call!(PMPI_Pack_c(
-            inbuf,
+            inbuf.ptr(),
             count,
             datatype.0,
             spare.as_mut_ptr().cast(),

@@ -40,9 +40,9 @@
 //! call through `next!`; `MPI_Start`/`MPI_Startall`/`MPI_Request_free` one relaxed load while no
 //! persistent request is recorded (always, under `implicit`).
 //!
-//! The interposers' bodies take the application's arguments as its call gave them (the contract of each
-//! is MPI's for that call) and pass them on unchanged to the next definition of the same call or to
-//! the route, whose own contract is the same buffer rule.
+//! The interposers' bodies take the application's arguments as its call gave them, wrapped
+//! (`mpixstream_wrappers::app`), and pass them on unchanged to the next definition of the same call
+//! (`crate::forward`) or to the route.
 mod persistent_bsend;
 mod route;
 
@@ -50,185 +50,119 @@ pub use persistent_bsend::{freed, freeing, persistent_bsend_created, start, star
 pub use route::{buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c};
 
 use crate::native_fixes::native_streams::native_stream_of;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::mpi::{Comm, Datatype};
-use mpixstream_wrappers::next;
+use mpixstream_wrappers::mpi::Comm;
 use route::send_routed;
 use std::os::raw::{c_int, c_void};
 
-/// # Safety
-/// The arguments of the application's `MPI_Bsend`, valid as MPI requires.
-pub unsafe fn bsend(
-    buf: *const c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged (module doc), within this call.
-    unsafe {
-        if native_stream_of(comm).is_none() {
-            return next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm);
-        }
-        ffi_guard("MPI_Bsend", || {
-            send_routed(buf, count.into(), datatype, dest, tag, comm, || {
-                next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
-            })
-        })
+/// `MPI_Bsend`: on a native stream communicator, the routed buffered send.
+pub fn bsend(buf: AppIn<c_void>, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if native_stream_of(comm).is_none() {
+        return forward::MPI_Bsend(buf, count, datatype, dest, tag, comm);
     }
+    ffi_guard("MPI_Bsend", || {
+        send_routed(buf, count.into(), datatype, dest, tag, comm, || forward::MPI_Bsend(buf, count, datatype, dest, tag, comm))
+    })
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Bsend_c`, valid as MPI requires.
-pub unsafe fn bsend_c(
-    buf: *const c_void,
+/// `MPI_Bsend_c`: as `MPI_Bsend`.
+pub fn bsend_c(
+    buf: AppIn<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    // SAFETY: as in `bsend`.
-    unsafe {
-        if native_stream_of(comm).is_none() {
-            return next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm);
-        }
-        ffi_guard("MPI_Bsend_c", || {
-            send_routed(buf, count, datatype, dest, tag, comm, || {
-                next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm)
-            })
-        })
+    if native_stream_of(comm).is_none() {
+        return forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm);
     }
+    ffi_guard("MPI_Bsend_c", || {
+        send_routed(buf, count, datatype, dest, tag, comm, || forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm))
+    })
 }
 
 /// A routed `MPI_Ibsend`: the message is buffered when the call returns, so its request is complete
 /// at once (a send to `MPI_PROC_NULL`, as MPICH 5 returns a completed request for a buffered send).
-/// `request`: the application's (`None`: a null pointer, which `mpich`'s own call reports).
+/// `request`: the application's (a null pointer goes to `mpich`, MPICH's own call, which reports it).
 fn ibsend_routed(
     comm: MPI_Comm,
     tag: c_int,
-    request: Option<&mut MPI_Request>,
+    request: AppArg<MPI_Request>,
     send: impl FnOnce() -> c_int,
     mpich: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(request) = request else { return mpich() };
+    if request.is_empty() {
+        return mpich();
+    }
     let rc = send();
     if rc != MPI_SUCCESS {
         return rc;
     }
-    crate::native_fixes::claimed(comm, c"MPI_Ibsend", || {
-        // SAFETY: no buffer: zero elements, to `MPI_PROC_NULL`.
-        match unsafe { Comm(comm).isend(std::ptr::null(), 0, Datatype::BYTE, MPI_PROC_NULL, tag) } {
-            Ok(done) => {
-                *request = done.raw();
-                MPI_SUCCESS
-            }
-            Err(rc) => rc,
+    crate::native_fixes::claimed(comm, c"MPI_Ibsend", || match Comm(comm).completed_request(tag) {
+        Ok(done) => {
+            request.set(done.raw());
+            MPI_SUCCESS
         }
+        Err(rc) => rc,
     })
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Ibsend`, valid as MPI requires.
+/// `MPI_Ibsend`: on a native stream communicator, the routed buffered send, its request complete.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn ibsend(
-    buf: *const c_void,
+pub fn ibsend(
+    buf: AppIn<c_void>,
     count: c_int,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged (module doc), within this call; `request` is
-    // null or valid for a write.
-    unsafe {
-        if native_stream_of(comm).is_none() {
-            return next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
-        }
-        let mpich = || next!(MPI_Ibsend)(buf, count, datatype, dest, tag, comm, request);
-        ffi_guard("MPI_Ibsend", || {
-            ibsend_routed(
-                comm,
-                tag,
-                request.as_mut(),
-                || {
-                    send_routed(buf, count.into(), datatype, dest, tag, comm, || {
-                        next!(MPI_Bsend)(buf, count, datatype, dest, tag, comm)
-                    })
-                },
-                mpich,
-            )
-        })
+    let mpich = || forward::MPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
+    if native_stream_of(comm).is_none() {
+        return mpich();
     }
+    ffi_guard("MPI_Ibsend", || {
+        ibsend_routed(
+            comm,
+            tag,
+            request,
+            || {
+                send_routed(buf, count.into(), datatype, dest, tag, comm, || {
+                    forward::MPI_Bsend(buf, count, datatype, dest, tag, comm)
+                })
+            },
+            mpich,
+        )
+    })
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Ibsend_c`, valid as MPI requires.
+/// `MPI_Ibsend_c`: as `MPI_Ibsend`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn ibsend_c(
-    buf: *const c_void,
+pub fn ibsend_c(
+    buf: AppIn<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
 ) -> c_int {
-    // SAFETY: as in `ibsend`.
-    unsafe {
-        if native_stream_of(comm).is_none() {
-            return next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
-        }
-        let mpich = || next!(MPI_Ibsend_c)(buf, count, datatype, dest, tag, comm, request);
-        ffi_guard("MPI_Ibsend_c", || {
-            ibsend_routed(
-                comm,
-                tag,
-                request.as_mut(),
-                || {
-                    send_routed(buf, count, datatype, dest, tag, comm, || {
-                        next!(MPI_Bsend_c)(buf, count, datatype, dest, tag, comm)
-                    })
-                },
-                mpich,
-            )
-        })
+    let mpich = || forward::MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request);
+    if native_stream_of(comm).is_none() {
+        return mpich();
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::native_fixes::native_streams::PANIC_FOR_TEST;
-
-    /// A panic inside the buffered-send interposers comes back as `MPI_ERR_INTERN` (the exported
-    /// symbols, as C calls them), never as an abort.
-    #[test]
-    fn a_panic_in_a_buffered_send_interposer_returns_mpi_err_intern() {
-        PANIC_FOR_TEST.with(|p| p.set(true));
-        let mut request = MPI_REQUEST_NULL;
-        let one = 1;
-        let p = &one as *const i32 as *const c_void;
-        // SAFETY: valid arguments (a live one-element buffer, a live request); each call panics at its
-        // first check (`PANIC_FOR_TEST`), before any MPI.
-        let (bsend, ibsend_c) = unsafe {
-            (
-                crate::interposed::MPI_Bsend(p, 1, MPI_INT as WideHandle, 0, 0, MPI_COMM_WORLD as WideHandle),
-                crate::interposed::MPI_Ibsend_c(
-                    p,
-                    1,
-                    MPI_INT as WideHandle,
-                    0,
-                    0,
-                    MPI_COMM_WORLD as WideHandle,
-                    &mut request,
-                ),
-            )
-        };
-        PANIC_FOR_TEST.with(|p| p.set(false));
-        assert_eq!((bsend, ibsend_c), (MPI_ERR_INTERN, MPI_ERR_INTERN));
-    }
+    ffi_guard("MPI_Ibsend_c", || {
+        ibsend_routed(
+            comm,
+            tag,
+            request,
+            || send_routed(buf, count, datatype, dest, tag, comm, || forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm)),
+            mpich,
+        )
+    })
 }

@@ -3,9 +3,10 @@
 use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn, CallScope};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::next;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,13 +42,11 @@ fn recorded(request: MPI_Request) -> Option<Recorded> {
 
 /// After `MPI_Bsend_init(_c)` (and the completion calls' own record, `persistent::persistent_created`)
 /// made `request` (`None`: the call failed, or the application passed a null pointer): records the
-/// arguments if `comm` is a native stream communicator.
-///
-/// # Safety
-/// `buf`, `count`, `datatype` are the application's `MPI_Bsend_init(_c)` buffer, which MPI requires
-/// valid for each start while the request exists: every `MPI_Start` of it packs from there.
+/// arguments if `comm` is a native stream communicator (`buf`, `count`, `datatype`: the application's
+/// buffer, which MPI requires valid for each start while the request exists: `start_one` packs from
+/// there).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn persistent_bsend_created(
+pub fn persistent_bsend_created(
     buf: *const c_void,
     count: MPI_Count,
     datatype: MPI_Datatype,
@@ -86,63 +85,56 @@ pub fn freed(handle: MPI_Request) {
     }
 }
 
-/// Starts one request: a recorded persistent buffered send as our routed buffered send (MPICH's
-/// request stays inactive), anything else through the next definition, inside the endpoint of the
-/// stream it was made on, if any (`persistent::claimed`).
-fn start_one(request: &mut MPI_Request) -> c_int {
-    // SAFETY: `request` is the application's (a reference: valid), passed on unchanged to the next
-    // `MPI_Start`; a recorded send's buffer is the one the application gave `MPI_Bsend_init`, which MPI
-    // requires valid while the request exists, for each start.
-    unsafe {
-        let Some(r) = recorded(*request) else {
-            return persistent::claimed(*request, || next!(MPI_Start)(request));
-        };
-        if native_stream_of(r.comm).is_none() {
-            // The communicator was freed under its persistent request: MPICH's own start reports it.
-            return next!(MPI_Start)(request);
-        }
-        send_routed(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
-            next!(MPI_Bsend_c)(r.buf, r.count, r.datatype, r.dest, r.tag, r.comm)
-        })
+/// Starts one request (`request`, the application's, not null): a recorded persistent buffered send as
+/// our routed buffered send (MPICH's request stays inactive), anything else through the next definition,
+/// inside the endpoint of the stream it was made on, if any (`persistent::claimed`).
+fn start_one(request: AppArg<MPI_Request>) -> c_int {
+    let handle = request.get().unwrap_or(MPI_REQUEST_NULL);
+    let Some(r) = recorded(handle) else {
+        return persistent::claimed(handle, || forward::MPI_Start(request));
+    };
+    if native_stream_of(r.comm).is_none() {
+        // The communicator was freed under its persistent request: MPICH's own start reports it.
+        return forward::MPI_Start(request);
     }
+    let scope = CallScope::new();
+    // SAFETY: the buffer the application gave `MPI_Bsend_init` with this count and datatype, which MPI
+    // requires valid while the request exists, for each start: read (packed) within this start.
+    let buf = unsafe { AppIn::new(&scope, r.buf, 0) };
+    send_routed(buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
+        forward::MPI_Bsend_c(buf, r.count, r.datatype, r.dest, r.tag, r.comm)
+    })
 }
 
-/// # Safety
-/// The argument of the application's `MPI_Start`: null or valid for reads and writes.
-pub unsafe fn start(request: *mut MPI_Request) -> c_int {
-    if (none_live() && persistent::none_recorded()) || request.is_null() {
-        // SAFETY: the caller's argument, passed on unchanged to the next definition of the same call.
-        return unsafe { next!(MPI_Start)(request) };
+/// `MPI_Start`: a recorded persistent buffered send routed, any other request claimed (`start_one`).
+pub fn start(request: AppArg<MPI_Request>) -> c_int {
+    if (none_live() && persistent::none_recorded()) || request.is_empty() {
+        return forward::MPI_Start(request);
     }
     // Out of line, so that the pass-through path above needs no stack frame.
     #[cold]
     #[inline(never)]
-    fn slow(request: &mut MPI_Request) -> c_int {
+    fn slow(request: AppArg<MPI_Request>) -> c_int {
         ffi_guard("MPI_Start", || start_one(request))
     }
-    // SAFETY: not null (checked above), so valid for reads and writes (the caller's contract).
-    slow(unsafe { &mut *request })
+    slow(request)
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Startall`: `array` null or holding `count` requests, valid
-/// for reads and writes.
-pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
-    if (none_live() && persistent::none_recorded()) || array.is_null() || count <= 0 {
-        // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-        return unsafe { next!(MPI_Startall)(count, array) };
+/// `MPI_Startall`: `MPI_Start` of each, where one of them is ours.
+pub fn startall(count: c_int, requests: AppArg<MPI_Request>) -> c_int {
+    if (none_live() && persistent::none_recorded()) || requests.is_empty() {
+        return forward::MPI_Startall(count, requests);
     }
     // Out of line, so that the pass-through path above needs no stack frame.
     #[cold]
     #[inline(never)]
-    fn slow(requests: &mut [MPI_Request]) -> c_int {
+    fn slow(count: c_int, requests: AppArg<MPI_Request>) -> c_int {
         ffi_guard("MPI_Startall", || {
-            if requests.iter().all(|&r| recorded(r).is_none() && persistent::stream_of(r).is_none()) {
-                // SAFETY: the application's array, as a slice of all its `count` requests.
-                return unsafe { next!(MPI_Startall)(requests.len() as c_int, requests.as_mut_ptr()) };
+            if requests.iter().all(|r| recorded(r).is_none() && persistent::stream_of(r).is_none()) {
+                return forward::MPI_Startall(count, requests);
             }
             // MPI_Startall is MPI_Start on each request, in order (MPI 4.1 §3.9).
-            for request in requests.iter_mut() {
+            for request in (0..requests.len()).filter_map(|i| requests.element(i)) {
                 let rc = start_one(request);
                 if rc != MPI_SUCCESS {
                     return rc;
@@ -151,7 +143,5 @@ pub unsafe fn startall(count: c_int, array: *mut MPI_Request) -> c_int {
             MPI_SUCCESS
         })
     }
-    // SAFETY: not null and `count` positive (checked above), so `count` requests valid for reads and
-    // writes (the caller's contract), used only through this slice until the call returns.
-    slow(unsafe { std::slice::from_raw_parts_mut(array, count as usize) })
+    slow(count, requests)
 }

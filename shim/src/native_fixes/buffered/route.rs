@@ -3,6 +3,8 @@
 use crate::native_fixes::native_streams::native_stream_index_of;
 use crate::orphans::{self, Orphan};
 use crate::runtime;
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Datatype, Request};
 use mpixstream_wrappers::next;
@@ -67,18 +69,14 @@ fn attached(rc: c_int, buffer: *mut c_void, size: i64) -> c_int {
     rc
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Buffer_attach`, valid as MPI requires.
-pub unsafe fn buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    attached(unsafe { next!(MPI_Buffer_attach)(buffer, size) }, buffer, size as i64)
+/// `MPI_Buffer_attach`: records the buffer's size.
+pub fn buffer_attach(buffer: AppArg<c_void>, size: c_int) -> c_int {
+    attached(forward::MPI_Buffer_attach(buffer, size), buffer.ptr(), size as i64)
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Buffer_attach_c`, valid as MPI requires.
-pub unsafe fn buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    attached(unsafe { next!(MPI_Buffer_attach_c)(buffer, size) }, buffer, size)
+/// `MPI_Buffer_attach_c`: as `MPI_Buffer_attach`.
+pub fn buffer_attach_c(buffer: AppArg<c_void>, size: MPI_Count) -> c_int {
+    attached(forward::MPI_Buffer_attach_c(buffer, size), buffer.ptr(), size)
 }
 
 /// Before `MPI_Buffer_detach(_c)`: MPI's detach returns once every buffered message has left, ours
@@ -93,24 +91,20 @@ fn drain() {
     }
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Buffer_detach`, valid as MPI requires.
-pub unsafe fn buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+/// `MPI_Buffer_detach`: once every routed message has left.
+pub fn buffer_detach(buffer_addr: AppArg<c_void>, size: AppArg<c_int>) -> c_int {
     drain();
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    let rc = unsafe { next!(MPI_Buffer_detach)(buffer_addr, size) };
+    let rc = forward::MPI_Buffer_detach(buffer_addr, size);
     if rc == MPI_SUCCESS {
         ATTACHED.store(0, Ordering::Release);
     }
     rc
 }
 
-/// # Safety
-/// The arguments of the application's `MPI_Buffer_detach_c`, valid as MPI requires.
-pub unsafe fn buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
+/// `MPI_Buffer_detach_c`: as `MPI_Buffer_detach`.
+pub fn buffer_detach_c(buffer_addr: AppArg<c_void>, size: AppArg<MPI_Count>) -> c_int {
     drain();
-    // SAFETY: the caller's arguments, passed on unchanged to the next definition of the same call.
-    let rc = unsafe { next!(MPI_Buffer_detach_c)(buffer_addr, size) };
+    let rc = forward::MPI_Buffer_detach_c(buffer_addr, size);
     if rc == MPI_SUCCESS {
         ATTACHED.store(0, Ordering::Release);
     }
@@ -133,14 +127,11 @@ fn take_space(space: i64) -> Option<bool> {
 
 /// The routed buffered send of `count` elements of `datatype` at `buf` (see the module doc). `mpich`
 /// makes MPICH's own call instead: for a message that can never fit, a send to `MPI_PROC_NULL`, or
-/// arguments MPICH must judge.
-///
-/// # Safety
-/// `buf`, `count`, `datatype` are the application's send buffer, readable for this call (a buffered
-/// send's; MPI's rule).
+/// arguments MPICH must judge. `buf`, `count`, `datatype`: the application's send buffer, read (packed)
+/// within this call.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn send_routed(
-    buf: *const c_void,
+pub(super) fn send_routed(
+    buf: AppIn<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -173,17 +164,14 @@ pub(super) unsafe fn send_routed(
         // among the calling thread's messages (a buffered send and a later `MPI_Send` to the same peer
         // match in order).
         let _claim = rt.streams.slot(slot).claim();
-        // SAFETY: the application's buffer is readable for this call (the caller's contract); the send
-        // reads `memory`, which the orphan made of it keeps until the request completed (below).
-        let rc = unsafe {
-            let mut rc = crate::native_fixes::rc(Comm(comm).pack_append(buf, count, Datatype(datatype), &mut memory));
-            if rc == MPI_SUCCESS {
-                // Through the next definition, so that the tools library counts the send.
-                let bytes = memory.len() as MPI_Count;
-                rc = next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request);
-            }
-            rc
-        };
+        let mut rc = crate::native_fixes::rc(Comm(comm).pack_append(buf, count, Datatype(datatype), &mut memory));
+        if rc == MPI_SUCCESS {
+            // Through the next definition, so that the tools library counts the send.
+            let bytes = memory.len() as MPI_Count;
+            // SAFETY: the send reads the `bytes` packed into `memory`, which the orphan made of it keeps
+            // (moving a Vec moves no heap memory) until the request completed (below).
+            rc = unsafe { next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request) };
+        }
         if rc == MPI_SUCCESS {
             // It is ours to complete from here on (the tools library must not keep an entry for it:
             // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
