@@ -5,6 +5,7 @@ use crate::hex;
 use crate::info::info_value;
 use crate::runtime::Runtime;
 use crate::runtime::{mpix_entry, standard_entry};
+use mpixstream_wrappers::app::{AppArg, CallScope};
 use crate::streams::{Driver, LookupError, StreamTable};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::*;
@@ -54,7 +55,8 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
     if abi::standard() {
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_create", || unsafe {
-            crate::standard_abi::mpix::stream_create(info, stream.cast())
+            let scope = CallScope::new();
+            crate::standard_abi::mpix::stream_create(info, AppArg::new(&scope, stream.cast(), 1))
         });
     }
     let info = info as MPI_Info;
@@ -114,7 +116,10 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
 pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
     if abi::standard() {
         // SAFETY: the application's own argument, as it passed it (this function's contract).
-        return standard_entry("MPIX_Stream_free", || unsafe { crate::standard_abi::mpix::stream_free(stream.cast()) });
+        return standard_entry("MPIX_Stream_free", || unsafe {
+            let scope = CallScope::new();
+            crate::standard_abi::mpix::stream_free(AppArg::new(&scope, stream.cast(), 1))
+        });
     }
     mpix_entry("MPIX_Stream_free", |rt| {
         const F: &str = "MPIX_Stream_free";
@@ -190,7 +195,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
     if abi::standard() {
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_comm_create", || unsafe {
-            crate::standard_abi::mpix::stream_comm_create(comm, stream, newcomm.cast())
+            let scope = CallScope::new();
+            crate::standard_abi::mpix::stream_comm_create(comm, stream, AppArg::new(&scope, newcomm.cast(), 1))
         });
     }
     let (comm, stream) = (comm as MPI_Comm, stream as MPIX_Stream);
@@ -246,7 +252,8 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
     if abi::standard() {
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Comm_get_stream", || unsafe {
-            crate::standard_abi::mpix::comm_get_stream(comm, idx, stream.cast())
+            let scope = CallScope::new();
+            crate::standard_abi::mpix::comm_get_stream(comm, idx, AppArg::new(&scope, stream.cast(), 1))
         });
     }
     let comm = comm as MPI_Comm;
@@ -299,10 +306,7 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Stream_progress(stream: WideHandle) -> c_int {
     if abi::standard() {
-        // SAFETY: the application's own argument, as it passed it (this function's contract).
-        return standard_entry("MPIX_Stream_progress", || unsafe {
-            crate::standard_abi::mpix::stream_progress(stream)
-        });
+        return standard_entry("MPIX_Stream_progress", || crate::standard_abi::mpix::stream_progress(stream));
     }
     let stream = stream as MPIX_Stream;
     mpix_entry("MPIX_Stream_progress", |rt| {

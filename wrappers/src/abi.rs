@@ -26,14 +26,15 @@ pub const MPI_COMM_WORLD: crate::ffi::WideHandle = 0x101;
 /// The standard ABI's `MPI_ERR_UNSUPPORTED_OPERATION` (MPICH's is 44).
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 55;
 
-/// `mpi_abi.h`'s `MPI_Status`: what a standard-ABI program's status argument points to.
+/// `mpi_abi.h`'s `MPI_Status`, what a standard-ABI program's status argument points to: three public
+/// fields, then five of the library's.
 #[repr(C)]
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Status {
     pub source: c_int,
     pub tag: c_int,
     pub error: c_int,
-    internal: [c_int; 5],
+    pub internal: [c_int; 5],
 }
 
 const UNKNOWN: u8 = 0;

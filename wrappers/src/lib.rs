@@ -15,7 +15,9 @@
 //! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path);
 //! - [`guard`]: the panic guard of every C entry point;
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
-//!   libraries.
+//!   libraries;
+//! - [`app`]: the application's pointer arguments, as an interposer hands them on;
+//! - [`std_mpi`]: the MPI standard ABI's table and the typed functions over it.
 #![allow(non_camel_case_types, non_snake_case)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
@@ -32,6 +34,7 @@ pub mod mpich_build;
 pub mod next;
 pub mod pmpi;
 pub mod settings;
+pub mod std_mpi;
 pub mod tools;
 
 #[cfg(test)]

@@ -77,7 +77,13 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         // SAFETY: the application's arguments, passed on unchanged to the standard ABI's implementation,
         // whose contract is this entry point's.
         return crate::runtime::standard_entry("MPIX_Stream_comm_create_multiplex", || unsafe {
-            crate::standard_abi::mpix::comm_create_multiplex(comm, count, array_of_streams.cast(), newcomm.cast())
+            let scope = mpixstream_wrappers::app::CallScope::new();
+            crate::standard_abi::mpix::comm_create_multiplex(
+                comm,
+                count,
+                mpixstream_wrappers::app::AppIn::new(&scope, array_of_streams.cast(), count as i64),
+                AppArg::new(&scope, newcomm.cast(), 1),
+            )
         });
     }
     let comm = comm as MPI_Comm;
@@ -297,8 +303,11 @@ pub unsafe fn get_stream(mx: impl Deref<Target = Multiplex>, idx: c_int, stream:
 pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: WideHandle, tag_ub: *mut c_int) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
     if mpixstream_wrappers::abi::standard() {
-        // SAFETY: the application's arguments, passed on unchanged (the standard ABI's implementation).
-        return crate::runtime::standard_entry(F, || unsafe { crate::standard_abi::multiplex::tag_ub(comm, tag_ub) });
+        // SAFETY: the application's argument, passed on unchanged (the standard ABI's implementation).
+        return crate::runtime::standard_entry(F, || unsafe {
+            let scope = mpixstream_wrappers::app::CallScope::new();
+            crate::standard_abi::multiplex::tag_ub(comm, AppArg::new(&scope, tag_ub, 1))
+        });
     }
     let comm = comm as MPI_Comm;
     mpix_entry(F, |rt| {

@@ -349,9 +349,10 @@ macro_rules! indexed_p2p {
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($send), || {
+                        let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::send(
                             stringify!($send),
-                            buf,
+                            mpixstream_wrappers::app::AppIn::new(&scope, buf, 0),
                             $n(count),
                             datatype,
                             dest,
@@ -446,9 +447,10 @@ macro_rules! indexed_p2p {
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($isend), || {
+                        let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::isend(
                             stringify!($isend),
-                            buf,
+                            mpixstream_wrappers::app::AppIn::new(&scope, buf, 0),
                             $n(count),
                             datatype,
                             dest,
@@ -456,7 +458,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            request.cast(),
+                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast(), 1),
                         )
                     });
                 }
@@ -545,9 +547,10 @@ macro_rules! indexed_p2p {
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($recv), || {
+                        let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::recv(
                             stringify!($recv),
-                            buf,
+                            mpixstream_wrappers::app::AppArg::new(&scope, buf, 0),
                             $n(count),
                             datatype,
                             source,
@@ -555,7 +558,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            status.cast(),
+                            mpixstream_wrappers::app::AppArg::statuses(&scope, status.cast(), 1),
                         )
                     });
                 }
@@ -601,9 +604,10 @@ macro_rules! indexed_p2p {
                 // implementation, MPICH's `int`s are narrowed and take the paths below.
                 if mpixstream_wrappers::abi::standard() {
                     return crate::runtime::standard_entry(stringify!($irecv), || {
+                        let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::irecv(
                             stringify!($irecv),
-                            buf,
+                            mpixstream_wrappers::app::AppArg::new(&scope, buf, 0),
                             $n(count),
                             datatype,
                             source,
@@ -611,7 +615,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            request.cast(),
+                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast(), 1),
                         )
                     });
                 }

@@ -12,7 +12,7 @@
 //! Every MPI call made here takes no handle, or takes the standard ABI's own handles through the typed
 //! methods of its own table (`mpi::Mpi`) or `next_wide!`.
 pub mod errors;
-pub mod mpi;
+pub use mpixstream_wrappers::std_mpi as mpi;
 pub mod mpix;
 pub mod multiplex;
 pub mod policy;

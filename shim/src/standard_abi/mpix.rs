@@ -5,13 +5,13 @@
 //! is the library's own on its shared endpoints. The queue-backed streams (`info` key `type`), the enqueue
 //! calls and the progress threads are refused ([`super::refuse`]).
 //!
-//! The functions' `# Safety` concerns their pointer arguments only: each is the program's argument of the
-//! entry point, passed on unchanged, and MPI's contract for it holds (null, which is checked, or valid
-//! for the access the function's `# Safety` names); each is turned into a reference once, at the top.
+//! Their pointer arguments are the program's arguments of the entry point, wrapped there
+//! (`mpixstream_wrappers::app`): read and written through them, a null one refused.
 use super::errors::{agree, mpi_live, raise, Class};
 use super::mpi::{self, H};
 use super::multiplex;
 use super::streams::{self, Record};
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use std::os::raw::c_int;
 
 /// The table and state, or the error to return: before `MPI_Init` and after `MPI_Finalize` a call is
@@ -39,19 +39,15 @@ fn info_type(m: &mpi::Mpi, info: H) -> Option<String> {
 }
 
 /// `MPIX_Stream_create`.
-///
-/// # Safety
-/// `stream`: null or writable (one handle).
-pub unsafe fn stream_create(info: H, stream: *mut H) -> c_int {
+pub fn stream_create(info: H, stream: AppArg<H>) -> c_int {
     const F: &str = "MPIX_Stream_create";
     let (m, _) = match ready(F) {
         Ok(r) => r,
         Err(rc) => return rc,
     };
-    // SAFETY: the program's output argument: null or writable (the contract).
-    let Some(stream) = (unsafe { stream.as_mut() }) else {
+    if stream.is_empty() {
         return raise(mpi::COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
-    };
+    }
     if let Some(t) = info_type(m, info) {
         return raise(
             mpi::COMM_WORLD,
@@ -74,27 +70,23 @@ pub unsafe fn stream_create(info: H, stream: *mut H) -> c_int {
             ),
         );
     };
-    *stream = streams::handle(i);
+    stream.set(streams::handle(i));
     mpi::SUCCESS
 }
 
 /// `MPIX_Stream_free`.
-///
-/// # Safety
-/// `stream`: null or readable and writable (one handle).
-pub unsafe fn stream_free(stream: *mut H) -> c_int {
+pub fn stream_free(stream_arg: AppArg<H>) -> c_int {
     const F: &str = "MPIX_Stream_free";
     if let Err(rc) = ready(F) {
         return rc;
     }
-    // SAFETY: the program's in-out argument: null or readable and writable (the contract).
-    let Some(stream) = (unsafe { stream.as_mut() }) else {
+    let Some(stream) = stream_arg.get() else {
         return raise(mpi::COMM_WORLD, Class::Arg, F, "the stream argument is a null pointer");
     };
-    if *stream == 0 {
+    if stream == 0 {
         return raise(mpi::COMM_WORLD, Class::Stream, F, "the stream is MPIX_STREAM_NULL");
     }
-    let i = match streams::lookup(*stream) {
+    let i = match streams::lookup(stream) {
         Ok(i) => i,
         Err((class, e)) => return raise(mpi::COMM_WORLD, class, F, &e),
     };
@@ -104,19 +96,16 @@ pub unsafe fn stream_free(stream: *mut H) -> c_int {
             mpi::COMM_WORLD,
             Class::Other,
             F,
-            &format!("stream 0x{:x} is still attached to {n} communicator(s); free them first", *stream),
+            &format!("stream 0x{stream:x} is still attached to {n} communicator(s); free them first"),
         );
     }
     streams::release(i);
-    *stream = 0;
+    stream_arg.set(0);
     mpi::SUCCESS
 }
 
 /// `MPIX_Stream_comm_create`.
-///
-/// # Safety
-/// `newcomm`: null or writable (one handle).
-pub unsafe fn stream_comm_create(comm: H, stream: H, newcomm: *mut H) -> c_int {
+pub fn stream_comm_create(comm: H, stream: H, newcomm: AppArg<H>) -> c_int {
     const F: &str = "MPIX_Stream_comm_create";
     let (m, st) = match ready(F) {
         Ok(r) => r,
@@ -125,8 +114,6 @@ pub unsafe fn stream_comm_create(comm: H, stream: H, newcomm: *mut H) -> c_int {
     if comm == mpi::COMM_NULL {
         return raise(mpi::COMM_WORLD, Class::Comm, F, "the parent communicator is MPI_COMM_NULL");
     }
-    // SAFETY: the program's output argument: null or writable (the contract).
-    let newcomm = unsafe { newcomm.as_mut() };
     let inter = match m.comm_test_inter(comm) {
         Ok(inter) => inter,
         Err(rc) => return rc,
@@ -140,7 +127,7 @@ pub unsafe fn stream_comm_create(comm: H, stream: H, newcomm: *mut H) -> c_int {
         );
     }
     // Arguments only this process can judge: checked, then agreed on by every member.
-    let local = if newcomm.is_none() {
+    let local = if newcomm.is_empty() {
         Err((Class::Arg, "the newcomm argument is a null pointer".to_string()))
     } else if stream == 0 {
         Ok(None)
@@ -170,26 +157,20 @@ pub unsafe fn stream_comm_create(comm: H, stream: H, newcomm: *mut H) -> c_int {
         let _ = m.comm_delete_attr(new, st.keyval);
     }
     // Agreed above: every member's `newcomm` is there.
-    if let Some(out) = newcomm {
-        *out = new;
-    }
+    newcomm.set(new);
     mpi::SUCCESS
 }
 
 /// `MPIX_Comm_get_stream`.
-///
-/// # Safety
-/// `stream`: null or writable (one handle).
-pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
+pub fn comm_get_stream(comm: H, idx: c_int, stream: AppArg<H>) -> c_int {
     const F: &str = "MPIX_Comm_get_stream";
     let (m, st) = match ready(F) {
         Ok(r) => r,
         Err(rc) => return rc,
     };
-    // SAFETY: the program's output argument: null or writable (the contract).
-    let Some(stream) = (unsafe { stream.as_mut() }) else {
+    if stream.is_empty() {
         return raise(comm, Class::Arg, F, "the stream argument is a null pointer");
-    };
+    }
     if comm == mpi::COMM_NULL {
         return raise(mpi::COMM_WORLD, Class::Comm, F, "the communicator is MPI_COMM_NULL");
     }
@@ -210,7 +191,7 @@ pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
     });
     let found = match seen {
         Seen::Multiplex(Ok(h)) => {
-            *stream = h;
+            stream.set(h);
             return mpi::SUCCESS;
         }
         Seen::Multiplex(Err(e)) => return raise(comm, Class::Arg, F, &e),
@@ -232,17 +213,12 @@ pub unsafe fn comm_get_stream(comm: H, idx: c_int, stream: *mut H) -> c_int {
             &format!("index {idx} is out of range: the communicator has 1 local stream (index 0)"),
         );
     }
-    *stream = found.map_or(0, streams::handle);
+    stream.set(found.map_or(0, streams::handle));
     mpi::SUCCESS
 }
 
 /// `MPIX_Stream_progress`.
-///
-/// # Safety
-/// None: its body is safe. It keeps the marker only while its caller (`crate::mpix::MPIX_Stream_progress`,
-/// converted separately) calls it inside a block that would otherwise warn as unneeded; drop the marker
-/// with that block.
-pub unsafe fn stream_progress(stream: H) -> c_int {
+pub fn stream_progress(stream: H) -> c_int {
     const F: &str = "MPIX_Stream_progress";
     let (m, st) = match ready(F) {
         Ok(r) => r,
@@ -258,19 +234,18 @@ pub unsafe fn stream_progress(stream: H) -> c_int {
     mpi::code(m.iprobe(mpi::ANY_SOURCE, mpi::ANY_TAG, st.progress_comm).map(|_| ()))
 }
 
-/// `MPIX_Stream_comm_create_multiplex`.
-///
-/// # Safety
-/// `array`: null, or `count` readable handles where `count` is in `0..=multiplex::MAX_WIDTH` (another
-/// count is refused unread); `newcomm`: null or writable (one handle).
-pub unsafe fn comm_create_multiplex(comm: H, count: c_int, array: *const H, newcomm: *mut H) -> c_int {
+/// `MPIX_Stream_comm_create_multiplex`: `array`, the program's `count` handles (a count out of
+/// `0..=multiplex::MAX_WIDTH` is refused unread).
+pub fn comm_create_multiplex(comm: H, count: c_int, array: AppIn<H>, newcomm: AppArg<H>) -> c_int {
     if let Err(rc) = ready("MPIX_Stream_comm_create_multiplex") {
         return rc;
     }
-    let array = (!array.is_null() && (0..=multiplex::MAX_WIDTH).contains(&count)).then(|| {
-        // SAFETY: non-null, so `count` readable handles (the contract), `count` checked in range.
-        unsafe { std::slice::from_raw_parts(array, count as usize) }
-    });
-    // SAFETY: the program's output argument: null or writable (the contract).
-    multiplex::create(comm, count, array, unsafe { newcomm.as_mut() })
+    let streams: Option<Vec<H>> =
+        (!array.ptr().is_null() && (0..=multiplex::MAX_WIDTH).contains(&count)).then(|| array.iter().collect());
+    let mut made = newcomm.get();
+    let rc = multiplex::create(comm, count, streams.as_deref(), made.as_mut());
+    if let Some(made) = made {
+        newcomm.set(made);
+    }
+    rc
 }

@@ -20,6 +20,7 @@
 //! The indexed calls read the multiplex communicator's layout while its record is lent
 //! (`streams::with_record`): what they need (the pair's communicator, or the destination index's pairs) is
 //! taken out and the checks' errors carried out as values, then the calls and the error handlers run.
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use super::errors::{forward, raise, Class};
 pub use super::mpi::N;
 use super::mpi::{self, Status, H};
@@ -352,20 +353,15 @@ pub fn create(comm: H, count: c_int, array: Option<&[H]>, newcomm: Option<&mut H
 
 /// `MPIX_Comm_multiplex_tag_ub` (ours): the largest tag an indexed call accepts (the parent's
 /// `MPI_TAG_UB`: the pairs' communicators carry the user's tag unchanged).
-///
-/// # Safety
-/// `out`: null or writable (one `int`).
-pub unsafe fn tag_ub(comm: H, out: *mut c_int) -> c_int {
+pub fn tag_ub(comm: H, out: AppArg<c_int>) -> c_int {
     const F: &str = "MPIX_Comm_multiplex_tag_ub";
     let tag_ub = match with_multiplex(comm, F, |mx| Ok(mx.tag_ub)) {
         Ok(t) => t,
         Err(rc) => return rc,
     };
-    // SAFETY: the program's output argument: null or writable (the contract).
-    let Some(out) = (unsafe { out.as_mut() }) else {
+    if !out.set(tag_ub) {
         return raise(comm, Class::Arg, F, "the tag_ub argument is a null pointer");
-    };
-    *out = tag_ub;
+    }
     mpi::SUCCESS
 }
 
@@ -442,14 +438,11 @@ enum Route {
     Any { pairs: [H; MAX_WIDTH as usize], sources: c_int },
 }
 
-/// `MPIX_Stream_send` and `MPIX_Stream_send_c`.
-///
-/// # Safety
-/// `buf` with `count` elements of `dt` is the program's send buffer, readable until the call returns.
+/// `MPIX_Stream_send` and `MPIX_Stream_send_c` (`buf`: the program's send buffer).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn send(
+pub fn send(
     f: &str,
-    buf: *const c_void,
+    buf: AppIn<c_void>,
     count: N,
     dt: H,
     dest: c_int,
@@ -466,19 +459,15 @@ pub unsafe fn send(
         Ok(h) => h,
         Err(rc) => return rc,
     };
-    // SAFETY: the program's buffer, as it gave it (the contract), sent on our pair's communicator.
-    forward(comm, unsafe { m.send(buf, count, dt, dest, tag, h) })
+    forward(comm, m.send(buf, count, dt, dest, tag, h))
 }
 
-/// `MPIX_Stream_isend` and `MPIX_Stream_isend_c`: the library's own request.
-///
-/// # Safety
-/// `buf` with `count` elements of `dt` is the program's send buffer, readable until the request
-/// completes; `request`: null (refused) or writable.
+/// `MPIX_Stream_isend` and `MPIX_Stream_isend_c`: the library's own request (`buf`, `request`: the
+/// program's; a null request refused).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn isend(
+pub fn isend(
     f: &str,
-    buf: *const c_void,
+    buf: AppIn<c_void>,
     count: N,
     dt: H,
     dest: c_int,
@@ -486,29 +475,24 @@ pub unsafe fn isend(
     comm: H,
     si: c_int,
     di: c_int,
-    request: *mut H,
+    request: AppArg<H>,
 ) -> c_int {
     let m = match mpi::mpi() {
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
-    let h = match with_multiplex(comm, f, |mx| mx.send_pair(count, request.is_null(), dest, tag, si, di)) {
+    let h = match with_multiplex(comm, f, |mx| mx.send_pair(count, request.is_empty(), dest, tag, si, di)) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
-    // SAFETY: the program's buffer and request slot (non-null, checked above), as it gave them.
-    forward(comm, unsafe { m.isend(buf, count, dt, dest, tag, h, request) })
+    forward(comm, m.isend(buf, count, dt, dest, tag, h, request))
 }
 
-/// `MPIX_Stream_recv` and `MPIX_Stream_recv_c`.
-///
-/// # Safety
-/// `buf` with `count` elements of `dt` is the program's receive buffer, writable until the call returns;
-/// `status`: `MPI_STATUS_IGNORE` (null) or writable.
+/// `MPIX_Stream_recv` and `MPIX_Stream_recv_c` (`buf`, `status`: the program's).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn recv(
+pub fn recv(
     f: &str,
-    buf: *mut c_void,
+    buf: AppArg<c_void>,
     count: N,
     dt: H,
     source: c_int,
@@ -516,15 +500,14 @@ pub unsafe fn recv(
     comm: H,
     si: c_int,
     di: c_int,
-    status: *mut Status,
+    status: AppArg<Status>,
 ) -> c_int {
     let m = match mpi::mpi() {
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
     let (pairs, sources) = match with_multiplex(comm, f, |mx| mx.recv_route(count, source, tag, si, di)) {
-        // SAFETY: the program's buffer and status, as it gave them (the contract).
-        Ok(Route::One(h)) => return forward(comm, unsafe { m.recv(buf, count, dt, source, tag, h, status) }),
+        Ok(Route::One(h)) => return forward(comm, m.recv(buf, count, dt, source, tag, h, status)),
         Ok(Route::Any { pairs, sources }) => (pairs, sources),
         Err(rc) => return rc,
     };
@@ -536,8 +519,7 @@ pub unsafe fn recv(
             let s = (turn + k) % sources;
             match m.improbe(source, tag, pairs[s as usize]) {
                 Err(rc) => return forward(comm, Err(rc)),
-                // SAFETY: the program's buffer and status, as it gave them (the contract).
-                Ok(Some(msg)) => return forward(comm, unsafe { m.mrecv(buf, count, dt, msg, status) }),
+                Ok(Some(msg)) => return forward(comm, m.mrecv(buf, count, dt, msg, status)),
                 Ok(None) => {}
             }
         }
@@ -546,15 +528,12 @@ pub unsafe fn recv(
     }
 }
 
-/// `MPIX_Stream_irecv` and `MPIX_Stream_irecv_c`: the library's own request.
-///
-/// # Safety
-/// `buf` with `count` elements of `dt` is the program's receive buffer, writable until the request
-/// completes; `request`: null (refused) or writable.
+/// `MPIX_Stream_irecv` and `MPIX_Stream_irecv_c`: the library's own request (`buf`, `request`: the
+/// program's; a null request refused).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn irecv(
+pub fn irecv(
     f: &str,
-    buf: *mut c_void,
+    buf: AppArg<c_void>,
     count: N,
     dt: H,
     source: c_int,
@@ -562,13 +541,13 @@ pub unsafe fn irecv(
     comm: H,
     si: c_int,
     di: c_int,
-    request: *mut H,
+    request: AppArg<H>,
 ) -> c_int {
     let m = match mpi::mpi() {
         Ok(m) => m,
         Err(e) => return raise(comm, Class::Other, f, e),
     };
-    if request.is_null() {
+    if request.is_empty() {
         return raise(comm, Class::Arg, f, "the request argument is a null pointer");
     }
     let pair = with_multiplex(comm, f, |mx| {
@@ -593,6 +572,5 @@ pub unsafe fn irecv(
             ),
             Err(rc) => return rc,
         };
-    // SAFETY: the program's buffer and request slot (non-null, checked above), as it gave them.
-    forward(comm, unsafe { m.irecv(buf, count, dt, source, tag, h, request) })
+    forward(comm, m.irecv(buf, count, dt, source, tag, h, request))
 }

@@ -1,9 +1,9 @@
-//! The MPI standard ABI as the MPIX implementation on it calls it: the constants of `mpi_abi.h` it needs,
-//! its status layout, a table of the `PMPI_*` functions it uses, typed with the ABI's pointer handles
-//! ([`H`]) and looked up once in the program's MPI library (`abi::lookup`), and the typed functions over
-//! that table ([`Mpi`]'s methods), the only way the rest of `standard_abi` calls it. MPICH's `ffi` and
-//! `pmpi` tables (and `mpixstream_wrappers::mpi` over them) are of no use here: their handles are `int`s
-//! and their constants MPICH's.
+//! The MPI standard ABI as the lean library's MPIX implementation on it (`standard_abi`) calls it: the
+//! constants of `mpi_abi.h` it needs, its status layout, a table of the `PMPI_*` functions it uses, typed
+//! with the ABI's pointer handles ([`H`]) and looked up once in the program's MPI library
+//! (`abi::lookup`), and the typed functions over that table ([`Mpi`]'s methods), the only way it calls
+//! it. MPICH's `ffi` and `pmpi` tables (and [`crate::mpi`] over them) are of no use here: their handles
+//! are `int`s and their constants MPICH's.
 //!
 //! `PMPI_*`, not the next `MPI_*`: the hidden communicators and the agreement collectives are ours, and a
 //! profiling layer of the program's should not count them. The exception: the point-to-point calls that
@@ -11,17 +11,17 @@
 //! `as "MPI_"`) go through the next `MPI_*` definition, so that the tools library counts them (and
 //! attributes them to the multiplex communicator and its index: `multiplex::hidden_of`).
 //!
-//! The typed functions, as `mpixstream_wrappers::mpi` over MPICH's table: calls return [`MpiResult`]
-//! (`Err`: the library's error code, unchanged); our own data are Rust values and slices; the
-//! application's buffers, statuses and request slots pass through only in the methods whose `# Safety`
-//! says what the caller guarantees. One difference: a handle of this ABI is a pointer the library follows
+//! The typed functions, as [`crate::mpi`] over MPICH's table: calls return [`MpiResult`] (`Err`: the
+//! library's error code, unchanged); our own data are Rust values and slices; the application's buffers,
+//! statuses and request slots pass through as its arguments (`crate::app`). One difference: a handle of this ABI is a pointer the library follows
 //! (MPICH 5's `libmpi_abi` reads its object's header through it), not an `int` it can check. Every handle
 //! passed here is therefore one of: a predefined constant of `mpi_abi.h` (below), a handle the library
 //! returned to us (our dups, keyval-free), or a handle the program passed to the MPI or MPIX call being
 //! served, which MPI requires to be a valid handle of the library (the program's own call would pass it
 //! to the library just the same). Our stream handles (`streams::handle`) are never passed. The one
 //! argument for all the calls is made in [`call!`].
-use mpixstream_wrappers::abi;
+use crate::abi;
+use crate::app::{AppArg, AppIn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -30,15 +30,7 @@ use std::sync::OnceLock;
 pub type H = usize;
 pub type Count = i64;
 
-/// `mpi_abi.h`'s `MPI_Status`: three public fields, then five of the library's.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Status {
-    pub source: c_int,
-    pub tag: c_int,
-    pub error: c_int,
-    pub internal: [c_int; 5],
-}
+pub use crate::abi::Status;
 
 // Handles (`mpi_abi.h`, identical in MPICH 5.0.2's and Intel MPI 2021's).
 pub const COMM_NULL: H = 0x100;
@@ -150,7 +142,7 @@ pub fn mpi() -> Result<&'static Mpi, &'static str> {
 
 /// The outcome of a call (`Err`: the error code the library returned), and an attribute word the library
 /// stores and hands back (never dereferenced by it), as on MPICH's ABI.
-pub use mpixstream_wrappers::mpi::{MpiResult, Opaque};
+pub use crate::mpi::{MpiResult, Opaque};
 
 /// `rc` as a result.
 #[inline(always)]
@@ -176,8 +168,8 @@ macro_rules! call {
         // in `load`, with the prototype of `mpi_abi.h` (MPI-5's standard ABI, fixed across libraries).
         // The methods below pass values, handles that are predefined constants, ours from the library, or
         // the program's for the call being served (the module comment: valid handles, as MPI requires),
-        // pointers to live Rust values of the prototype's C types, valid for the whole call, and, in the
-        // methods with a `# Safety` section only, the application's pointers under its obligations. The
+        // pointers to live Rust values of the prototype's C types, valid for the whole call, and the
+        // application's arguments (`crate::app`), each valid as MPI requires of it for the call. The
         // library keeps none of these pointers past the call, except the attribute words and the keyval
         // callbacks, which it stores by value and never dereferences.
         unsafe { f($($arg),*) }
@@ -365,97 +357,77 @@ impl Mpi {
         Ok((found != 0).then_some(msg))
     }
 
-    /// `MPI_Send` or `MPI_Send_c` (the next `MPI_*`).
-    ///
-    /// # Safety
-    /// `buf` with `count` elements of `datatype` is the application's send buffer, readable until the
-    /// call returns.
-    pub unsafe fn send(
-        &self,
-        buf: *const c_void,
-        count: N,
-        datatype: H,
-        dest: c_int,
-        tag: c_int,
-        comm: H,
-    ) -> MpiResult {
+    /// `MPI_Send` or `MPI_Send_c` (the next `MPI_*`) of the application's send buffer.
+    pub fn send(&self, buf: AppIn<c_void>, count: N, datatype: H, dest: c_int, tag: c_int, comm: H) -> MpiResult {
+        let buf = buf.ptr();
         check(match count {
             N::Int(n) => call!(self.Send(buf, n, datatype, dest, tag, comm)),
             N::Large(n) => call!(self.Send_c(buf, n, datatype, dest, tag, comm)),
         })
     }
 
-    /// `MPI_Isend` or `MPI_Isend_c` (the next `MPI_*`): the request in `*request`.
-    ///
-    /// # Safety
-    /// `buf` with `count` elements of `datatype` is the application's send buffer, readable until the
-    /// request completes; `request` is the application's, writable.
+    /// `MPI_Isend` or `MPI_Isend_c` (the next `MPI_*`) of the application's send buffer: the request in
+    /// its `request`.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn isend(
+    pub fn isend(
         &self,
-        buf: *const c_void,
+        buf: AppIn<c_void>,
         count: N,
         datatype: H,
         dest: c_int,
         tag: c_int,
         comm: H,
-        request: *mut H,
+        request: AppArg<H>,
     ) -> MpiResult {
+        let (buf, request) = (buf.ptr(), request.ptr());
         check(match count {
             N::Int(n) => call!(self.Isend(buf, n, datatype, dest, tag, comm, request)),
             N::Large(n) => call!(self.Isend_c(buf, n, datatype, dest, tag, comm, request)),
         })
     }
 
-    /// `MPI_Recv` or `MPI_Recv_c` (the next `MPI_*`).
-    ///
-    /// # Safety
-    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
-    /// call returns; `status` is the application's: `STATUS_IGNORE` or writable.
+    /// `MPI_Recv` or `MPI_Recv_c` (the next `MPI_*`) into the application's receive buffer and status.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn recv(
+    pub fn recv(
         &self,
-        buf: *mut c_void,
+        buf: AppArg<c_void>,
         count: N,
         datatype: H,
         source: c_int,
         tag: c_int,
         comm: H,
-        status: *mut Status,
+        status: AppArg<Status>,
     ) -> MpiResult {
+        let (buf, status) = (buf.ptr(), status.ptr());
         check(match count {
             N::Int(n) => call!(self.Recv(buf, n, datatype, source, tag, comm, status)),
             N::Large(n) => call!(self.Recv_c(buf, n, datatype, source, tag, comm, status)),
         })
     }
 
-    /// `MPI_Irecv` or `MPI_Irecv_c` (the next `MPI_*`): the request in `*request`.
-    ///
-    /// # Safety
-    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
-    /// request completes; `request` is the application's, writable.
+    /// `MPI_Irecv` or `MPI_Irecv_c` (the next `MPI_*`) into the application's receive buffer: the request
+    /// in its `request`.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn irecv(
+    pub fn irecv(
         &self,
-        buf: *mut c_void,
+        buf: AppArg<c_void>,
         count: N,
         datatype: H,
         source: c_int,
         tag: c_int,
         comm: H,
-        request: *mut H,
+        request: AppArg<H>,
     ) -> MpiResult {
+        let (buf, request) = (buf.ptr(), request.ptr());
         check(match count {
             N::Int(n) => call!(self.Irecv(buf, n, datatype, source, tag, comm, request)),
             N::Large(n) => call!(self.Irecv_c(buf, n, datatype, source, tag, comm, request)),
         })
     }
 
-    /// `MPI_Mrecv` or `MPI_Mrecv_c` (the next `MPI_*`) of the matched `message`.
-    ///
-    /// # Safety
-    /// As [`Mpi::recv`]: `buf` the application's, writable; `status` `STATUS_IGNORE` or writable.
-    pub unsafe fn mrecv(&self, buf: *mut c_void, count: N, datatype: H, message: H, status: *mut Status) -> MpiResult {
+    /// `MPI_Mrecv` or `MPI_Mrecv_c` (the next `MPI_*`) of the matched `message`, as [`Mpi::recv`].
+    pub fn mrecv(&self, buf: AppArg<c_void>, count: N, datatype: H, message: H, status: AppArg<Status>) -> MpiResult {
+        let (buf, status) = (buf.ptr(), status.ptr());
         let mut msg = message;
         check(match count {
             N::Int(n) => call!(self.Mrecv(buf, n, datatype, &mut msg, status)),
