@@ -474,9 +474,9 @@ fn destroyed(rc: c_int) -> c_int {
 /// Called by MPICH only, once per record: `value` is the word `Runtime::attach_record` stored.
 unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     ffi_guard("MPI_Comm_free (communicator record)", || {
-        // SAFETY: `value` is the `Arc::into_raw` of the record `attach_record` set under this keyval,
+        // SAFETY: `value` is the word of the record `attach_record` set under this keyval (`kept::give`),
         // whose reference MPICH held until this, the attribute's one delete call: taken back once.
-        let record = unsafe { std::sync::Arc::from_raw(value as *const CommRecord) };
+        let record = unsafe { mpi::kept::take_back::<CommRecord>(value) };
         let Some(rt) = runtime::active() else { return MPI_SUCCESS };
         let Some(last) = rt.comms.remove(&rt.streams, comm, &record) else { return MPI_SUCCESS };
         // The multiplex record leaves the registry now (the handle may be reused at once); its hidden

@@ -19,10 +19,20 @@ pub trait Orphan: Send {
     fn stream(&self) -> Option<usize>;
     /// One poll, inside the stream's endpoint; `true` once complete (it is then dropped, which gives
     /// back what it holds).
-    ///
-    /// # Safety
-    /// The caller holds the claim of [`stream`](Self::stream)'s endpoint, and MPI is initialised.
-    unsafe fn poll(&mut self) -> bool;
+    fn poll(&mut self, may: MayPoll) -> bool;
+}
+
+/// What lets an orphan be polled, made only by [`turn`]: the caller holds the claim of the orphan's
+/// endpoint (or it needs none), and MPI is initialised (two threads inside one reserved endpoint would
+/// corrupt MPICH's state: docs/architecture.md).
+pub struct MayPoll(());
+
+impl MayPoll {
+    /// For unit tests of orphans that need neither a claim nor MPI.
+    #[cfg(test)]
+    pub fn for_test() -> MayPoll {
+        MayPoll(())
+    }
 }
 
 static LIST: Mutex<Vec<Box<dyn Orphan>>> = Mutex::new(Vec::new());
@@ -50,13 +60,12 @@ pub fn turn(rt: &Runtime) {
     let mut mine = std::mem::take(&mut *LIST.lock().unwrap_or_else(|e| e.into_inner()));
     let before = mine.len();
     mine.retain_mut(|o| {
+        // MPI is initialised: `rt` exists.
         let done = match o.stream() {
-            // SAFETY: no endpoint to claim (`stream()` is `None`), and MPI is initialised: `rt` exists.
-            None => unsafe { o.poll() },
+            None => o.poll(MayPoll(())),
+            // This thread holds the claim of the orphan's stream for the poll (`_claim`).
             Some(s) => match rt.streams.slot(s).try_claim() {
-                // SAFETY: this thread holds the claim of the orphan's stream for the poll (`_claim`),
-                // and MPI is initialised: `rt` exists.
-                Some(_claim) => unsafe { o.poll() },
+                Some(_claim) => o.poll(MayPoll(())),
                 None => false,
             },
         };
@@ -76,7 +85,7 @@ mod tests {
         fn stream(&self) -> Option<usize> {
             None
         }
-        unsafe fn poll(&mut self) -> bool {
+        fn poll(&mut self, _: MayPoll) -> bool {
             self.1.fetch_add(1, Ordering::Relaxed);
             self.0 = self.0.saturating_sub(1);
             self.0 == 0
@@ -96,8 +105,8 @@ mod tests {
         // Polled by hand (no runtime in a unit test): what `turn` does for orphans without a stream.
         for _ in 0..3 {
             let before = list.len();
-            // SAFETY: `Countdown` needs neither a claim nor MPI.
-            list.retain_mut(|o| !unsafe { o.poll() });
+            // `Countdown` needs neither a claim nor MPI.
+            list.retain_mut(|o| !o.poll(MayPoll::for_test()));
             PENDING.fetch_sub(before - list.len(), Ordering::AcqRel);
         }
         assert!(list.is_empty());

@@ -4,7 +4,7 @@ use crate::comms::{CommRecord, CommTable};
 use crate::config::Config;
 use crate::streams::StreamTable;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Opaque};
+use mpixstream_wrappers::mpi::{kept, Comm};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -122,14 +122,13 @@ impl Runtime {
     /// (`comms`). Fails only where MPICH refuses the attribute (then `comm` has no record).
     pub fn attach_record(&self, comm: MPI_Comm, record: CommRecord) -> c_int {
         let record = std::sync::Arc::new(record);
-        let value = std::sync::Arc::into_raw(record.clone()) as *mut std::os::raw::c_void;
-        let set = Comm(comm).set_attr(self.record_keyval, Opaque(value));
-        if let Err(rc) = set {
-            // SAFETY: `value` came from `Arc::into_raw` just above, and MPICH refused the attribute, so
-            // it keeps no copy: this is the one owner of that reference, taken back once.
-            drop(unsafe { std::sync::Arc::from_raw(value as *const CommRecord) });
+        let value = kept::give(&record);
+        if let Err(rc) = Comm(comm).set_attr(self.record_keyval, value.word()) {
+            // MPICH refused the attribute and keeps no copy: the reference is ours again.
+            drop(value.refused());
             return rc;
         }
+        value.taken();
         self.comms.insert(&self.streams, comm, record);
         MPI_SUCCESS
     }

@@ -25,13 +25,11 @@
 //!   something else before it waits for its idup.)
 use super::endpoints::Endpoints;
 use super::{creation, Multiplex};
-use crate::native_fixes::greq::{collective_status, poll_each};
 use crate::runtime::Runtime;
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::mpi::{Comm, GrequestFns, Opaque, Request};
-use std::mem::ManuallyDrop;
+use mpixstream_wrappers::mpi::{kept, request, Comm, GrequestFns, Request};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -117,12 +115,15 @@ fn start_request(inner: MPI_Request, dups: Option<Dups>) -> Result<(Arc<IdupOp>,
         greq: AtomicI32::new(MPI_REQUEST_NULL),
         dups: Mutex::new(dups),
     });
-    let extra = Arc::into_raw(op.clone()) as *mut c_void;
-    let greq = match FNS.start(Opaque(extra)) {
-        Ok(greq) => greq,
+    let extra = kept::give(&op);
+    let greq = match FNS.start(extra.word()) {
+        Ok(greq) => {
+            extra.taken();
+            greq
+        }
         Err(rc) => {
-            // SAFETY: `extra` is the reference made above, which MPICH did not take (the start failed).
-            drop(unsafe { Arc::from_raw(extra as *const IdupOp) });
+            // MPICH did not take the reference (the start failed): it is ours again.
+            drop(extra.refused());
             return Err(rc);
         }
     };
@@ -244,23 +245,11 @@ fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
     true
 }
 
-/// The dup behind a callback's `extra` word: the request's reference, borrowed (the free function
-/// drops it).
-///
-/// # Safety
-/// `extra` is a word `start_request` gave MPICH for a request whose free function has not run yet,
-/// and the guard does not outlive the callback it was made in.
-unsafe fn op_of(extra: *mut c_void) -> ManuallyDrop<Arc<IdupOp>> {
-    // SAFETY: `extra` came from `Arc::into_raw` in `start_request`, and that reference is alive until the
-    // free function runs (the caller's contract; MPICH calls the other callbacks only before it).
-    ManuallyDrop::new(unsafe { Arc::from_raw(extra as *const IdupOp) })
-}
-
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
     ffi_guard("MPI_Comm_idup (poll)", || {
-        // SAFETY: MPICH calls the poll function with our `extra` only until the free function ran.
-        let op = unsafe { op_of(extra) };
-        advance(&op);
+        // SAFETY: MPICH calls the poll function with our `extra` (`kept::give` in `start_request`) only
+        // until the free function ran.
+        unsafe { kept::lend::<IdupOp, _>(extra, |op| advance(op)) };
         MPI_SUCCESS
     })
 }
@@ -274,14 +263,17 @@ unsafe extern "C" fn greq_wait(
 ) -> c_int {
     // SAFETY: MPICH passes the `count` extra states of our requests being waited for, each polled by
     // our poll function.
-    ffi_guard("MPI_Comm_idup (wait)", || unsafe { poll_each(count, states, greq_poll) })
+    ffi_guard("MPI_Comm_idup (wait)", || unsafe { request::poll_each(count, states, greq_poll) })
 }
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPI_Comm_idup (query)", || {
         // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
         // with a status of its own to fill in, valid for the call.
-        unsafe { collective_status(status, op_of(extra).error.load(Ordering::Acquire)) }
+        unsafe {
+            let error = kept::lend::<IdupOp, _>(extra, |op| op.error.load(Ordering::Acquire));
+            request::collective_status(status, error)
+        }
     })
 }
 
@@ -290,7 +282,7 @@ unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
     ffi_guard("MPI_Comm_idup (free)", || {
         // SAFETY: `extra` is the reference `start_request` gave MPICH; MPICH calls the free function
         // once, last.
-        drop(unsafe { Arc::from_raw(extra as *const IdupOp) });
+        drop(unsafe { kept::take_back::<IdupOp>(extra) });
         MPI_SUCCESS
     })
 }

@@ -7,8 +7,7 @@ use super::matching::RecvOp;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
-use mpixstream_wrappers::mpi::{Datatype, GrequestFns, MpiResult, Opaque, Request};
-use std::mem::ManuallyDrop;
+use mpixstream_wrappers::mpi::{kept, Datatype, GrequestFns, MpiResult, Request};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,49 +17,53 @@ const FNS: GrequestFns =
 
 /// Starts the generalized request of `op`; on failure the reference it would have held is dropped.
 pub fn start(op: &Arc<RecvOp>) -> MpiResult<Request> {
-    let extra = Arc::into_raw(op.clone()) as *mut c_void;
-    match FNS.start(Opaque(extra)) {
+    let extra = kept::give(op);
+    match FNS.start(extra.word()) {
         Ok(req) => {
+            extra.taken();
             op.greq.store(req.raw(), Ordering::Release);
             Ok(req)
         }
         Err(rc) => {
-            // SAFETY: `extra` is the reference made above, which MPICH did not take (the start failed).
-            drop(unsafe { Arc::from_raw(extra as *const RecvOp) });
+            // MPICH did not take the reference (the start failed): it is ours again.
+            drop(extra.refused());
             Err(rc)
         }
     }
 }
 
-/// The receive behind a callback's `extra` word: the request's reference, borrowed (never dropped
-/// here; the free function drops it).
-///
-/// # Safety
-/// `extra` is a word `start` gave MPICH for a request whose free function has not run yet, and the
-/// guard does not outlive the callback it was made in.
-unsafe fn op_of(extra: *mut c_void) -> ManuallyDrop<Arc<RecvOp>> {
-    // SAFETY: `extra` came from `Arc::into_raw` in `start`, and that reference is alive until the free
-    // function runs (the caller's contract; MPICH calls the other callbacks only before it).
-    ManuallyDrop::new(unsafe { Arc::from_raw(extra as *const RecvOp) })
+/// One turn of the engine of `op`'s receive, unless it is done; false where another thread drives it.
+fn turn(op: &RecvOp) -> bool {
+    if op.is_done() {
+        return true;
+    }
+    let mx = &op.mx;
+    let engine = &mx.engines[op.index];
+    let turned = match engine.state.try_lock() {
+        Ok(mut st) => {
+            engine.drive(mx, &mut st, Some(op));
+            true
+        }
+        Err(_) => false,
+    };
+    mx.maybe_release();
+    turned
 }
 
 unsafe extern "C" fn greq_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
     ffi_guard("MPIX_Stream_irecv (poll)", || {
-        // SAFETY: MPICH calls the poll function with our `extra` only until the free function ran.
-        let op = unsafe { op_of(extra) };
-        if op.is_done() {
-            return MPI_SUCCESS;
-        }
-        let mx = &op.mx;
-        let engine = &mx.engines[op.index];
-        if !engine.cancels.load(Ordering::Relaxed) && engine.skip_idle_poll() {
-            return MPI_SUCCESS;
-        }
-        // MPICH calls this from its wait and test loops, in any thread: never wait for the engine.
-        if let Ok(mut st) = engine.state.try_lock() {
-            engine.drive(mx, &mut st, Some(&**op));
-        }
-        mx.maybe_release();
+        // SAFETY: MPICH calls the poll function with our `extra` (`kept::give` in `start`) only until the
+        // free function ran.
+        unsafe {
+            kept::lend::<RecvOp, _>(extra, |op| {
+                let engine = &op.mx.engines[op.index];
+                // MPICH calls this from its wait and test loops, in any thread: never wait for the engine.
+                if op.is_done() || (!engine.cancels.load(Ordering::Relaxed) && engine.skip_idle_poll()) {
+                    return;
+                }
+                turn(op);
+            })
+        };
         MPI_SUCCESS
     })
 }
@@ -84,17 +87,7 @@ unsafe extern "C" fn greq_wait(
         let mut busy = false;
         for &extra in states {
             // SAFETY: each is our `extra` of a request not yet freed (MPICH waits for it).
-            let op = unsafe { op_of(extra) };
-            if op.is_done() {
-                continue;
-            }
-            let mx = &op.mx;
-            let engine = &mx.engines[op.index];
-            match engine.state.try_lock() {
-                Ok(mut st) => engine.drive(mx, &mut st, Some(&**op)),
-                Err(_) => busy = true,
-            }
-            mx.maybe_release();
+            busy |= !unsafe { kept::lend::<RecvOp, _>(extra, |op| turn(op)) };
         }
         if busy {
             // Another thread is driving the engine: let it run (MPICH calls us again at once).
@@ -106,10 +99,10 @@ unsafe extern "C" fn greq_wait(
 
 unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     ffi_guard("MPIX_Stream_irecv (query)", || {
-        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran, and
-        // with a status of its own to fill in, valid for the call.
-        let (op, status) = unsafe { (op_of(extra), &mut *status) };
-        let o = op.outcome();
+        // SAFETY: MPICH calls the query function with our `extra` only until the free function ran.
+        let o = unsafe { kept::lend::<RecvOp, _>(extra, |op| op.outcome()) };
+        // SAFETY: MPICH's own status to fill in, valid for the call.
+        let status = unsafe { &mut *status };
         if o.cancelled {
             let _ = set_elements(status, Datatype::BYTE, 0);
             let _ = set_cancelled(status, true);
@@ -131,7 +124,7 @@ unsafe extern "C" fn greq_query(extra: *mut c_void, status: *mut MPI_Status) -> 
 unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
     ffi_guard("MPIX_Stream_irecv (free)", || {
         // SAFETY: `extra` is the reference `start` gave MPICH; MPICH calls the free function once, last.
-        drop(unsafe { Arc::from_raw(extra as *const RecvOp) });
+        drop(unsafe { kept::take_back::<RecvOp>(extra) });
         MPI_SUCCESS
     })
 }
@@ -141,11 +134,14 @@ unsafe extern "C" fn greq_free(extra: *mut c_void) -> c_int {
 unsafe extern "C" fn greq_cancel(extra: *mut c_void, complete: c_int) -> c_int {
     ffi_guard("MPIX_Stream_irecv (cancel)", || {
         // SAFETY: MPICH calls the cancel function with our `extra` only until the free function ran.
-        let op = unsafe { op_of(extra) };
-        if complete == 0 && !op.is_done() {
-            op.cancel.store(true, Ordering::Release);
-            op.mx.engines[op.index].cancels.store(true, Ordering::Release);
-        }
+        unsafe {
+            kept::lend::<RecvOp, _>(extra, |op| {
+                if complete == 0 && !op.is_done() {
+                    op.cancel.store(true, Ordering::Release);
+                    op.mx.engines[op.index].cancels.store(true, Ordering::Release);
+                }
+            })
+        };
         MPI_SUCCESS
     })
 }

@@ -11,13 +11,14 @@
 //! still holds it, and whoever lets go last frees the state. (4.1's way, with the state freed inside
 //! `MPI_Request_free`, was a use after free: the replace form's receive wrote into freed memory.)
 //!
-//! The callbacks get the state back from MPICH's `extra` word only through [`Shared::with_extra`],
-//! whose reference lasts for one closure: no callback can keep it past its own return.
-use crate::orphans::Orphan;
+//! The callbacks get the state back from MPICH's `extra` word only through `kept::lend`, whose reference
+//! lasts for one closure: no callback can keep it past its own return; the free function's
+//! `kept::take_back` ends MPICH's hold.
+use crate::orphans::{MayPoll, Orphan};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{self, Datatype, Opaque, Request};
+use mpixstream_wrappers::mpi::{kept, Request};
 use std::collections::HashMap;
-use std::os::raw::{c_int, c_void};
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -60,23 +61,10 @@ impl<T: Operation + 'static> Shared<T> {
         self.outer.load(Ordering::Acquire) as u32 as MPI_Request
     }
 
-    /// The extra state MPICH keeps: one reference, given back by [`free`](Self::free).
-    pub(crate) fn into_extra(this: &Arc<Shared<T>>) -> Opaque {
-        Opaque(Arc::into_raw(this.clone()) as *mut c_void)
-    }
-
-    /// `f` of the state behind `extra`, borrowed for the call of `f` only (a callback's whole use of it).
-    ///
-    /// # Safety
-    /// `extra` came from [`into_extra`](Self::into_extra) and MPICH still holds it: its free function
-    /// ([`free`](Self::free)) has not run.
-    pub(crate) unsafe fn with_extra<R>(extra: *mut c_void, f: impl FnOnce(&Shared<T>) -> R) -> R {
-        // SAFETY: `extra` is the pointer of an `Arc<Shared<T>>` whose reference MPICH holds until the
-        // free function gives it back (the caller's contract), so the state lives for this whole call,
-        // and the borrow given to `f` ends with it. Shared use only: the state's mutable parts are
-        // behind its mutex and atomics.
-        let shared = unsafe { &*(extra as *const Shared<T>) };
-        f(shared)
+    /// The extra state MPICH keeps: one reference (`kept`), which the free function gives back
+    /// ([`released`](Self::released)).
+    pub(crate) fn into_extra(this: &Arc<Shared<T>>) -> kept::Given<Shared<T>> {
+        kept::give(this)
     }
 
     /// Hands the request out: MPICH made it as `outer`.
@@ -103,14 +91,9 @@ impl<T: Operation + 'static> Shared<T> {
         done
     }
 
-    /// The free function's body: MPICH lets go of its reference.
-    ///
-    /// # Safety
-    /// `extra` came from [`into_extra`](Self::into_extra), and MPICH frees it once.
-    pub(crate) unsafe fn free(extra: *mut c_void) {
-        // SAFETY: `extra` is the raw form of the reference `into_extra` made for MPICH, given back here
-        // once (the caller's contract), so the count it takes over is one nobody else drops.
-        let this = unsafe { Arc::from_raw(extra as *const Shared<T>) };
+    /// The free function's body (or a start MPICH refused): MPICH's reference, back from it
+    /// (`kept::take_back`, `Given::refused`), is let go of.
+    pub(crate) fn released(this: Arc<Shared<T>>) {
         this.released.store(true, Ordering::Release);
     }
 }
@@ -123,7 +106,7 @@ impl<T: Operation + 'static> Orphan for Orphaned<T> {
         self.0.op().stream()
     }
 
-    unsafe fn poll(&mut self) -> bool {
+    fn poll(&mut self, _: MayPoll) -> bool {
         self.0.poll(self.1)
     }
 }
@@ -173,42 +156,6 @@ impl<T: Operation + 'static> Open<T> {
     }
 }
 
-/// The body of a generalized request's wait function: MPICH calls it in a loop for the requests of
-/// one `MPI_Wait*`, and each call polls every request once.
-///
-/// # Safety
-/// `states` holds `count` extra words MPICH passed to the wait function, each one `poll` accepts
-/// (its request's, still held by MPICH).
-pub(crate) unsafe fn poll_each(
-    count: c_int,
-    states: *mut *mut c_void,
-    poll: unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int,
-) -> c_int {
-    for i in 0..count.max(0) as usize {
-        // SAFETY: `states` holds `count` words (the caller's contract: MPICH's array), each a state
-        // `poll` accepts, and a poll function takes a null status (ours never write one).
-        unsafe { poll(*states.add(i), std::ptr::null_mut()) };
-    }
-    MPI_SUCCESS
-}
-
-/// A collective's status (of a generalized request's query function): nothing but the error, which
-/// it returns; MPICH reads source and tag as "any".
-///
-/// # Safety
-/// `status` is the query function's status argument: valid for writes (MPICH's own).
-pub(crate) unsafe fn collective_status(status: *mut MPI_Status, error: c_int) -> c_int {
-    // SAFETY: MPICH passes the query function a status of its own, valid and not otherwise used
-    // during the call (the caller's contract).
-    let status = unsafe { &mut *status };
-    status.MPI_SOURCE = MPI_ANY_SOURCE;
-    status.MPI_TAG = MPI_ANY_TAG;
-    // As MPICH's own zero-byte status: failures leave the fields as they were, nothing to report.
-    let _ = mpi::datatype::set_elements(status, Datatype::BYTE, 0);
-    let _ = mpi::datatype::set_cancelled(status, false);
-    error
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,17 +179,18 @@ mod tests {
         static OPEN: Open<Steps> = Open::new();
         let shared = Shared::new(Steps(2));
         let extra = Shared::into_extra(&shared);
+        let word = extra.word().0;
+        extra.taken();
         OPEN.insert(&shared);
         let mut orphan = OPEN.freeing(Some(shared.outer())).expect("an open request becomes an orphan");
-        // SAFETY: `extra` is the reference `into_extra` made, given back once, as MPICH's free function does.
-        unsafe { Shared::<Steps>::free(extra.0) };
+        // SAFETY: `word` is the reference `into_extra` made, given back once, as MPICH's free function does.
+        Shared::released(unsafe { kept::take_back::<Shared<Steps>>(word) });
         assert_eq!(Arc::strong_count(&shared), 2, "the orphan and this test hold it");
-        // SAFETY: an orphan without a stream needs no claim; this one calls no MPI (below).
-        assert!(!unsafe { orphan.poll() });
+        // An orphan without a stream needs no claim; this one calls no MPI (below).
+        assert!(!orphan.poll(crate::orphans::MayPoll::for_test()));
         // Complete: MPICH released it, so no MPI_Grequest_complete (which would be a use after free: in
         // a unit test, an unresolved PMPI table would abort).
-        // SAFETY: as above.
-        assert!(unsafe { orphan.poll() });
+        assert!(orphan.poll(crate::orphans::MayPoll::for_test()));
         drop(orphan);
         assert_eq!(Arc::strong_count(&shared), 1);
     }

@@ -30,7 +30,7 @@
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
-use crate::native_fixes::greq::{poll_each, Open, Operation, Shared};
+use crate::native_fixes::greq::{Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn};
 use crate::native_fixes::rc;
 use crate::orphans::Orphan;
@@ -38,6 +38,7 @@ use crate::runtime;
 use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
 use mpixstream_wrappers::next;
 use std::os::raw::{c_int, c_void};
@@ -114,13 +115,15 @@ fn start(
     let shared = Shared::new(op);
     let extra = Shared::into_extra(&shared);
     let fns = GrequestFns { query: sr_query, free: sr_free, cancel: sr_cancel, poll: sr_poll, wait: Some(sr_wait) };
-    let outer = match fns.start(extra) {
-        Ok(outer) => outer.raw(),
+    let outer = match fns.start(extra.word()) {
+        Ok(outer) => {
+            extra.taken();
+            outer.raw()
+        }
         Err(rc) => {
             // Cannot hand it out: complete the operation here rather than lose it.
-            // SAFETY: MPICH did not take `extra` (no request was made): the reference is still ours to
-            // give back, once, here.
-            unsafe { Shared::<SendRecv>::free(extra.0) };
+            // MPICH did not take `extra` (no request was made): the reference is ours again.
+            Shared::released(extra.refused());
             while !shared.op().step() {}
             return rc;
         }
@@ -222,7 +225,7 @@ unsafe extern "C" fn sr_poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (poll)", || {
         // SAFETY: MPICH calls the poll function with the request's extra state only until it ran the
         // free function, which is when it lets go of it (`greq`).
-        unsafe { Shared::<SendRecv>::with_extra(extra, |shared| shared.poll(&OPEN)) };
+        unsafe { kept::lend::<Shared<SendRecv>, _>(extra, |shared| shared.poll(&OPEN)) };
         MPI_SUCCESS
     })
 }
@@ -233,7 +236,7 @@ unsafe extern "C" fn sr_wait(count: c_int, states: *mut *mut c_void, _timeout: f
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (wait)", || {
         // SAFETY: MPICH passes `count` extra states of its requests with this wait function, each
         // still held by MPICH (their free functions have not run): what `sr_poll` takes.
-        unsafe { poll_each(count, states, sr_poll) }
+        unsafe { request::poll_each(count, states, sr_poll) }
     })
 }
 
@@ -244,7 +247,7 @@ unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_
         // SAFETY: MPICH calls the query function with the request's extra state only until it ran the
         // free function (`greq`), and with a status of its own, valid for writes.
         unsafe {
-            Shared::<SendRecv>::with_extra(extra, |shared| {
+            kept::lend::<Shared<SendRecv>, _>(extra, |shared| {
                 let op = shared.op();
                 *status = MPI_Status { MPI_ERROR: op.error, ..op.status };
                 op.error
@@ -256,7 +259,7 @@ unsafe extern "C" fn sr_query(extra: *mut c_void, status: *mut MPI_Status) -> c_
 unsafe extern "C" fn sr_free(extra: *mut c_void) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (free)", || {
         // SAFETY: MPICH runs the free function once, with the extra state `into_extra` made for it.
-        unsafe { Shared::<SendRecv>::free(extra) };
+        Shared::released(unsafe { kept::take_back::<Shared<SendRecv>>(extra) });
         MPI_SUCCESS
     })
 }
@@ -266,7 +269,7 @@ unsafe extern "C" fn sr_cancel(extra: *mut c_void, complete: c_int) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("MPI_Isendrecv (cancel)", || {
         // SAFETY: MPICH calls the cancel function with the request's extra state only until it ran the
         // free function (`greq`).
-        unsafe { Shared::<SendRecv>::with_extra(extra, |shared| cancel_receive(shared, complete != 0)) }
+        unsafe { kept::lend::<Shared<SendRecv>, _>(extra, |shared| cancel_receive(shared, complete != 0)) }
     })
 }
 

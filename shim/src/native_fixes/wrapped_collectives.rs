@@ -12,12 +12,13 @@
 //! A collective freed before it completed (`MPI_Request_free`) becomes an orphan (`crate::orphans`,
 //! `greq::Open`), which the helper polls to its end.
 use crate::comms::Route;
-use crate::native_fixes::greq::{collective_status, poll_each, Open, Operation, Shared};
+use crate::native_fixes::greq::{Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_record_of, panic_for_test, progress_turn};
 use crate::orphans::Orphan;
 use crate::runtime;
 use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::mpi::{GrequestFns, Request};
 use mpixstream_wrappers::pmpi::{self, Pmpi};
 use std::os::raw::{c_int, c_void};
@@ -115,13 +116,15 @@ pub fn nonblocking_collective(
         poll: wrapped_poll,
         wait: Some(wrapped_wait),
     };
-    let outer = match fns.start(extra) {
-        Ok(outer) => outer.raw(),
+    let outer = match fns.start(extra.word()) {
+        Ok(outer) => {
+            extra.taken();
+            outer.raw()
+        }
         Err(rc) => {
             // Cannot wrap: complete the real operation here rather than lose it.
-            // SAFETY: MPICH did not take `extra` (no request was made): the reference is still ours to
-            // give back, once, here.
-            unsafe { Shared::<WrappedCollective>::free(extra.0) };
+            // MPICH did not take `extra` (no request was made): the reference is ours again.
+            Shared::released(extra.refused());
             let mut inner = Request(shared.op().inner);
             let _claim = rt.streams.slot(slot).claim();
             let _ = inner.wait();
@@ -155,7 +158,7 @@ unsafe extern "C" fn wrapped_poll(extra: *mut c_void, _status: *mut MPI_Status) 
     mpixstream_wrappers::guard::ffi_guard("nonblocking collective (poll)", || {
         // SAFETY: MPICH calls the poll function with the request's extra state only until it ran the
         // free function, which is when it lets go of it (`greq`).
-        unsafe { Shared::<WrappedCollective>::with_extra(extra, |shared| shared.poll(&OPEN)) };
+        unsafe { kept::lend::<Shared<WrappedCollective>, _>(extra, |shared| shared.poll(&OPEN)) };
         MPI_SUCCESS
     })
 }
@@ -171,7 +174,7 @@ unsafe extern "C" fn wrapped_wait(
     mpixstream_wrappers::guard::ffi_guard("nonblocking collective (wait)", || {
         // SAFETY: MPICH passes `count` extra states of its requests with this wait function, each
         // still held by MPICH (their free functions have not run): what `wrapped_poll` takes.
-        unsafe { poll_each(count, states, wrapped_poll) }
+        unsafe { request::poll_each(count, states, wrapped_poll) }
     })
 }
 
@@ -179,14 +182,14 @@ unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) 
     mpixstream_wrappers::guard::ffi_guard("nonblocking collective (query)", || {
         // SAFETY: MPICH calls the query function with the request's extra state only until it ran the
         // free function (`greq`), and with a status of its own, valid for writes.
-        unsafe { collective_status(status, Shared::<WrappedCollective>::with_extra(extra, |shared| shared.op().error)) }
+        unsafe { request::collective_status(status, kept::lend::<Shared<WrappedCollective>, _>(extra, |shared| shared.op().error)) }
     })
 }
 
 unsafe extern "C" fn wrapped_free(extra: *mut c_void) -> c_int {
     mpixstream_wrappers::guard::ffi_guard("nonblocking collective (free)", || {
         // SAFETY: MPICH runs the free function once, with the extra state `into_extra` made for it.
-        unsafe { Shared::<WrappedCollective>::free(extra) };
+        Shared::released(unsafe { kept::take_back::<Shared<WrappedCollective>>(extra) });
         MPI_SUCCESS
     })
 }

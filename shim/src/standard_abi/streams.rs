@@ -9,6 +9,8 @@
 //!   of ours: the library runs its delete callback on every destruction path of the communicator, so the
 //!   record goes with it, and its copy callback on `MPI_Comm_dup`, so a dup of a stream communicator
 //!   keeps the stream (as native MPICH's does).
+use mpixstream_wrappers::mpi::kept;
+use std::sync::Arc;
 use super::errors::Class;
 use super::mpi::{self, H};
 use std::os::raw::{c_int, c_void};
@@ -118,18 +120,6 @@ pub struct State {
 
 static STATE: OnceLock<Result<State, String>> = OnceLock::new();
 
-/// The record behind `value`, lent to `f` for the time of the call (no reference outlives it).
-///
-/// # Safety
-/// `value` is an attribute word of our keyval that the library holds (handed to one of its callbacks, or
-/// read back with `MPI_Comm_get_attr`): made by [`attach`] from a `Box<Record>`, and freed only by
-/// [`delete_record`], which the library runs when the communicator or the attribute goes: not during `f`,
-/// since `f` makes no MPI call and freeing a communicator while another thread uses it is erroneous in MPI.
-unsafe fn with_value<R>(value: *mut c_void, f: impl FnOnce(&Record) -> R) -> R {
-    // SAFETY: the caller's promise: a live `Box<Record>` of ours for at least the time of `f`.
-    f(unsafe { &*(value as *const Record) })
-}
-
 /// The keyval's copy callback (`MPI_Comm_dup` and the like): a stream communicator's dup carries the
 /// stream too.
 unsafe extern "C" fn copy_record(
@@ -141,10 +131,10 @@ unsafe extern "C" fn copy_record(
     flag: *mut c_int,
 ) -> c_int {
     mpixstream_wrappers::guard::guard_with("copy_record", mpi::ERR_OTHER, || {
-        // SAFETY: `value_in` is the parent's attribute word of our keyval, held by the library for the
-        // time of this callback (`with_value`'s promise).
+        // SAFETY: `value_in` is the parent's attribute word of our keyval (`kept::give` in `attach`), held
+        // by the library for the time of this callback, whose delete callback does not run meanwhile.
         let copy = unsafe {
-            with_value(value_in, |record| match record {
+            kept::lend::<Record, _>(value_in, |record| match &**record {
                 Record::Stream(i) => Some(*i),
                 // A dup of a multiplex communicator is a plain communicator here (its indexed calls are refused
                 // as on any other): new hidden communicators would be collectives inside the library's dup.
@@ -152,19 +142,17 @@ unsafe extern "C" fn copy_record(
                 Record::Multiplex(_) | Record::Policy(_) => None,
             })
         };
-        let out = match copy {
-            Some(i) => {
-                SLOTS[i].attach();
-                Some(Box::into_raw(Box::new(Record::Stream(i))))
-            }
-            None => None,
-        };
+        let out = copy.map(|i| {
+            SLOTS[i].attach();
+            kept::give(&Arc::new(Record::Stream(i)))
+        });
         // SAFETY: the library passes `value_out` (room for the new attribute word, a `void *`) and `flag`
         // (an `int`), both writable for the time of this callback (MPI's copy-callback contract).
         unsafe {
             match out {
-                Some(p) => {
-                    *(value_out as *mut *mut Record) = p;
+                Some(given) => {
+                    *(value_out as *mut *mut c_void) = given.word().0;
+                    given.taken();
                     *flag = 1;
                 }
                 None => *flag = 0,
@@ -178,10 +166,12 @@ unsafe extern "C" fn copy_record(
 /// replacement of the attribute): the record goes, and what it holds.
 unsafe extern "C" fn delete_record(_comm: H, _keyval: c_int, value: *mut c_void, _extra: *mut c_void) -> c_int {
     mpixstream_wrappers::guard::guard_with("delete_record", mpi::ERR_OTHER, || {
-        // SAFETY: `value` is our attribute word, a `Box<Record>` from `attach`; the library runs this
-        // callback once per stored word, after which it no longer holds it: the box is ours again.
-        let record = unsafe { Box::from_raw(value as *mut Record) };
-        match *record {
+        // SAFETY: `value` is our attribute word (`kept::give` in `attach` or `copy_record`); the library
+        // runs this callback once per stored word, after which it no longer holds it: ours again.
+        let record = unsafe { kept::take_back::<Record>(value) };
+        // Each word is a record of its own (a copy makes a new one): this is its one reference.
+        let Ok(record) = Arc::try_unwrap(record) else { return mpi::SUCCESS };
+        match record {
             Record::Stream(i) => SLOTS[i].detach(),
             Record::Multiplex(mx) => mx.release(),
             // A policy communicator is gone: its stream goes back to the pool.
@@ -215,11 +205,12 @@ pub fn state() -> Result<&'static State, String> {
 /// library deletes that one first).
 pub fn attach(st: &State, comm: H, record: Record) -> c_int {
     let Ok(m) = mpi::mpi() else { return mpi::ERR_OTHER };
-    let value = Box::into_raw(Box::new(record));
-    let r = m.comm_set_attr(comm, st.keyval, mpi::Opaque(value.cast()));
-    if r.is_err() {
-        // SAFETY: the library refused the word and holds no copy: the box from `into_raw` above is ours.
-        drop(unsafe { Box::from_raw(value) });
+    let value = kept::give(&Arc::new(record));
+    let r = m.comm_set_attr(comm, st.keyval, value.word());
+    match r {
+        // The library refused the word and holds no copy: the record is ours again.
+        Err(_) => drop(value.refused()),
+        Ok(()) => value.taken(),
     }
     mpi::code(r)
 }
@@ -230,10 +221,10 @@ pub fn attach(st: &State, comm: H, record: Record) -> c_int {
 pub fn with_record<R>(st: &State, comm: H, f: impl FnOnce(Option<&Record>) -> R) -> R {
     let value = mpi::mpi().ok().and_then(|m| m.comm_get_attr(comm, st.keyval).ok().flatten());
     match value {
-        // SAFETY: the word of our keyval on `comm`, which the library holds while `comm` lives; `comm`
-        // is the program's communicator of the call being served (MPI forbids freeing it meanwhile),
-        // and `f` makes no MPI call (this function's contract).
-        Some(v) if !v.0.is_null() => unsafe { with_value(v.0, |r| f(Some(r))) },
+        // SAFETY: the word of our keyval on `comm` (`kept::give` in `attach`), which the library holds
+        // while `comm` lives; `comm` is the program's communicator of the call being served (MPI forbids
+        // freeing it meanwhile), and `f` makes no MPI call (this function's contract).
+        Some(v) if !v.0.is_null() => unsafe { kept::lend::<Record, _>(v.0, |r| f(Some(r))) },
         _ => f(None),
     }
 }

@@ -25,6 +25,7 @@ pub mod datatype;
 pub mod env;
 pub mod errors;
 mod info;
+pub mod kept;
 mod raw_buffers;
 pub mod request;
 pub mod stream;

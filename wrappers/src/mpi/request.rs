@@ -107,3 +107,39 @@ impl AsyncThing {
         crate::pmpi::pmpi().PMPIX_Async_start.is_some()
     }
 }
+
+/// The body of a generalized request's wait function: MPICH calls it in a loop for the requests of one
+/// `MPI_Wait*`, and each call polls every request once.
+///
+/// # Safety
+/// `states` holds `count` extra words MPICH passed to the wait function, each one `poll` accepts (its
+/// request's, still held by MPICH).
+pub unsafe fn poll_each(
+    count: std::os::raw::c_int,
+    states: *mut *mut std::os::raw::c_void,
+    poll: unsafe extern "C" fn(*mut std::os::raw::c_void, *mut MPI_Status) -> std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    for i in 0..count.max(0) as usize {
+        // SAFETY: `states` holds `count` words (the caller's contract: MPICH's array), each a state
+        // `poll` accepts, and a poll function takes a null status (ours never write one).
+        unsafe { poll(*states.add(i), std::ptr::null_mut()) };
+    }
+    MPI_SUCCESS
+}
+
+/// A collective's status (of a generalized request's query function): nothing but the error, which
+/// it returns; MPICH reads source and tag as "any".
+///
+/// # Safety
+/// `status` is the query function's status argument: valid for writes (MPICH's own).
+pub unsafe fn collective_status(status: *mut MPI_Status, error: std::os::raw::c_int) -> std::os::raw::c_int {
+    // SAFETY: MPICH passes the query function a status of its own, valid and not otherwise used during
+    // the call (the caller's contract).
+    let status = unsafe { &mut *status };
+    status.MPI_SOURCE = MPI_ANY_SOURCE;
+    status.MPI_TAG = MPI_ANY_TAG;
+    // As MPICH's own zero-byte status: failures leave the fields as they were, nothing to report.
+    let _ = super::datatype::set_elements(status, super::Datatype::BYTE, 0);
+    let _ = super::datatype::set_cancelled(status, false);
+    error
+}

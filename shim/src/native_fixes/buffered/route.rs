@@ -1,7 +1,7 @@
 //! The routed buffered send itself (pack, `MPI_Isend_c`, one test, then an orphan until it completes)
 //! and the attached buffer whose size bounds the routed messages' space.
 use crate::native_fixes::native_streams::native_stream_index_of;
-use crate::orphans::{self, Orphan};
+use crate::orphans::{self, MayPoll, Orphan};
 use crate::runtime;
 use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppIn};
@@ -40,7 +40,7 @@ impl Orphan for Departing {
         Some(self.slot)
     }
 
-    unsafe fn poll(&mut self) -> bool {
+    fn poll(&mut self, _: MayPoll) -> bool {
         // Through PMPI: the tools library forgot the request when it was made (`send_routed`).
         let mut request = Request(self.request);
         let tested = request.test();
