@@ -9,50 +9,20 @@
 //! symbol (`mpixstream_wrappers::tools`, shared by both libraries, so the two sides cannot differ).
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::tools::{
-    COMM_CREATED_SYMBOL, CONTENDED_SYMBOL, FINALIZE_SYMBOL, INIT_SYMBOL, REQUEST_REPLACED_SYMBOL,
-};
-use std::os::raw::{c_char, c_int};
+use mpixstream_wrappers::tools::ToolsEntries;
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-/// The tools library's hooks, where it is preloaded (each `None` where its symbol is absent).
-struct Hooks {
-    finalize: Option<extern "C" fn()>,
-    request_replaced: Option<extern "C" fn(MPI_Request, MPI_Request)>,
-    contended: Option<extern "C" fn(MPI_Comm, *const c_char)>,
-    comm_created: Option<extern "C" fn(c_int, MPI_Comm, MPI_Comm)>,
-}
-
 /// Set once, at `MPI_Init*` ([`tools_init`]); read without a lock by every hook call.
-static HOOKS: OnceLock<Hooks> = OnceLock::new();
+static HOOKS: OnceLock<ToolsEntries> = OnceLock::new();
 /// The finalize hook runs once ([`tools_finalize`]).
 static FINALIZED: AtomicBool = AtomicBool::new(false);
 
-/// The address of `name` in the global scope (0: not loaded).
-fn symbol(name: &std::ffi::CStr) -> usize {
-    // SAFETY: `dlsym` with the default scope and a NUL-terminated name only looks the name up.
-    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
-}
-
 /// At the end of our `MPI_Init*`: starts the tools library if it is preloaded.
 pub fn tools_init() {
-    let addresses =
-        [INIT_SYMBOL, FINALIZE_SYMBOL, REQUEST_REPLACED_SYMBOL, CONTENDED_SYMBOL, COMM_CREATED_SYMBOL].map(symbol);
-    // SAFETY: each address is 0 (absent: `None`, the function pointer's niche) or that of the symbol the
-    // tools library defines with this prototype (module comment).
-    let (init, hooks) = unsafe {
-        use std::mem::transmute;
-        (
-            transmute::<usize, Option<extern "C" fn()>>(addresses[0]),
-            Hooks {
-                finalize: transmute::<usize, Option<extern "C" fn()>>(addresses[1]),
-                request_replaced: transmute::<usize, Option<extern "C" fn(MPI_Request, MPI_Request)>>(addresses[2]),
-                contended: transmute::<usize, Option<extern "C" fn(MPI_Comm, *const c_char)>>(addresses[3]),
-                comm_created: transmute::<usize, Option<extern "C" fn(c_int, MPI_Comm, MPI_Comm)>>(addresses[4]),
-            },
-        )
-    };
+    let hooks = ToolsEntries::lookup();
+    let init = hooks.init;
     let _ = HOOKS.set(hooks);
     if let Some(f) = init {
         f();

@@ -64,15 +64,24 @@ fn decide() -> bool {
 }
 
 fn speaks_standard_abi() -> bool {
-    let version = lookup(c"MPI_Abi_get_version");
-    if !version.is_null() {
-        // SAFETY: the symbol of that name, whose prototype is the row's (two `int *`).
-        let f = unsafe { std::mem::transmute::<*mut c_void, fn_types::MPI_Abi_get_version>(version) };
-        let (mut major, mut minor) = (-1, -1);
-        // SAFETY: `f` takes two `int *`; both point to live locals for the call.
-        return unsafe { f(&mut major, &mut minor) } == 0 && major >= 1;
+    if !lookup(c"MPI_Abi_get_version").is_null() {
+        return abi_version().is_some_and(|(major, _)| major >= 1);
     }
     library_path().is_some_and(|p| names_standard_abi(&p))
+}
+
+/// What `MPI_Abi_get_version` answers (`-1.-1` on MPICH 5's own ABI), where the library has it and it
+/// succeeds.
+pub fn abi_version() -> Option<(c_int, c_int)> {
+    let version = lookup(c"MPI_Abi_get_version");
+    if version.is_null() {
+        return None;
+    }
+    // SAFETY: the symbol of that name, whose prototype is the row's (two `int *`).
+    let f = unsafe { std::mem::transmute::<*mut c_void, fn_types::MPI_Abi_get_version>(version) };
+    let (mut major, mut minor) = (-1, -1);
+    // SAFETY: `f` takes two `int *`; both point to live locals for the call.
+    (unsafe { f(&mut major, &mut minor) } == 0).then_some((major, minor))
 }
 
 /// Whether a library file is a standard-ABI MPI library by its name (`libmpi_abi.so`, `.so.1`, ...).

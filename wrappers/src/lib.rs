@@ -32,6 +32,7 @@ pub mod interpose;
 pub mod mpi;
 pub mod mpich_build;
 pub mod next;
+pub mod os;
 pub mod pmpi;
 pub mod settings;
 pub mod std_mpi;

@@ -30,6 +30,42 @@ pub const CONTENDED_SYMBOL: &CStr = c"mpixstream_tools_contended";
 /// tools library counts MPICH's communicators as MPICH's round robin over its implicit VCIs does.
 pub const COMM_CREATED_SYMBOL: &CStr = c"mpixstream_tools_comm_created";
 
+/// The tools library's entry points, where it is preloaded (each `None` where its symbol is absent), as
+/// the lean library calls them: looked up once ([`ToolsEntries::lookup`]).
+pub struct ToolsEntries {
+    pub init: Option<extern "C" fn()>,
+    pub finalize: Option<extern "C" fn()>,
+    pub request_replaced: Option<extern "C" fn(crate::ffi::MPI_Request, crate::ffi::MPI_Request)>,
+    pub contended: Option<extern "C" fn(crate::ffi::MPI_Comm, *const c_char)>,
+    pub comm_created: Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>,
+}
+
+impl ToolsEntries {
+    /// The symbols in the global scope.
+    pub fn lookup() -> ToolsEntries {
+        let at = |name: &CStr| crate::dl::default_symbol(name) as usize;
+        let a = [INIT_SYMBOL, FINALIZE_SYMBOL, REQUEST_REPLACED_SYMBOL, CONTENDED_SYMBOL, COMM_CREATED_SYMBOL].map(at);
+        // SAFETY: each address is 0 (absent: `None`, the function pointer's niche) or that of the symbol the
+        // tools library defines with this prototype (its `#[no_mangle]` definitions, typed by the comments
+        // of the names above, which both libraries share).
+        unsafe {
+            use std::mem::transmute;
+            ToolsEntries {
+                init: transmute::<usize, Option<extern "C" fn()>>(a[0]),
+                finalize: transmute::<usize, Option<extern "C" fn()>>(a[1]),
+                request_replaced: transmute::<usize, Option<extern "C" fn(crate::ffi::MPI_Request, crate::ffi::MPI_Request)>>(a[2]),
+                contended: transmute::<usize, Option<extern "C" fn(crate::ffi::MPI_Comm, *const c_char)>>(a[3]),
+                comm_created: transmute::<usize, Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>>(a[4]),
+            }
+        }
+    }
+
+    /// Whether the tools library is in the process.
+    pub fn preloaded() -> bool {
+        !crate::dl::default_symbol(INIT_SYMBOL).is_null()
+    }
+}
+
 /// Who attached a communicator's stream: what the lean library records and `mpixstream_comm_origin`
 /// reports to the tools library (as this `int`).
 #[repr(C)]

@@ -15,13 +15,8 @@ const SHOWN: usize = 4;
 /// `MPI_Init*` and `MPI_Finalize`.
 pub fn gather(rank: c_int, size: c_int, pool: u32) -> Option<String> {
     let mut mine = [0u8; NAME + 4];
-    let mut name = [0u8; 256];
-    // SAFETY: `gethostname` writes at most `name.len() - 1` bytes into `name`, a live local (the last
-    // byte stays 0, so the name is terminated even where it was cut).
-    if unsafe { libc::gethostname(name.as_mut_ptr() as *mut libc::c_char, name.len() - 1) } == 0 {
-        let len = name.iter().position(|&b| b == 0).unwrap_or(0).min(NAME - 1);
-        mine[..len].copy_from_slice(&name[..len]);
-    }
+    let name = mpixstream_wrappers::os::hostname(NAME - 1);
+    mine[..name.len()].copy_from_slice(&name);
     mine[NAME..].copy_from_slice(&pool.to_le_bytes());
     let mut all = vec![0u8; if rank == 0 { (NAME + 4) * size.max(0) as usize } else { 0 }];
     let gathered = Comm::WORLD.gather(&mine, &mut all, 0);

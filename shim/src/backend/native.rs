@@ -5,8 +5,7 @@ use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::stream::streams_supported;
 use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Stream};
 use mpixstream_wrappers::pmpi::pmpi;
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
@@ -52,86 +51,15 @@ pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result
 static IMPLICIT_IN_FORCE: OnceLock<u32> = OnceLock::new();
 
 /// Writes MPICH's control variables through the MPI tool interface, between `MPI_T_init_thread` and
-/// `PMPI_Init*` (MPICH reads its control variables once, at the first of the two). Not `setenv`:
-/// changing the environment of a process whose other threads may read it at the same time is a data
-/// race in C. The tool-interface session stays open until [`finish_control_variables`] (closing it
-/// before `PMPI_Init*` makes MPICH forget the values).
+/// `PMPI_Init*` (`mpi::tool_interface::write_ints`: the session stays open until
+/// [`finish_control_variables`]).
 pub fn write_control_variables(writes: &[(&'static str, u32)]) -> Result<(), String> {
-    if writes.is_empty() {
-        return Ok(());
-    }
-    // The MPI tool interface's prototypes (MPI 4.1 §15.3), called only with pointers to live locals.
-    type InitThread = extern "C" fn(c_int, *mut c_int) -> c_int;
-    type GetIndex = extern "C" fn(*const c_char, *mut c_int) -> c_int;
-    type HandleAlloc = extern "C" fn(c_int, *mut c_void, *mut *mut c_void, *mut c_int) -> c_int;
-    type Write = extern "C" fn(*mut c_void, *const c_void) -> c_int;
-    type HandleFree = extern "C" fn(*mut *mut c_void) -> c_int;
-    let sym = |name: &CStr| {
-        let p = mpixstream_wrappers::pmpi::lookup(name);
-        if p.is_null() {
-            Err(format!("the MPI library has no {}", name.to_string_lossy()))
-        } else {
-            Ok(p)
-        }
-    };
-    let (init, get_index, alloc, write, free) = (
-        sym(c"PMPI_T_init_thread")?,
-        sym(c"PMPI_T_cvar_get_index")?,
-        sym(c"PMPI_T_cvar_handle_alloc")?,
-        sym(c"PMPI_T_cvar_write")?,
-        sym(c"PMPI_T_cvar_handle_free")?,
-    );
-    // SAFETY: each is the non-null address of the loaded MPI library's tool-interface function of that
-    // name, whose prototype the standard fixes as the type it is given here; every call below passes
-    // values and pointers to live locals only (the handle MPICH allocated is passed back to it).
-    let (init, get_index, alloc, write, free) = unsafe {
-        (
-            std::mem::transmute::<*mut c_void, InitThread>(init),
-            std::mem::transmute::<*mut c_void, GetIndex>(get_index),
-            std::mem::transmute::<*mut c_void, HandleAlloc>(alloc),
-            std::mem::transmute::<*mut c_void, Write>(write),
-            std::mem::transmute::<*mut c_void, HandleFree>(free),
-        )
-    };
-    let mut provided = 0;
-    if init(MPI_THREAD_SINGLE, &mut provided) != MPI_SUCCESS {
-        return Err("MPI_T_init_thread failed".into());
-    }
-    TOOL_SESSION.store(true, std::sync::atomic::Ordering::Release);
-    for &(name, value) in writes {
-        let cname = std::ffi::CString::new(name).unwrap_or_default();
-        let (mut index, mut count) = (0, 0);
-        let mut handle: *mut c_void = std::ptr::null_mut();
-        if get_index(cname.as_ptr(), &mut index) != MPI_SUCCESS {
-            return Err(format!("MPICH has no control variable {name}"));
-        }
-        if alloc(index, std::ptr::null_mut(), &mut handle, &mut count) != MPI_SUCCESS {
-            return Err(format!("cannot open MPICH's control variable {name}"));
-        }
-        let v = value as c_int;
-        let rc = write(handle, &v as *const c_int as *const c_void);
-        free(&mut handle);
-        if rc != MPI_SUCCESS {
-            return Err(format!("cannot set MPICH's control variable {name}={value} (error {rc})"));
-        }
-    }
-    Ok(())
+    mpixstream_wrappers::mpi::tool_interface::write_ints(writes)
 }
-
-/// Whether [`write_control_variables`] opened a tool-interface session.
-static TOOL_SESSION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Balances [`write_control_variables`]'s `MPI_T_init_thread`, if it ran.
 pub fn finish_control_variables() {
-    if !TOOL_SESSION.swap(false, std::sync::atomic::Ordering::AcqRel) {
-        return;
-    }
-    let p = mpixstream_wrappers::pmpi::lookup(c"PMPI_T_finalize");
-    if !p.is_null() {
-        // SAFETY: the non-null address of the MPI library's `PMPI_T_finalize`, `int (void)`.
-        let f: extern "C" fn() -> c_int = unsafe { std::mem::transmute(p) };
-        f();
-    }
+    mpixstream_wrappers::mpi::tool_interface::finish_writes();
 }
 
 /// Our model of MPICH's reserved-VCI allocation, for the report: `MPID_Allocate_vci` (ch4_vci.c) gives

@@ -42,7 +42,7 @@ impl Node {
                 .unwrap_or(1),
             shared_memory: !on("MPIR_CVAR_NOLOCAL"),
             cells: num("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS").filter(|&n| n >= 1).unwrap_or(64),
-            shm_free: shm_free(),
+            shm_free: mpixstream_wrappers::os::shm_free(),
         }
     }
 
@@ -97,14 +97,6 @@ fn slurm_busiest_node(per_node: &str) -> Option<u64> {
         .map(|entry| entry.split('(').next().and_then(|n| n.trim().parse::<u64>().ok()))
         .try_fold(0, |most, n| n.map(|n| most.max(n)))
         .filter(|&n| n >= 1)
-}
-
-fn shm_free() -> Option<u64> {
-    // SAFETY: `statvfs` is a plain C struct of integers, for which all zeroes is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a live, writable `statvfs` for the call to fill.
-    let rc = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) };
-    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Whether the pool is wanted at all: always under `explicit` (the policy makes the streams), or when

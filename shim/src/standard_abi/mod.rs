@@ -21,17 +21,16 @@ pub mod streams;
 use mpixstream_wrappers::app::AppArg;
 use crate::config::{Check, Config, Policy, Report};
 use mpixstream_wrappers::abi;
-use mpixstream_wrappers::{next, next_wide};
 use std::os::raw::{c_char, c_int};
 
 /// What the program's MPI library is, for the banner and the refusal: its first version line and file.
 fn library() -> String {
     let mut buf = vec![0 as c_char; 8192];
     let mut len = 0;
-    // MPI_Get_library_version takes no handle: callable on either ABI, before MPI_Init too.
-    // SAFETY: the next definition of `MPI_Get_library_version` (same prototype on both ABIs); `buf` has
-    // room for `MPI_MAX_LIBRARY_VERSION_STRING` (8192) characters, `len` is a live `int`.
-    let text = if unsafe { next!(MPI_Get_library_version)(buf.as_mut_ptr(), &mut len) } == 0 {
+    // MPI_Get_library_version takes no handle: callable on either ABI, before MPI_Init too (`buf` has
+    // room for `MPI_MAX_LIBRARY_VERSION_STRING`, 8192, characters).
+    let version = crate::forward::MPI_Get_library_version(AppArg::local_slice(&mut buf), AppArg::local(&mut len));
+    let text = if version == 0 {
         let bytes: Vec<u8> = buf[..len.clamp(0, 8192) as usize].iter().map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     } else {
@@ -43,18 +42,10 @@ fn library() -> String {
 
 /// The ABI version the library reports (`MPI_Abi_get_version`), where it has the call.
 fn abi_version() -> String {
-    let f = abi::lookup(c"MPI_Abi_get_version");
-    if f.is_null() {
-        return "standard ABI".into();
+    match abi::abi_version() {
+        Some((major, minor)) => format!("standard ABI {major}.{minor}"),
+        None => "standard ABI".into(),
     }
-    // SAFETY: the library's symbol of that name, whose prototype (two `int *`) is the type's.
-    let f = unsafe {
-        std::mem::transmute::<*mut std::os::raw::c_void, mpixstream_wrappers::fn_types::MPI_Abi_get_version>(f)
-    };
-    let (mut major, mut minor) = (-1, -1);
-    // SAFETY: `f` as above, given two live `int`s.
-    unsafe { f(&mut major, &mut minor) };
-    format!("standard ABI {major}.{minor}")
 }
 
 /// The settings that ask for what cannot happen here.
@@ -122,13 +113,8 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         return rc;
     }
     streams::set_capacity(config.streams);
-    let (mut rank, mut size) = (0, 0);
-    // SAFETY: the next `MPI_Comm_rank` / `MPI_Comm_size`, pointer-wide handle (`next_wide!`): the
-    // standard ABI's predefined `MPI_COMM_WORLD`, and live `int`s.
-    unsafe {
-        next_wide!(MPI_Comm_rank)(abi::MPI_COMM_WORLD, &mut rank);
-        next_wide!(MPI_Comm_size)(abi::MPI_COMM_WORLD, &mut size);
-    }
+    let world = |f: fn(&mpi::Mpi, mpi::H) -> mpi::MpiResult<c_int>| mpi::mpi().ok().and_then(|m| f(m, mpi::COMM_WORLD).ok());
+    let (rank, size) = (world(mpi::Mpi::comm_rank).unwrap_or(0), world(mpi::Mpi::comm_size).unwrap_or(0));
     let level = mpi::mpi().map_or(0, |m| m.query_thread());
     let tools = tools_preloaded();
     policy::init(policy::Setup {
@@ -166,8 +152,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
 
 /// Whether libmpixstream_tools.so is in the process.
 fn tools_preloaded() -> bool {
-    // SAFETY: `dlsym` of a terminated name in the global scope; the result is only compared with null.
-    unsafe { !libc::dlsym(libc::RTLD_DEFAULT, mpixstream_wrappers::tools::INIT_SYMBOL.as_ptr()).is_null() }
+    mpixstream_wrappers::tools::ToolsEntries::preloaded()
 }
 
 /// An MPIX entry point that the standard ABI's serial model does not serve (the enqueue calls, the

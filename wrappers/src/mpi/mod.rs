@@ -29,6 +29,7 @@ pub mod kept;
 mod raw_buffers;
 pub mod request;
 pub mod stream;
+pub mod tool_interface;
 pub mod topology;
 
 pub use datatype::Element;

@@ -1,0 +1,58 @@
+//! What the libraries ask of the operating system, safely: the host's name, the free space of
+//! `/dev/shm`, the calling thread's id, the clocks.
+use std::os::raw::c_char;
+
+/// This host's name (the UTS namespace's: a simulated host has its own), at most `max` bytes.
+pub fn hostname(max: usize) -> Vec<u8> {
+    let mut name = [0u8; 256];
+    // SAFETY: `gethostname` writes at most `name.len() - 1` bytes into `name`, a live local (the last byte
+    // stays 0, so the name is terminated even where it was cut).
+    if unsafe { libc::gethostname(name.as_mut_ptr() as *mut c_char, name.len() - 1) } != 0 {
+        return Vec::new();
+    }
+    let len = name.iter().position(|&b| b == 0).unwrap_or(0).min(max);
+    name[..len].to_vec()
+}
+
+/// The bytes free to an unprivileged user in the file system holding `/dev/shm` (MPICH's shared memory).
+pub fn shm_free() -> Option<u64> {
+    // SAFETY: `statvfs` is a plain C struct of integers, for which all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a live, writable `statvfs` for the call to fill.
+    let rc = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The calling thread's kernel id (never 0).
+pub fn thread_id() -> u32 {
+    // SAFETY: `gettid` takes no argument and cannot fail.
+    (unsafe { libc::syscall(libc::SYS_gettid) } as u32).max(1)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a live `timespec` for the call to fill; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The x86-64 time-stamp counter (`rdtsc`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn tsc() -> u64 {
+    // SAFETY: `rdtsc` reads the time-stamp counter: no memory, no precondition on any x86-64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_system_answers() {
+        assert!(!super::hostname(64).is_empty());
+        assert!(super::thread_id() >= 1);
+        let a = super::monotonic_ns();
+        assert!(super::monotonic_ns() >= a);
+        assert!(super::shm_free().is_some());
+    }
+}
