@@ -132,6 +132,16 @@ impl<'call, T> AppArg<'call, T> {
         (i < self.len()).then(|| AppArg { p: unsafe { self.p.add(i) }, len: 1, _call: PhantomData })
     }
 
+    /// The same memory, handed to an operation that completes after the call returns.
+    ///
+    /// # Safety
+    /// The argument is one MPI requires valid until that operation completes (a nonblocking call's
+    /// buffer), and that operation is the one it goes to.
+    #[inline(always)]
+    pub unsafe fn pending(self) -> Pending<T> {
+        Pending(self.p)
+    }
+
     /// The same argument as read-only.
     #[inline(always)]
     pub fn as_in(self) -> AppIn<'call, T> {
@@ -248,6 +258,68 @@ impl<T: Copy> AppIn<'_, T> {
     {
         let this = AppIn { p: self.p, len: self.len(), _call: PhantomData };
         (0..this.len).filter_map(move |i| this.at(i))
+    }
+}
+
+/// The application's memory handed to an operation that completes after the call returns (an enqueued
+/// operation's buffer, a nonblocking receive's that a multiplex engine matches later, a persistent
+/// buffered send's): valid as MPI requires of it (readable for a send, writable for a receive, with the
+/// operation's own count and datatype) until that operation completes, and passed to that operation only
+/// (MPI's rule on the application). Only its address is kept: nothing dereferences it but MPI, so any
+/// thread may hold it and complete the operation.
+pub struct Pending<T>(*mut T);
+
+impl<T> Clone for Pending<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Pending<T> {}
+impl<T> PartialEq for Pending<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl<T> Eq for Pending<T> {}
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pending({:p})", self.0)
+    }
+}
+
+// SAFETY: an address, never dereferenced here; MPI's rule keeps the memory valid until the operation
+// completes, whichever thread completes it (MPI lets any).
+unsafe impl<T> Send for Pending<T> {}
+// SAFETY: as for `Send`: shared, it is only read as an address.
+unsafe impl<T> Sync for Pending<T> {}
+
+impl<T> Pending<T> {
+    /// The application's `p`, handed to one operation that completes later.
+    ///
+    /// # Safety
+    /// MPI's rule on the application (the type's comment): `p` valid as the operation requires until it
+    /// completes, and not handed to another operation meanwhile.
+    #[inline(always)]
+    pub unsafe fn new(p: *mut T) -> Self {
+        Pending(p)
+    }
+
+    /// No memory: for an operation of no elements.
+    #[inline(always)]
+    pub fn none() -> Self {
+        Pending(std::ptr::null_mut())
+    }
+
+    #[inline(always)]
+    pub fn ptr(self) -> *mut T {
+        self.0
+    }
+
+    /// The same memory as an argument of a call of its operation (to a forwarder): none of it readable
+    /// or writable by us (`len` 0), its address handed on.
+    #[inline(always)]
+    pub fn arg(&self) -> AppArg<'_, T> {
+        AppArg { p: self.0, len: 0, _call: PhantomData }
     }
 }
 

@@ -10,10 +10,10 @@ use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::StreamTable;
+use mpixstream_wrappers::app::{AppArg, CallScope, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{self, Datatype};
 use std::os::raw::{c_int, c_void};
-use std::ptr::null_mut;
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
 fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<EngineRef, c_int> {
@@ -85,30 +85,25 @@ fn engine_for(rt: &Runtime, comm: MPI_Comm, func: &str) -> Result<EngineRef, c_i
 }
 
 /// How an operation entry point hands its operation back.
-#[derive(Clone, Copy)]
-enum Completion {
+enum Completion<'call> {
     /// The blocking forms: the call returns once the operation is queued; its status (a receive's,
-    /// else null) is written when it completes.
-    Blocking(*mut MPI_Status),
-    /// `MPIX_Isend_enqueue`/`MPIX_Irecv_enqueue`: a request of ours is stored here.
-    Request(*mut MPI_Request),
+    /// else nowhere) is written when it completes.
+    Blocking(StatusDst),
+    /// `MPIX_Isend_enqueue`/`MPIX_Irecv_enqueue`: a request of ours is stored in the application's
+    /// argument.
+    Request(AppArg<'call, MPI_Request>),
 }
 
 /// The one path of every operation entry point: checks the request pointer and the counts, finds
 /// `comm`'s queue and queues `kind` on it.
-///
-/// # Safety
-/// The pointers are the entry point's own arguments as the application passed them: `kind`'s buffers
-/// valid as MPI requires until the operation completes, the status pointer null, `MPI_STATUS_IGNORE` or
-/// writable until then, the request pointer null (refused) or writable for the call.
-unsafe fn enqueue(func: &'static str, comm: MPI_Comm, counts: &[MPI_Count], kind: Kind, done: Completion) -> c_int {
+fn enqueue(func: &'static str, comm: MPI_Comm, counts: &[MPI_Count], kind: Kind, done: Completion) -> c_int {
     mpix_entry(func, |rt| {
         let (status, request) = match done {
-            Completion::Request(r) if r.is_null() => {
+            Completion::Request(r) if r.is_empty() => {
                 return raise(comm, Class::Arg, func, "the request argument is a null pointer");
             }
-            Completion::Request(r) => (null_mut(), r),
-            Completion::Blocking(s) => (s, null_mut()),
+            Completion::Request(r) => (StatusDst::NOWHERE, Some(r)),
+            Completion::Blocking(s) => (s, None),
         };
         if let Some(count) = counts.iter().find(|&&c| c < 0) {
             return raise(comm, Class::Count, func, &format!("count {count} is negative"));
@@ -117,10 +112,7 @@ unsafe fn enqueue(func: &'static str, comm: MPI_Comm, counts: &[MPI_Count], kind
             Ok(e) => e,
             Err(code) => return code,
         };
-        // SAFETY: this function's contract: the buffers and status are the application's for this
-        // operation, and the request pointer, if not null, is writable.
-        let submitted = unsafe { eng.submit(func, comm, kind, StatusDst::new(status), request.as_mut()) };
-        match submitted {
+        match eng.submit(func, comm, kind, status, request) {
             Ok(()) => MPI_SUCCESS,
             Err((class, msg)) => raise(comm, class, func, &msg),
         }
@@ -131,9 +123,7 @@ unsafe fn enqueue(func: &'static str, comm: MPI_Comm, counts: &[MPI_Count], kind
 /// point's name), the communicator, the counts to check, the operation and how it completes.
 macro_rules! enqueue {
     ($func:ident, $comm:expr, [$($count:expr),*], $kind:expr, $done:expr) => {
-        // SAFETY: every pointer in `$kind` and `$done` is an argument of the C entry point `$func`, as
-        // the application passed it; MPI's rules for them are `enqueue`'s contract.
-        unsafe { enqueue(stringify!($func), $comm, &[$($count),*], $kind, $done) }
+        enqueue(stringify!($func), $comm, &[$($count),*], $kind, $done)
     };
 }
 
@@ -153,8 +143,9 @@ macro_rules! p2p {
             comm: MPI_Comm,
         ) -> c_int {
             let count = count as MPI_Count;
-            let kind = Kind::Send { buf: buf.cast_mut(), count, dt: Datatype(datatype), dest, tag };
-            enqueue!($send, comm, [count], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+            enqueue!($send, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
         /// # Safety
@@ -170,8 +161,12 @@ macro_rules! p2p {
             status: *mut MPI_Status,
         ) -> c_int {
             let count = count as MPI_Count;
-            let kind = Kind::Recv { buf, count, dt: Datatype(datatype), source, tag };
-            enqueue!($recv, comm, [count], kind, Completion::Blocking(status))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Recv { buf: Pending::new(buf), count, dt: Datatype(datatype), source, tag } };
+            // SAFETY: the application's status for this operation: null, ignored, or writable until it
+            // completes (MPI's rule for a queued call).
+            let done = Completion::Blocking(unsafe { StatusDst::new(status) });
+            enqueue!($recv, comm, [count], kind, done)
         }
 
         /// # Safety
@@ -187,8 +182,12 @@ macro_rules! p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             let count = count as MPI_Count;
-            let kind = Kind::Send { buf: buf.cast_mut(), count, dt: Datatype(datatype), dest, tag };
-            enqueue!($isend, comm, [count], kind, Completion::Request(request))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+            let scope = CallScope::new();
+            // SAFETY: the application's request argument: null (refused) or writable during the call.
+            let done = Completion::Request(unsafe { AppArg::new(&scope, request, 1) });
+            enqueue!($isend, comm, [count], kind, done)
         }
 
         /// # Safety
@@ -204,8 +203,12 @@ macro_rules! p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             let count = count as MPI_Count;
-            let kind = Kind::Recv { buf, count, dt: Datatype(datatype), source, tag };
-            enqueue!($irecv, comm, [count], kind, Completion::Request(request))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Recv { buf: Pending::new(buf), count, dt: Datatype(datatype), source, tag } };
+            let scope = CallScope::new();
+            // SAFETY: the application's request argument: null (refused) or writable during the call.
+            let done = Completion::Request(unsafe { AppArg::new(&scope, request, 1) });
+            enqueue!($irecv, comm, [count], kind, done)
         }
     };
 }
@@ -228,8 +231,9 @@ macro_rules! collectives {
         ) -> c_int {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
-            let kind = Kind::Allreduce { sbuf, rbuf: recvbuf, count, dt, op };
-            enqueue!($allreduce, comm, [count], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Allreduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op } };
+            enqueue!($allreduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
         /// # Safety
@@ -243,8 +247,9 @@ macro_rules! collectives {
             comm: MPI_Comm,
         ) -> c_int {
             let count = count as MPI_Count;
-            let kind = Kind::Bcast { buf: buffer, count, dt: Datatype(datatype), root };
-            enqueue!($bcast, comm, [count], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Bcast { buf: Pending::new(buffer), count, dt: Datatype(datatype), root } };
+            enqueue!($bcast, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
         /// # Safety
@@ -261,8 +266,9 @@ macro_rules! collectives {
         ) -> c_int {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
-            let kind = Kind::Reduce { sbuf, rbuf: recvbuf, count, dt, op, root };
-            enqueue!($reduce, comm, [count], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Reduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op, root } };
+            enqueue!($reduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
         /// # Safety
@@ -279,8 +285,9 @@ macro_rules! collectives {
         ) -> c_int {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
             let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
-            let kind = Kind::Allgather { sbuf, scount, stype, rbuf: recvbuf, rcount, rtype };
-            enqueue!($allgather, comm, [scount, rcount], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Allgather { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype } };
+            enqueue!($allgather, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
         /// # Safety
@@ -297,8 +304,9 @@ macro_rules! collectives {
         ) -> c_int {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
             let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
-            let kind = Kind::Alltoall { sbuf, scount, stype, rbuf: recvbuf, rcount, rtype };
-            enqueue!($alltoall, comm, [scount, rcount], kind, Completion::Blocking(null_mut()))
+            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let kind = unsafe { Kind::Alltoall { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype } };
+            enqueue!($alltoall, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
     };
 }
@@ -322,7 +330,7 @@ collectives!(
 
 #[no_mangle]
 pub extern "C" fn MPIX_Barrier_enqueue(comm: MPI_Comm) -> c_int {
-    enqueue!(MPIX_Barrier_enqueue, comm, [], Kind::Barrier, Completion::Blocking(null_mut()))
+    enqueue!(MPIX_Barrier_enqueue, comm, [], Kind::Barrier, Completion::Blocking(StatusDst::NOWHERE))
 }
 
 /// Checks `requests` (all ours, live, of one stream) and queues their waits. Null requests are

@@ -6,6 +6,7 @@
 use super::cuda::{check, CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
+use mpixstream_wrappers::app::Pending;
 use cudarc::driver::sys;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
@@ -67,7 +68,10 @@ impl CudaQueue {
             sb.output = b.output;
             sb.pos = None;
             // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
-            kind.set_buffer(b.which, host.wrapping_offset(-(lb as isize)) as *mut c_void);
+            let at = host.wrapping_offset(-(lb as isize)) as *mut c_void;
+            // SAFETY: pool buffer `idx`, ours, `bytes` long from `ptr + true_lb` as the operation's count and
+            // datatype address it, kept for the operation alone until it is done (`sb.seq`).
+            kind.set_buffer(b.which, unsafe { Pending::new(at) });
             if b.output {
                 staged.back.push(CopyBack { dev, bytes, buf: idx });
             }

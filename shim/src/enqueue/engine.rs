@@ -9,6 +9,7 @@ use super::host::{HostQueue, Item, UserFn};
 use super::ledger::Ledger;
 use super::ops::{Kind, Op, StatusDst};
 use crate::errors::{raise, Class};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::AtomicBool;
@@ -71,25 +72,20 @@ impl QueueEngine {
     }
 
     /// Queues operation `kind` on `comm`: blocking (`request` None; its status, if any, to `status`) or
-    /// nonblocking (a request of ours is stored in `request`).
-    ///
-    /// # Safety
-    /// `kind`'s buffers are the application's for this operation, valid as MPI requires until it
-    /// completes ([`Op::new`]).
-    pub unsafe fn submit(
+    /// nonblocking (a request of ours is stored in `request`, the application's argument).
+    pub fn submit(
         &self,
         func: &'static str,
         comm: MPI_Comm,
         mut kind: Kind,
         status: StatusDst,
-        request: Option<&mut MPI_Request>,
+        request: Option<AppArg<MPI_Request>>,
     ) -> Result<(), (Class, String)> {
         let nonblocking = request.is_some();
         let mut next = self.enq.lock().unwrap_or_else(|e| e.into_inner());
         let seq = *next;
-        // SAFETY: `kind` is this call's, its buffers as this function's contract says (staged: device
-        // buffers replaced by pinned copies, which stay allocated until the operation is done).
-        let op = |kind, request, comm_slot| unsafe { Op::new(seq, comm, kind, request, comm_slot, status, func) };
+        // Staged: device buffers replaced by pinned copies, which stay allocated until the operation is done.
+        let op = |kind, request, comm_slot| Op::new(seq, comm, kind, request, comm_slot, status, func);
         match &self.queue {
             Queue::Host(q) => {
                 if !nonblocking {
@@ -107,7 +103,7 @@ impl QueueEngine {
                 q.push(Item::Start { op: op(kind, handle, reg.comm_slot), blocking: false });
                 drop(next);
                 if let (Some(dst), Some(h)) = (request, handle) {
-                    *dst = h;
+                    dst.set(h);
                 }
                 Ok(())
             }
@@ -139,7 +135,7 @@ impl QueueEngine {
                 };
                 drop(next);
                 if let (Some(dst), Some(h)) = (request, handle) {
-                    *dst = h;
+                    dst.set(h);
                 }
                 // The operation is registered; the driver runs it when (if) the stream gets there.
                 queued.map_err(|e| (Class::Other, e))

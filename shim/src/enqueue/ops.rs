@@ -1,6 +1,7 @@
 //! The operations that can be enqueued, and how the driving thread starts each one: always as the
 //! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
 //! operation of the stream moving, and never blocks inside MPI).
+use mpixstream_wrappers::app::Pending;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, Request};
 use std::os::raw::{c_int, c_void};
@@ -11,14 +12,14 @@ pub const MPI_IN_PLACE: *mut c_void = usize::MAX as *mut c_void;
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
     Send {
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         dt: Datatype,
         dest: c_int,
         tag: c_int,
     },
     Recv {
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         dt: Datatype,
         source: c_int,
@@ -26,48 +27,43 @@ pub enum Kind {
     },
     Barrier,
     Bcast {
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         dt: Datatype,
         root: c_int,
     },
     Reduce {
-        sbuf: *mut c_void,
-        rbuf: *mut c_void,
+        sbuf: Pending<c_void>,
+        rbuf: Pending<c_void>,
         count: MPI_Count,
         dt: Datatype,
         op: mpi::Op,
         root: c_int,
     },
     Allreduce {
-        sbuf: *mut c_void,
-        rbuf: *mut c_void,
+        sbuf: Pending<c_void>,
+        rbuf: Pending<c_void>,
         count: MPI_Count,
         dt: Datatype,
         op: mpi::Op,
     },
     Allgather {
-        sbuf: *mut c_void,
+        sbuf: Pending<c_void>,
         scount: MPI_Count,
         stype: Datatype,
-        rbuf: *mut c_void,
+        rbuf: Pending<c_void>,
         rcount: MPI_Count,
         rtype: Datatype,
     },
     Alltoall {
-        sbuf: *mut c_void,
+        sbuf: Pending<c_void>,
         scount: MPI_Count,
         stype: Datatype,
-        rbuf: *mut c_void,
+        rbuf: Pending<c_void>,
         rcount: MPI_Count,
         rtype: Datatype,
     },
 }
-
-// SAFETY: a `Kind` only carries the addresses; nothing dereferences them but an `Op` started on the
-// driving thread, and `Op::new`'s contract (the buffers stay valid until the operation completes) does
-// not depend on the thread.
-unsafe impl Send for Kind {}
 
 /// One buffer of an operation on this rank, as staging sees it: which argument, its extent in
 /// elements of `dt`, and whether the operation reads it (input) and/or writes it (output).
@@ -104,14 +100,21 @@ impl Kind {
     /// The buffers this rank's part of the operation reads and writes (`rank`, `size`: in `comm`).
     pub fn buffers(&self, rank: c_int, size: c_int) -> Vec<Buf> {
         let n = size.max(0) as MPI_Count;
-        let b = |which, ptr, count, dt, input, output| Buf { which, ptr, count, dt, input, output };
+        let b = |which, ptr: Pending<c_void>, count, dt, input, output| Buf {
+            which,
+            ptr: ptr.ptr(),
+            count,
+            dt,
+            input,
+            output,
+        };
         match *self {
             Kind::Send { buf, count, dt, .. } => vec![b(Which::Send, buf, count, dt, true, false)],
             Kind::Recv { buf, count, dt, .. } => vec![b(Which::Recv, buf, count, dt, false, true)],
             Kind::Barrier => vec![],
             Kind::Bcast { buf, count, dt, root } => vec![b(Which::Recv, buf, count, dt, rank == root, rank != root)],
             Kind::Reduce { sbuf, rbuf, count, dt, root, .. } => {
-                if rank == root && sbuf == MPI_IN_PLACE {
+                if rank == root && sbuf.ptr() == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, count, dt, true, true)]
                 } else if rank == root {
                     vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
@@ -120,14 +123,14 @@ impl Kind {
                 }
             }
             Kind::Allreduce { sbuf, rbuf, count, dt, .. } => {
-                if sbuf == MPI_IN_PLACE {
+                if sbuf.ptr() == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, count, dt, true, true)]
                 } else {
                     vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
                 }
             }
             Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                if sbuf == MPI_IN_PLACE {
+                if sbuf.ptr() == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
                 } else {
                     vec![
@@ -137,7 +140,7 @@ impl Kind {
                 }
             }
             Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                if sbuf == MPI_IN_PLACE {
+                if sbuf.ptr() == MPI_IN_PLACE {
                     vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
                 } else {
                     vec![
@@ -150,7 +153,7 @@ impl Kind {
     }
 
     /// Replaces one buffer argument (staging).
-    pub fn set_buffer(&mut self, which: Which, ptr: *mut c_void) {
+    pub fn set_buffer(&mut self, which: Which, ptr: Pending<c_void>) {
         match (self, which) {
             (Kind::Send { buf, .. }, Which::Send) => *buf = ptr,
             (Kind::Recv { buf, .. } | Kind::Bcast { buf, .. }, Which::Recv) => *buf = ptr,
@@ -178,13 +181,12 @@ impl Kind {
     }
 }
 
-/// One enqueued operation, on its way to the thread that starts it. Made only by [`Op::new`], whose
-/// caller vouches for the buffers, so starting it is safe.
+/// One enqueued operation, on its way to the thread that starts it (its buffers the application's for it,
+/// `Pending` until it completes, or staging's copies of them).
 pub struct Op {
     /// Its place in the stream's queue (CUDA: the flag words' sequence number).
     pub seq: u32,
     pub comm: MPI_Comm,
-    /// Private: only `Op::new`'s contract makes its buffers valid to start.
     kind: Kind,
     /// Our request handle (nonblocking forms): the status goes through the request table.
     pub request: Option<MPI_Request>,
@@ -197,11 +199,7 @@ pub struct Op {
 }
 
 impl Op {
-    /// # Safety
-    /// `kind`'s buffers are the ones the application handed to the enqueue call for this operation (or
-    /// staging's pinned copies of them), valid as MPI requires (readable where the operation reads,
-    /// writable where it writes) until the operation completes.
-    pub unsafe fn new(
+    pub fn new(
         seq: u32,
         comm: MPI_Comm,
         kind: Kind,
@@ -220,9 +218,7 @@ impl Op {
     /// Starts the operation on its communicator.
     pub fn start(&self) -> MpiResult<Request> {
         let comm = Comm(self.comm);
-        // SAFETY: the buffers are valid until the operation completes (`Op::new`'s contract), which is
-        // what each nonblocking call needs of them.
-        unsafe {
+        {
             match self.kind {
                 // The int forms where the count fits (the typed layer picks them): MPICH's large-count
                 // entry points take a slower path (measured on Debian's 4.0.2).
@@ -290,12 +286,13 @@ mod tests {
 
     #[test]
     fn buffers_follow_in_place_and_root() {
-        let s = 0x10 as *mut c_void;
-        let r = 0x20 as *mut c_void;
-        let k = Kind::Allreduce { sbuf: MPI_IN_PLACE, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM };
+        // SAFETY: addresses only: no operation is started on them.
+        let (s, r, in_place) =
+            unsafe { (Pending::new(0x10 as *mut c_void), Pending::new(0x20 as *mut c_void), Pending::new(MPI_IN_PLACE)) };
+        let k = Kind::Allreduce { sbuf: in_place, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM };
         assert_eq!(
             k.buffers(0, 2),
-            vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: Datatype::INT, input: true, output: true }]
+            vec![Buf { which: Which::Recv, ptr: r.ptr(), count: 3, dt: Datatype::INT, input: true, output: true }]
         );
         let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM, root: 1 };
         assert_eq!(k.buffers(0, 2).len(), 1);

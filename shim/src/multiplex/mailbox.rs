@@ -10,27 +10,24 @@
 //! a request that is already complete.
 use super::errors::forward;
 use super::Multiplex;
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Datatype};
 use std::os::raw::{c_int, c_void};
 
 /// Sends `count` elements of `datatype` at `buf` from local index `si` to local index `di` (both
-/// checked, `si != di`) with user tag `tag`; `request`: a nonblocking send's request, set to a
-/// complete one.
-///
-/// # Safety
-/// `buf` with `count` elements of `datatype` is the application's send buffer, readable during the
-/// call (it is packed before the call returns).
+/// checked, `si != di`) with user tag `tag`; `buf`: the application's send buffer (packed before the
+/// call returns); `request`: a nonblocking send's request, set to a complete one.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn send(
+pub fn send(
     mx: &Multiplex,
-    buf: *const c_void,
+    buf: AppIn<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     tag: c_int,
     si: usize,
     di: usize,
-    request: Option<&mut MPI_Request>,
+    request: Option<AppArg<MPI_Request>>,
 ) -> c_int {
     let comm = Comm(mx.comm);
     let size = match comm.pack_size(count, Datatype(datatype)) {
@@ -40,9 +37,8 @@ pub unsafe fn send(
     let mut data = vec![0u8; size.max(0) as usize];
     let mut used: MPI_Count = 0;
     if size > 0 {
-        // SAFETY: the caller's contract: `buf` is the application's readable send buffer; `data` holds
-        // the `size` bytes MPI_Pack_size asked for.
-        if let Err(rc) = unsafe { comm.pack(buf, count, Datatype(datatype), &mut data, &mut used) } {
+        // `data` holds the `size` bytes MPI_Pack_size asked for.
+        if let Err(rc) = comm.pack(buf, count, Datatype(datatype), &mut data, &mut used) {
             return forward(mx.comm, rc);
         }
     }
@@ -51,11 +47,9 @@ pub unsafe fn send(
     match request {
         // A send to MPI_PROC_NULL: a request MPICH completes at once, with the usual status.
         Some(r) => {
-            // SAFETY: no data moves (count 0 to MPI_PROC_NULL), so the buffer rule holds for any `buf`.
-            let sent = unsafe { comm.isend(buf, 0, Datatype::BYTE, MPI_PROC_NULL, 0) };
-            match sent {
+            match comm.completed_request(0) {
                 Ok(req) => {
-                    *r = req.raw();
+                    r.set(req.raw());
                     MPI_SUCCESS
                 }
                 Err(rc) => forward(mx.comm, rc),

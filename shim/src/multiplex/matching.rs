@@ -20,7 +20,9 @@
 //! that the tools library counts and checks them (`p2p`'s module comment says why and what it costs).
 use super::endpoints::Source;
 use super::Multiplex;
+use crate::forward;
 use crate::streams::StreamSlot;
+use mpixstream_wrappers::app::{AppArg, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
 use mpixstream_wrappers::mpi::{status_bytes, Comm, Datatype, Request, Stream};
@@ -100,12 +102,12 @@ pub struct Inflight {
     tag: c_int,
 }
 
-/// One posted receive. Its buffer is the application's, valid (writable) until the receive completes:
-/// [`RecvOp::new`]'s contract, on which the receives started into it rely.
+/// One posted receive. Its buffer is the application's, valid (writable) until the receive completes
+/// (`Pending`), on which the receives started into it rely.
 pub struct RecvOp {
     pub mx: Arc<Multiplex>,
     pub index: usize,
-    pub buf: *mut c_void,
+    pub buf: Pending<c_void>,
     pub count: MPI_Count,
     pub datatype: MPI_Datatype,
     pub source: c_int,
@@ -119,13 +121,6 @@ pub struct RecvOp {
     outcome: OnceLock<Outcome>,
 }
 
-// SAFETY: the only non-thread-safe field is the application's buffer pointer, which the application
-// keeps valid until the receive completes, whatever thread completes it (MPI's rule for a receive
-// buffer); it is written only through MPICH's receive of the matched message.
-unsafe impl Send for RecvOp {}
-// SAFETY: as for `Send`: the buffer pointer is only handed to MPICH's receive; every other field is
-// immutable or synchronized (atomics, `OnceLock`).
-unsafe impl Sync for RecvOp {}
 
 #[derive(Clone, Copy, Default)]
 pub struct Outcome {
@@ -145,27 +140,11 @@ pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int,
 }
 
 impl RecvOp {
-    /// A receive into `count` elements of `datatype` at `buf`.
-    ///
-    /// # Safety
-    /// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until
-    /// the receive completes (MPI's rule: a blocking receive's call, a nonblocking one's request).
-    pub unsafe fn new(
+    /// A receive into `count` elements of `datatype` at `buf`, the application's receive buffer.
+    pub fn new(
         mx: Arc<Multiplex>,
         index: usize,
-        buf: *mut c_void,
-        count: MPI_Count,
-        datatype: MPI_Datatype,
-        envelope: (c_int, c_int, c_int),
-    ) -> RecvOp {
-        RecvOp::with_buffer(mx, index, buf, count, datatype, envelope)
-    }
-
-    /// `new` without its contract: for a receive that never writes its buffer.
-    fn with_buffer(
-        mx: Arc<Multiplex>,
-        index: usize,
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         datatype: MPI_Datatype,
         envelope: (c_int, c_int, c_int),
@@ -188,7 +167,7 @@ impl RecvOp {
     /// A receive complete already with `outcome`, which receives nothing (no buffer).
     pub fn completed(mx: Arc<Multiplex>, index: usize, envelope: (c_int, c_int, c_int), outcome: Outcome) -> RecvOp {
         // No buffer: the receive is complete before anything could write one.
-        let op = RecvOp::with_buffer(mx, index, std::ptr::null_mut(), 0, MPI_BYTE, envelope);
+        let op = RecvOp::new(mx, index, Pending::none(), 0, MPI_BYTE, envelope);
         let _ = op.outcome.set(outcome);
         op
     }
@@ -272,9 +251,8 @@ impl MatchingEngine {
             let mut flag = 0;
             let mut msg = MPI_MESSAGE_NULL;
             let mut status = MPI_Status::default();
-            // SAFETY: the next definition of MPI_Improbe (its C prototype), with pointers to live locals.
-            let rc =
-                unsafe { next!(MPI_Improbe)(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, &mut flag, &mut msg, &mut status) };
+            let (found, message, got) = (AppArg::local(&mut flag), AppArg::local(&mut msg), AppArg::local(&mut status));
+            let rc = forward::MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, src.comm, found, message, got);
             if rc == MPI_SUCCESS && flag != 0 {
                 // Stay on this communicator: its next message is likely there too.
                 *next = (*next + k) % n;
@@ -414,9 +392,11 @@ impl MatchingEngine {
         while i < st.inflight.len() {
             let mut flag = 0;
             let mut status = MPI_Status::default();
-            // SAFETY: the next definition of MPI_Test (its C prototype), with pointers to a request of ours
-            // and live locals.
-            let rc = unsafe { next!(MPI_Test)(&mut st.inflight[i].req, &mut flag, &mut status) };
+            let rc = forward::MPI_Test(
+                AppArg::local(&mut st.inflight[i].req),
+                AppArg::local(&mut flag),
+                AppArg::local(&mut status),
+            );
             if rc != MPI_SUCCESS || flag != 0 {
                 let f = st.inflight.swap_remove(i);
                 status.MPI_SOURCE = f.source;
@@ -510,9 +490,9 @@ fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
     if error == MPI_SUCCESS && data.len() as MPI_Count > room {
         error = MPI_ERR_TRUNCATE;
     } else if error == MPI_SUCCESS && !data.is_empty() {
-        // SAFETY: `op`'s buffer is the application's, writable until the receive completes
-        // (`RecvOp::new`), which `finish` signals after this.
-        let unpacked = unsafe { comm.unpack(data, &mut got, op.buf, op.count, Datatype(op.datatype)) };
+        // `op`'s buffer is the application's, writable until the receive completes, which `finish`
+        // signals after this.
+        let unpacked = comm.unpack(data, &mut got, op.buf, op.count, Datatype(op.datatype));
         error = unpacked.err().unwrap_or(MPI_SUCCESS);
     }
     let _ = set_elements(&mut status, Datatype::BYTE, got);
@@ -523,10 +503,9 @@ fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
 /// at once if MPICH completes it at once (eager data), else by a later turn.
 fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
     let mut req = MPI_REQUEST_NULL;
-    // SAFETY: the next definition of MPI_Imrecv_c (its C prototype); `op`'s buffer is the application's,
-    // writable until the receive completes (`RecvOp::new`), which is no earlier than this request's
-    // completion (`drive` finishes the receive then); the message and request are live locals.
-    let rc = unsafe { next!(MPI_Imrecv_c)(op.buf, op.count, op.datatype, &mut msg, &mut req) };
+    // `op`'s buffer is the application's, writable until the receive completes, which is no earlier than
+    // this request's completion (`drive` finishes the receive then).
+    let rc = forward::MPI_Imrecv_c(op.buf.arg(), op.count, op.datatype, AppArg::local(&mut msg), AppArg::local(&mut req));
     if rc != MPI_SUCCESS {
         let mut got = *status;
         got.MPI_TAG = tag;
@@ -535,8 +514,7 @@ fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &M
     }
     let mut flag = 0;
     let mut got = MPI_Status::default();
-    // SAFETY: the next definition of MPI_Test (its C prototype), with pointers to live locals.
-    let rc = unsafe { next!(MPI_Test)(&mut req, &mut flag, &mut got) };
+    let rc = forward::MPI_Test(AppArg::local(&mut req), AppArg::local(&mut flag), AppArg::local(&mut got));
     if rc != MPI_SUCCESS || flag != 0 {
         got.MPI_SOURCE = status.MPI_SOURCE;
         got.MPI_TAG = tag;

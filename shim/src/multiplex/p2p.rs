@@ -25,6 +25,8 @@ use super::errors::{forward, not_multiplex};
 use super::matching::{lock, Outcome, RecvOp};
 use super::{mailbox, registry, requests, Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
+use crate::forward;
+use mpixstream_wrappers::app::{AppArg, AppIn, CallScope, Pending};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
@@ -187,16 +189,13 @@ fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
 }
 
 /// A receive through the engine of index `di` (or from `MPI_PROC_NULL`), with every check and error.
-/// `out`: `None` for a nonblocking receive whose request argument is a null pointer (an error).
-///
-/// # Safety
-/// `buf` with `count` elements of `datatype` is the application's receive buffer, writable until the
-/// receive completes (MPI's rule).
+/// `buf`: the application's receive buffer; `out`: `None` for a nonblocking receive whose request
+/// argument is a null pointer (an error).
 #[allow(clippy::too_many_arguments)]
-unsafe fn recv(
+fn recv(
     rt: &Runtime,
     f: &str,
-    buf: *mut c_void,
+    buf: Pending<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     source: c_int,
@@ -240,18 +239,15 @@ unsafe fn recv(
     }
     // The direct path (`fast_recv_route`) was declined before this: the receive goes through the engine.
     let engine = &mx.engines[d];
-    // SAFETY: the caller's contract: the application's receive buffer, writable until the receive
-    // completes.
-    let new_op = || unsafe { RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si)) };
+    let new_op = || RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si));
     // No receive posted before ours on this engine: the first matching message, already pulled or next
     // out of MPICH, is ours; take it without queueing anything.
     if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
         match out {
             RecvOut::Blocking(status) => {
                 let mut st = MPI_Status::default();
-                // SAFETY: the next definition of MPI_Mrecv_c (its C prototype), into the application's
-                // receive buffer (the caller's contract), with the matched message and a local status.
-                let rc = unsafe { next!(MPI_Mrecv_c)(buf, count, datatype, &mut msg, &mut st) };
+                // Into the application's receive buffer, with the matched message and a local status.
+                let rc = forward::MPI_Mrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(&mut st));
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
                 if let Some(status) = status {
@@ -263,9 +259,9 @@ unsafe fn recv(
             // MPICH's status of this message is the user's (a hidden communicator that carries the
             // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
             RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
-                // SAFETY: the next definition of MPI_Imrecv_c (its C prototype), into the application's
-                // receive buffer and request argument (the caller's contract), with the matched message.
-                return forward(comm, unsafe { next!(MPI_Imrecv_c)(buf, count, datatype, &mut msg, request) });
+                // Into the application's receive buffer and request argument, with the matched message.
+                let started = forward::MPI_Imrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(request));
+                return forward(comm, started);
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
@@ -401,7 +397,7 @@ macro_rules! indexed_p2p {
                             Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
                                 Some(mx) => mailbox::send(
                                     &mx,
-                                    buf,
+                                    AppIn::new(&CallScope::new(), buf, 0),
                                     count as MPI_Count,
                                     datatype,
                                     t,
@@ -507,7 +503,9 @@ macro_rules! indexed_p2p {
                             // copied (`mailbox`).
                             Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
                                 Some(mx) => {
-                                    let (si, di, request) = (si as usize, di as usize, Some(&mut *request));
+                                    let scope = CallScope::new();
+                                    let (si, di) = (si as usize, di as usize);
+                                    let (buf, request) = (AppIn::new(&scope, buf, 0), Some(AppArg::new(&scope, request, 1)));
                                     mailbox::send(&mx, buf, count as MPI_Count, datatype, t, si, di, request)
                                 }
                                 None => MPI_ERR_COMM,
@@ -575,7 +573,7 @@ macro_rules! indexed_p2p {
                 let f = stringify!($recv);
                 mpix_entry(f, |rt| {
                     let out = RecvOut::Blocking(status_is_real(status).then(|| &mut *status));
-                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, Some(out))
+                    recv(rt, f, Pending::new(buf), count as MPI_Count, datatype, source, tag, comm, si, di, Some(out))
                 })
             })
         }
@@ -634,7 +632,7 @@ macro_rules! indexed_p2p {
                 let f = stringify!($irecv);
                 mpix_entry(f, |rt| {
                     let out = request.as_mut().map(RecvOut::Nonblocking);
-                    recv(rt, f, buf, count as MPI_Count, datatype, source, tag, comm, si, di, out)
+                    recv(rt, f, Pending::new(buf), count as MPI_Count, datatype, source, tag, comm, si, di, out)
                 })
             })
         }

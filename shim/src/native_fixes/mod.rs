@@ -22,7 +22,7 @@ use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{MpiResult, Request};
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn};
+use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
@@ -132,7 +132,9 @@ pub fn bsend_init(
 ) -> c_int {
     let rc = forward::MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
     let made = if rc == MPI_SUCCESS { request.get() } else { None };
-    crate::native_fixes::buffered::persistent_bsend_created(buf.ptr(), count.into(), datatype, dest, tag, comm, made);
+    // SAFETY: `MPI_Bsend_init`'s buffer, which MPI requires valid for each start while the request exists.
+    let buf = unsafe { Pending::new(buf.ptr().cast_mut()) };
+    crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
     rc
 }
 
@@ -149,7 +151,9 @@ pub fn bsend_init_c(
 ) -> c_int {
     let rc = forward::MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request);
     let made = if rc == MPI_SUCCESS { request.get() } else { None };
-    crate::native_fixes::buffered::persistent_bsend_created(buf.ptr(), count, datatype, dest, tag, comm, made);
+    // SAFETY: `MPI_Bsend_init`'s buffer, which MPI requires valid for each start while the request exists.
+    let buf = unsafe { Pending::new(buf.ptr().cast_mut()) };
+    crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
     rc
 }
 

@@ -36,7 +36,7 @@ use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn};
+use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
@@ -63,13 +63,10 @@ struct Unpack {
     /// What the receive wrote, packed (its heap memory, `Pack_size` bytes of capacity, is the receive
     /// buffer: it never moves; its length stays 0 until the unpack).
     packed: Vec<u8>,
-    buf: *mut c_void,
+    buf: Pending<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
 }
-// SAFETY: the pointer is the application's buffer, never dereferenced here: only passed back to MPICH
-// once the operation completed, from whichever thread completes it (MPI lets any thread).
-unsafe impl Send for Unpack {}
 
 /// The routed send-receives handed out and not complete.
 static OPEN: Open<SendRecv> = Open::new();
@@ -211,13 +208,11 @@ impl Unpack {
         // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
         // communicator was freed; one process packs and unpacks alike on any communicator.
         // SAFETY: the completed receive (posted for `capacity` bytes of `MPI_PACKED` into this memory)
-        // wrote `bytes` of them from its start, its status's count: they are initialised. `buf`,
-        // `count`, `datatype` are the application's `MPI_Isendrecv_replace` buffer, which MPI requires
-        // valid until the request completes (now, once this returns); the send that read it completed.
-        unsafe {
-            self.packed.set_len(bytes);
-            Comm::SELF.unpack(&self.packed, &mut position, self.buf, self.count, Datatype(self.datatype))
-        }
+        // wrote `bytes` of them from its start, its status's count: they are initialised.
+        unsafe { self.packed.set_len(bytes) };
+        // Into the application's buffer, valid until the request completes (now, once this returns); the
+        // send that read it completed.
+        Comm::SELF.unpack(&self.packed, &mut position, self.buf, self.count, Datatype(self.datatype))
     }
 }
 
@@ -367,7 +362,9 @@ fn replace_on_stream(
     };
     let mut packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
     let into: *mut c_void = packed.as_mut_ptr().cast();
-    let unpack = Unpack { packed, buf: buf.ptr(), count, datatype };
+    // SAFETY: `MPI_Isendrecv_replace`'s buffer, which MPI keeps valid until the request completes: the
+    // unpack into it is this operation's last step.
+    let unpack = Unpack { packed, buf: unsafe { buf.pending() }, count, datatype };
     start(
         slot,
         request,

@@ -1,12 +1,10 @@
 //! Calls that carry the application's own buffers through (enqueued operations, routed collectives,
-//! the multiplex communicators' sends and receives): the buffer stays a raw pointer with the count and
-//! datatype the application gave, and the function is `unsafe`, its obligation in its `# Safety` section.
-//!
-//! The common obligation, called *the application's buffer rule* below: `buf` with `count` elements of
-//! `datatype` is memory the application handed to MPI for this operation, valid (readable for a send,
-//! writable for a receive) as MPI requires: for a blocking call until it returns, for a nonblocking one
-//! until the returned request completes. MPICH checks counts and datatypes; it cannot check the memory.
+//! the multiplex communicators' sends and receives): each buffer comes as the application's argument
+//! with the count and datatype it gave, `crate::app::AppIn` for a call that reads it before returning,
+//! `crate::app::Pending` for an operation that completes later; MPICH checks counts and datatypes, the
+//! argument's type carries MPI's rule on the memory.
 use super::{call, check, Comm, Datatype, MpiResult, Op, Request};
+use crate::app::{AppIn, Pending};
 use crate::ffi::*;
 use std::os::raw::{c_int, c_void};
 
@@ -20,135 +18,111 @@ macro_rules! start {
 
 impl Comm {
     /// `MPI_Isend_c` (the `int` form where the count fits, as MPICH's own binding would pick).
-    ///
-    /// # Safety
-    /// The application's buffer rule (module comment), for reading.
-    pub unsafe fn isend(
+    pub fn isend(
         self,
-        buf: *const c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         dest: c_int,
         tag: c_int,
     ) -> MpiResult<Request> {
         match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Isend(buf, n, datatype.0, dest, tag, self.0)),
-            Err(_) => start!(PMPI_Isend_c(buf, count, datatype.0, dest, tag, self.0)),
+            Ok(n) => start!(PMPI_Isend(buf.ptr(), n, datatype.0, dest, tag, self.0)),
+            Err(_) => start!(PMPI_Isend_c(buf.ptr(), count, datatype.0, dest, tag, self.0)),
         }
     }
 
     /// `MPI_Irecv_c` (the `int` form where the count fits).
-    ///
-    /// # Safety
-    /// The application's buffer rule, for writing.
-    pub unsafe fn irecv(
+    pub fn irecv(
         self,
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         source: c_int,
         tag: c_int,
     ) -> MpiResult<Request> {
         match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Irecv(buf, n, datatype.0, source, tag, self.0)),
-            Err(_) => start!(PMPI_Irecv_c(buf, count, datatype.0, source, tag, self.0)),
+            Ok(n) => start!(PMPI_Irecv(buf.ptr(), n, datatype.0, source, tag, self.0)),
+            Err(_) => start!(PMPI_Irecv_c(buf.ptr(), count, datatype.0, source, tag, self.0)),
         }
     }
 
     /// `MPI_Iallreduce_c` (the `int` form where the count fits).
-    ///
-    /// # Safety
-    /// The application's buffer rule: `send` (or `MPI_IN_PLACE`) for reading, `recv` for writing.
-    pub unsafe fn iallreduce(
+    pub fn iallreduce(
         self,
-        send: *const c_void,
-        recv: *mut c_void,
+        send: Pending<c_void>,
+        recv: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         op: Op,
     ) -> MpiResult<Request> {
         match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Iallreduce(send, recv, n, datatype.0, op.0, self.0)),
-            Err(_) => start!(PMPI_Iallreduce_c(send, recv, count, datatype.0, op.0, self.0)),
+            Ok(n) => start!(PMPI_Iallreduce(send.ptr(), recv.ptr(), n, datatype.0, op.0, self.0)),
+            Err(_) => start!(PMPI_Iallreduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, self.0)),
         }
     }
 
     /// `MPI_Ireduce_c`.
-    ///
-    /// # Safety
-    /// The application's buffer rule: `send` for reading, `recv` (significant at `root`) for writing.
-    pub unsafe fn ireduce(
+    pub fn ireduce(
         self,
-        send: *const c_void,
-        recv: *mut c_void,
+        send: Pending<c_void>,
+        recv: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         op: Op,
         root: c_int,
     ) -> MpiResult<Request> {
-        start!(PMPI_Ireduce_c(send, recv, count, datatype.0, op.0, root, self.0))
+        start!(PMPI_Ireduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, root, self.0))
     }
 
     /// `MPI_Ibcast_c`.
-    ///
-    /// # Safety
-    /// The application's buffer rule: read at `root`, written elsewhere.
-    pub unsafe fn ibcast(
+    pub fn ibcast(
         self,
-        buf: *mut c_void,
+        buf: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         root: c_int,
     ) -> MpiResult<Request> {
-        start!(PMPI_Ibcast_c(buf, count, datatype.0, root, self.0))
+        start!(PMPI_Ibcast_c(buf.ptr(), count, datatype.0, root, self.0))
     }
 
     /// `MPI_Iallgather_c`.
-    ///
-    /// # Safety
-    /// The application's buffer rule: `send` for reading, `recv` (`recv_count` × size elements) for writing.
-    pub unsafe fn iallgather(
+    pub fn iallgather(
         self,
-        send: *const c_void,
+        send: Pending<c_void>,
         send_count: MPI_Count,
         send_type: Datatype,
-        recv: *mut c_void,
+        recv: Pending<c_void>,
         recv_count: MPI_Count,
         recv_type: Datatype,
     ) -> MpiResult<Request> {
-        start!(PMPI_Iallgather_c(send, send_count, send_type.0, recv, recv_count, recv_type.0, self.0))
+        start!(PMPI_Iallgather_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
     }
 
     /// `MPI_Ialltoall_c`.
-    ///
-    /// # Safety
-    /// The application's buffer rule: `send` for reading, `recv` for writing (each count × size elements).
-    pub unsafe fn ialltoall(
+    pub fn ialltoall(
         self,
-        send: *const c_void,
+        send: Pending<c_void>,
         send_count: MPI_Count,
         send_type: Datatype,
-        recv: *mut c_void,
+        recv: Pending<c_void>,
         recv_count: MPI_Count,
         recv_type: Datatype,
     ) -> MpiResult<Request> {
-        start!(PMPI_Ialltoall_c(send, send_count, send_type.0, recv, recv_count, recv_type.0, self.0))
+        start!(PMPI_Ialltoall_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
     }
 
     /// `MPI_Pack_c` of the application's `count` elements into `out` at `*position` (advanced).
-    ///
-    /// # Safety
-    /// The application's buffer rule for `inbuf`, for reading.
-    pub unsafe fn pack(
+    pub fn pack(
         self,
-        inbuf: *const c_void,
+        inbuf: AppIn<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         out: &mut [u8],
         position: &mut MPI_Count,
     ) -> MpiResult {
         check(call!(PMPI_Pack_c(
-            inbuf,
+            inbuf.ptr(),
             count,
             datatype.0,
             out.as_mut_ptr().cast(),
@@ -170,7 +144,7 @@ impl Comm {
     /// (`crate::app`).
     pub fn pack_append(
         self,
-        inbuf: crate::app::AppIn<c_void>,
+        inbuf: AppIn<c_void>,
         count: MPI_Count,
         datatype: Datatype,
         out: &mut Vec<u8>,
@@ -194,14 +168,11 @@ impl Comm {
     }
 
     /// `MPI_Unpack_c` from `packed` at `*position` (advanced) into the application's `count` elements.
-    ///
-    /// # Safety
-    /// The application's buffer rule for `outbuf`, for writing.
-    pub unsafe fn unpack(
+    pub fn unpack(
         self,
         packed: &[u8],
         position: &mut MPI_Count,
-        outbuf: *mut c_void,
+        outbuf: Pending<c_void>,
         count: MPI_Count,
         datatype: Datatype,
     ) -> MpiResult {
@@ -209,7 +180,7 @@ impl Comm {
             packed.as_ptr().cast(),
             packed.len() as MPI_Count,
             position,
-            outbuf,
+            outbuf.ptr(),
             count,
             datatype.0,
             self.0

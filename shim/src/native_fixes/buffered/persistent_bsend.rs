@@ -4,7 +4,7 @@ use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn, CallScope};
+use mpixstream_wrappers::app::{AppArg, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use std::collections::HashMap;
@@ -15,16 +15,13 @@ use std::sync::Mutex;
 /// The arguments of a persistent buffered send made on a native stream communicator.
 #[derive(Clone, Copy)]
 struct Recorded {
-    buf: *const c_void,
+    buf: Pending<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
 }
-// SAFETY: the pointer is the application's buffer, never dereferenced here: only passed back to MPICH
-// by the thread that starts the request.
-unsafe impl Send for Recorded {}
 
 static PERSISTENT: Mutex<Option<HashMap<MPI_Request, Recorded>>> = Mutex::new(None);
 /// How many are recorded; 0 keeps `MPI_Start`/`MPI_Startall`/`MPI_Request_free` on their pass-through path.
@@ -47,7 +44,7 @@ fn recorded(request: MPI_Request) -> Option<Recorded> {
 /// there).
 #[allow(clippy::too_many_arguments)]
 pub fn persistent_bsend_created(
-    buf: *const c_void,
+    buf: Pending<c_void>,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
@@ -97,10 +94,9 @@ fn start_one(request: AppArg<MPI_Request>) -> c_int {
         // The communicator was freed under its persistent request: MPICH's own start reports it.
         return forward::MPI_Start(request);
     }
-    let scope = CallScope::new();
-    // SAFETY: the buffer the application gave `MPI_Bsend_init` with this count and datatype, which MPI
-    // requires valid while the request exists, for each start: read (packed) within this start.
-    let buf = unsafe { AppIn::new(&scope, r.buf, 0) };
+    // The buffer the application gave `MPI_Bsend_init` with this count and datatype: read (packed) within
+    // this start.
+    let buf = r.buf.arg().as_in();
     send_routed(buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
         forward::MPI_Bsend_c(buf, r.count, r.datatype, r.dest, r.tag, r.comm)
     })
