@@ -274,8 +274,9 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
             );
         }
         if let Some(mx) = crate::multiplex::registry::lookup(comm) {
+            let scope = CallScope::new();
             // SAFETY: the application's output variable, non-null (checked above), valid for a write.
-            return unsafe { crate::multiplex::get_stream(mx, idx, stream) };
+            return crate::multiplex::get_stream(mx, idx, unsafe { AppArg::new(&scope, stream, 1) });
         }
         let entry = rt.comms.get(comm);
         if entry.is_none() {

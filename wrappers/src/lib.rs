@@ -17,12 +17,16 @@
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
 //!   libraries;
 //! - [`app`]: the application's pointer arguments, as an interposer hands them on;
-//! - [`std_mpi`]: the MPI standard ABI's table and the typed functions over it.
+//! - [`std_mpi`]: the MPI standard ABI's table and the typed functions over it;
+//! - [`os`], [`dl`]: the operating system and the dynamic linker; `cuda` (feature `cuda`, the lean
+//!   library's): the CUDA driver.
 #![allow(non_camel_case_types, non_snake_case)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod abi;
 pub mod app;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dl;
 pub mod ffi;
 pub mod fn_types;

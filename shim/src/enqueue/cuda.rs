@@ -1,5 +1,5 @@
 //! The CUDA queue (`type=cudaStream_t`): the application's CUDA stream, driven through the CUDA
-//! driver API (`cudarc`, with `libcuda` loaded at run time).
+//! driver API (`mpixstream_wrappers::cuda`, with `libcuda` loaded at run time).
 //!
 //! The stream never runs MPI: for operation k it gets `cuStreamWriteValue32(ready, k)` where the
 //! operation may start, and `cuStreamWaitValue32(done[k] >= k)` where the stream must wait for it
@@ -10,79 +10,18 @@
 //! Device buffers are staged through pinned host memory ([`super::cuda_staging`]);
 //! `MPIXSTREAM_GPU_AWARE=1` passes device pointers through.
 //!
-//! `cudarc` panics when it cannot load `libcuda`: [`probe`] checks with `libloading` first, and
-//! nothing here calls into `cudarc` before a successful probe.
+//! The flag block is never freed while the stream may still write or wait on it: it lives with the
+//! queue's `Flags`, which finalize leaks where operations were abandoned (`lifecycle`).
 use super::flags::{self, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
-use cudarc::driver::sys;
-use std::ffi::CStr;
-use std::os::raw::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use mpixstream_wrappers::cuda::{check, error_name, Context, Current, PinnedBuf, PinnedWords, Status, Stream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-const LIBCUDA: &str = "libcuda.so.1";
-
-/// Every driver entry point we use; checked present before `cudarc` resolves (and would panic on) any.
-const SYMBOLS: &[&str] = &[
-    "cuInit",
-    "cuGetErrorName",
-    "cuStreamGetCtx",
-    "cuCtxPushCurrent_v2",
-    "cuCtxPopCurrent_v2",
-    "cuMemHostAlloc",
-    "cuMemHostGetDevicePointer_v2",
-    "cuMemFreeHost",
-    "cuMemcpyDtoHAsync_v2",
-    "cuMemcpyHtoDAsync_v2",
-    "cuPointerGetAttribute",
-    "cuStreamWaitValue32_v2",
-    "cuStreamWriteValue32_v2",
-    "cuLaunchHostFunc",
-    "cuStreamSynchronize",
-    "cuStreamQuery",
-];
-
-/// Whether the CUDA driver is usable in this process (checked once). The error names the cause.
-pub fn probe() -> Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBE
-        // SAFETY: loading libcuda runs its initialisers, which are the driver's own; every symbol we use
-        // is checked present before cudarc resolves it (cudarc would panic), and `cuInit` takes a flags
-        // word only.
-        .get_or_init(|| unsafe {
-            let lib = libloading::Library::new(LIBCUDA).map_err(|e| {
-                format!("CUDA streams need the CUDA driver, but {LIBCUDA} cannot be loaded ({e}): this node has no usable CUDA")
-            })?;
-            for s in SYMBOLS {
-                if lib.get::<unsafe extern "C" fn()>(s.as_bytes()).is_err() {
-                    return Err(format!("the CUDA driver ({LIBCUDA}) has no {s}: mpixstream needs a CUDA 12 driver or newer"));
-                }
-            }
-            // Keep it loaded for the life of the process (cudarc opens it again by its own search).
-            std::mem::forget(lib);
-            if !sys::is_culib_present() {
-                return Err(format!("{LIBCUDA} loads, but cudarc's search for the CUDA driver library fails"));
-            }
-            check(sys::cuInit(0), "cuInit")
-        })
-        .clone()
-}
-
-fn error_name(r: sys::CUresult) -> String {
-    let mut p: *const std::os::raw::c_char = std::ptr::null();
-    // SAFETY: the driver stores into a live local a pointer to one of its static, NUL-terminated names
-    // (or fails, leaving it null), which lives as long as the loaded library: for the process.
-    unsafe {
-        if sys::cuGetErrorName(r, &mut p) == sys::CUresult::CUDA_SUCCESS && !p.is_null() {
-            return CStr::from_ptr(p).to_string_lossy().into_owned();
-        }
-    }
-    format!("CUDA error {}", r as u32)
-}
+pub use mpixstream_wrappers::cuda::probe;
 
 /// A pinned staging buffer of the queue's pool (filled and recycled by [`super::cuda_staging`]).
 pub(super) struct StageBuf {
-    pub(super) host: *mut u8,
-    pub(super) cap: usize,
+    pub(super) host: PinnedBuf,
     pub(super) busy: bool,
     /// The operation using it: reusable once it is done...
     pub(super) seq: u32,
@@ -95,61 +34,6 @@ pub(super) struct StageBuf {
 pub(super) struct Staging {
     pub(super) pool: Vec<StageBuf>,
     pub(super) next_pos: u32,
-}
-
-pub(super) fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(format!("{what} failed: {}", error_name(r)))
-    }
-}
-
-/// Makes `ctx` current on this thread for the guard's life.
-pub(super) struct CtxGuard;
-
-impl CtxGuard {
-    /// # Safety
-    /// `ctx` is a live CUDA context of this process.
-    pub(super) unsafe fn push(ctx: sys::CUcontext) -> Result<CtxGuard, String> {
-        // SAFETY: `ctx` is live (the contract).
-        check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
-        Ok(CtxGuard)
-    }
-}
-
-impl Drop for CtxGuard {
-    fn drop(&mut self) {
-        let mut old = std::ptr::null_mut();
-        // SAFETY: pops the context `push` made current on this thread (a guard is not `Send`: it is
-        // dropped on the thread that pushed); the old context goes into a live local.
-        unsafe { sys::cuCtxPopCurrent_v2(&mut old) };
-    }
-}
-
-/// The pinned block holding a CUDA queue's flag words.
-struct PinnedBlock {
-    ptr: *mut c_void,
-    ctx: sys::CUcontext,
-}
-
-// SAFETY: the block is the driver's pinned memory, usable from any thread; its words are only accessed
-// as atomics (through `Flags`), and it is freed once, by `drop`.
-unsafe impl Send for PinnedBlock {}
-// SAFETY: as for `Send`: shared access is atomic.
-unsafe impl Sync for PinnedBlock {}
-
-impl Drop for PinnedBlock {
-    fn drop(&mut self) {
-        // SAFETY: `ctx` is the context the block was allocated in, kept alive by the application's
-        // stream (never dropped while the GPU may still use the block: finalize leaks it then), and
-        // `ptr` is that allocation, freed here once.
-        unsafe {
-            if let Ok(_g) = CtxGuard::push(self.ctx) {
-                sys::cuMemFreeHost(self.ptr);
-            }
-        }
-    }
 }
 
 /// How the stream signals and waits.
@@ -169,68 +53,14 @@ struct Shared {
     yield_for: std::time::Duration,
 }
 
-struct HostArg {
-    shared: Arc<Shared>,
-    word: usize,
-    value: u32,
-}
-
-/// A host function the CUDA driver calls on its callback thread (`cuLaunchHostFunc`): the fallback's
-/// "ready k" (or position) write.
-unsafe extern "C" fn host_write(arg: *mut c_void) {
-    mpixstream_wrappers::guard::guard_with("host_write", (), || {
-        // SAFETY: `arg` is the `Box<HostArg>` that `write_word` leaked for this one launch; the driver
-        // calls the function once with it, so the box is taken back exactly once.
-        let a = unsafe { Box::from_raw(arg as *mut HostArg) };
-        if a.word == READY_WORD {
-            a.shared.flags.signal_ready(a.value);
-        } else {
-            a.shared.flags.word(a.word).store(a.value, Ordering::Release);
-        }
-    })
-}
-
-/// A host function the CUDA driver calls on its callback thread: the fallback's "wait for done k"
-/// (it blocks the stream, never inside MPI).
-unsafe extern "C" fn host_wait(arg: *mut c_void) {
-    mpixstream_wrappers::guard::guard_with("host_wait", (), || {
-        // SAFETY: as in `host_write`: the box `wait_done` leaked for this one launch.
-        let a = unsafe { Box::from_raw(arg as *mut HostArg) };
-        let seq = a.value;
-        a.shared.flags.wait_until(|f| f.is_done(seq), &a.shared.give_up, a.shared.spin, a.shared.yield_for);
-    })
-}
-
-/// Queues host function `f` with `arg` on `stream` (the context is current): the driver calls it once,
-/// and it takes the argument back; a launch that fails takes it back here.
-fn launch(stream: sys::CUstream, f: unsafe extern "C" fn(*mut c_void), arg: HostArg) -> Result<(), String> {
-    let arg = Box::into_raw(Box::new(arg));
-    // SAFETY: `f` takes exactly this boxed `HostArg` back (`host_write`, `host_wait`); the driver checks
-    // the stream handle.
-    let r = unsafe { sys::cuLaunchHostFunc(stream, Some(f), arg as *mut c_void) };
-    if r != sys::CUresult::CUDA_SUCCESS {
-        // SAFETY: not launched, so `f` never runs: the box is still ours, and taken back once.
-        drop(unsafe { Box::from_raw(arg) });
-    }
-    check(r, "cuLaunchHostFunc")
-}
-
 pub struct CudaQueue {
-    pub(super) stream: sys::CUstream,
-    pub(super) ctx: sys::CUcontext,
+    pub(super) stream: Stream,
+    pub(super) ctx: Context,
     memops: bool,
-    /// Device address of the flag block's word 0.
-    dev_flags: u64,
     shared: Arc<Shared>,
     pub(super) gpu_aware: bool,
     pub(super) state: Mutex<Staging>,
 }
-
-// SAFETY: the raw parts are driver handles (stream, context) and pinned pool memory; the driver API is
-// thread-safe, and the queue's own state (the pool) is behind `state`'s lock.
-unsafe impl Send for CudaQueue {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for CudaQueue {}
 
 impl CudaQueue {
     /// Attaches the application's stream `handle` (a `cudaStream_t`/`CUstream`). Returns the queue and
@@ -243,75 +73,54 @@ impl CudaQueue {
         yield_for: std::time::Duration,
     ) -> Result<(CudaQueue, Arc<Flags>), String> {
         probe()?;
-        // SAFETY: the driver is loaded (`probe`). `handle` is passed to the driver only, which refuses
-        // a handle that is no stream; the context it names is made current for the calls that follow.
-        // Every out-pointer is a live local; the flag block is `WORDS` u32s of fresh pinned memory,
-        // suitably aligned, initialised here before any other use and owned by `block` from then on.
-        unsafe {
-            let stream = handle as usize as sys::CUstream;
-            let mut ctx: sys::CUcontext = std::ptr::null_mut();
-            check(sys::cuStreamGetCtx(stream, &mut ctx), "cuStreamGetCtx").map_err(|e| {
-                format!(
-                    "{e}: value 0x{handle:x} is not a CUDA stream of this process \
-                     (or, for the default stream, no CUDA context is current on this thread)"
-                )
-            })?;
-            let _g = CtxGuard::push(ctx)?;
-            let mut host: *mut c_void = std::ptr::null_mut();
-            check(
-                sys::cuMemHostAlloc(
-                    &mut host,
-                    WORDS * 4,
-                    sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
-                ),
-                "cuMemHostAlloc (flag words)",
-            )?;
-            let block = PinnedBlock { ptr: host, ctx };
-            let words = host as *const AtomicU32;
-            for i in 0..WORDS {
-                (*words.add(i)).store(flags::initial_word(i), Ordering::Relaxed);
-            }
-            let mut dev: sys::CUdeviceptr = 0;
-            check(sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0), "cuMemHostGetDevicePointer")?;
-            let flags = Arc::new(Flags::new(words, FlagMem::Pinned(Box::new(block))));
-            let memops = match mode {
-                SyncMode::HostFn => false,
-                SyncMode::Auto | SyncMode::Memops => {
-                    // A harmless write of the position word's initial value tells whether the
-                    // device takes stream memory operations on host memory.
-                    let r = sys::cuStreamWriteValue32_v2(
-                        stream,
-                        dev + (POSITION_WORD * 4) as u64,
-                        0,
-                        sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
-                    );
-                    if r != sys::CUresult::CUDA_SUCCESS && mode == SyncMode::Memops {
-                        return Err(format!(
-                            "MPIXSTREAM_CUDA_SYNC=memops, but cuStreamWriteValue32 fails on this device ({})",
-                            error_name(r)
-                        ));
-                    }
-                    r == sys::CUresult::CUDA_SUCCESS
+        // SAFETY: the driver is loaded (`probe`); `handle` is the application's stream of the
+        // `MPIX_Stream_create` being served, which it keeps until `MPIX_Stream_free` (docs/enqueue.md), and
+        // which the driver checks at each use.
+        let stream = unsafe { Stream::from_handle(handle) };
+        let ctx = stream.context().map_err(|r| {
+            format!(
+                "cuStreamGetCtx failed: {}: value 0x{handle:x} is not a CUDA stream of this process \
+                 (or, for the default stream, no CUDA context is current on this thread)",
+                error_name(r)
+            )
+        })?;
+        let current = ctx.make_current()?;
+        let block = PinnedWords::alloc(ctx, &current, WORDS, flags::initial_word)?;
+        let position = block.device_word(POSITION_WORD);
+        let flags = Arc::new(Flags::new(FlagMem::Pinned(block)));
+        let memops = match mode {
+            SyncMode::HostFn => false,
+            SyncMode::Auto | SyncMode::Memops => {
+                // A harmless write of the position word's initial value tells whether the device takes
+                // stream memory operations on host memory.
+                // SAFETY: the block lives with `flags`, past every use the stream makes of it (module doc).
+                let r = unsafe { stream.write_value32(&current, position, 0) };
+                if r != Status::CUDA_SUCCESS && mode == SyncMode::Memops {
+                    return Err(format!(
+                        "MPIXSTREAM_CUDA_SYNC=memops, but cuStreamWriteValue32 fails on this device ({})",
+                        error_name(r)
+                    ));
                 }
-            };
-            let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin, yield_for });
-            let q = CudaQueue {
-                stream,
-                ctx,
-                memops,
-                dev_flags: dev,
-                shared,
-                gpu_aware,
-                state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
-            };
-            Ok((q, flags))
-        }
+                r == Status::CUDA_SUCCESS
+            }
+        };
+        drop(current);
+        let shared = Arc::new(Shared { flags: flags.clone(), give_up: AtomicBool::new(false), spin, yield_for });
+        let q = CudaQueue {
+            stream,
+            ctx,
+            memops,
+            shared,
+            gpu_aware,
+            state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
+        };
+        Ok((q, flags))
     }
 
     pub fn describe(&self) -> String {
         format!(
             "CUDA stream {:p} ({}, {})",
-            self.stream,
+            self.stream.handle(),
             if self.memops { "stream memory operations" } else { "host functions" },
             if self.gpu_aware { "device buffers passed to MPI" } else { "device buffers staged through pinned memory" }
         )
@@ -322,52 +131,58 @@ impl CudaQueue {
     }
 
     /// Makes the stream's context current on this thread for the guard's life.
-    pub(super) fn current(&self) -> Result<CtxGuard, String> {
-        // SAFETY: `ctx` is the application's stream's context (`create`), alive while the stream is:
-        // the application keeps the stream until MPIX_Stream_free detached it (docs/enqueue.md).
-        unsafe { CtxGuard::push(self.ctx) }
+    pub(super) fn current(&self) -> Result<Current<'_>, String> {
+        self.ctx.make_current()
     }
 
     /// The stream writes `value` into flag word `word` when it gets there (the context is current).
-    pub(super) fn write_word(&self, word: usize, value: u32) -> Result<(), String> {
+    pub(super) fn write_word(&self, current: &Current, word: usize, value: u32) -> Result<(), String> {
         assert!(word < WORDS, "flag word {word} is outside the block");
-        if self.memops {
-            // SAFETY: the address is flag word `word` of the block's device mapping, which outlives
-            // every use the stream makes of it (the block is leaked where the GPU may still use it).
-            let r = unsafe {
-                sys::cuStreamWriteValue32_v2(
-                    self.stream,
-                    self.dev_flags + (word * 4) as u64,
-                    value,
-                    sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+        match self.flags().device_word(word).filter(|_| self.memops) {
+            Some(at) => {
+                // SAFETY: the block lives with the flags, past every use the stream makes of it (module doc).
+                check(unsafe { self.stream.write_value32(current, at, value) }, "cuStreamWriteValue32")
+            }
+            None => {
+                let shared = self.shared.clone();
+                self.stream.launch_host_fn(
+                    current,
+                    Box::new(move || {
+                        // The fallback's "ready k" (or position) write, on the driver's callback thread.
+                        if word == READY_WORD {
+                            shared.flags.signal_ready(value);
+                        } else {
+                            shared.flags.word(word).store(value, Ordering::Release);
+                        }
+                    }),
                 )
-            };
-            check(r, "cuStreamWriteValue32")
-        } else {
-            launch(self.stream, host_write, HostArg { shared: self.shared.clone(), word, value })
+            }
         }
     }
 
     pub fn signal_ready(&self, seq: u32) -> Result<(), String> {
-        let _g = self.current()?;
-        self.write_word(READY_WORD, seq)
+        let current = self.current()?;
+        self.write_word(&current, READY_WORD, seq)
     }
 
     pub fn wait_done(&self, seq: u32) -> Result<(), String> {
-        let _g = self.current()?;
-        if self.memops {
-            // SAFETY: as in `write_word`: a done word of the block's device mapping.
-            let r = unsafe {
-                sys::cuStreamWaitValue32_v2(
-                    self.stream,
-                    self.dev_flags + (flags::done_word(seq) * 4) as u64,
-                    seq,
-                    sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+        let current = self.current()?;
+        match self.flags().device_word(flags::done_word(seq)).filter(|_| self.memops) {
+            Some(at) => {
+                // SAFETY: as in `write_word`: a done word of the block, which outlives the stream's use.
+                check(unsafe { self.stream.wait_value32(&current, at, seq) }, "cuStreamWaitValue32")
+            }
+            None => {
+                let shared = self.shared.clone();
+                self.stream.launch_host_fn(
+                    &current,
+                    Box::new(move || {
+                        // The fallback's "wait for done k": it blocks the stream, never inside MPI.
+                        let s = &shared;
+                        s.flags.wait_until(|f| f.is_done(seq), &s.give_up, s.spin, s.yield_for);
+                    }),
                 )
-            };
-            check(r, "cuStreamWaitValue32")
-        } else {
-            launch(self.stream, host_wait, HostArg { shared: self.shared.clone(), word: 0, value: seq })
+            }
         }
     }
 
@@ -376,36 +191,28 @@ impl CudaQueue {
     /// destroyed stream's handle is refused, but the work queued on it still runs (the driver's
     /// documented behaviour), so that is not a failure.
     pub fn health(&self) -> Result<(), String> {
-        let _g = self.current()?;
-        match self.query() {
-            sys::CUresult::CUDA_SUCCESS
-            | sys::CUresult::CUDA_ERROR_NOT_READY
-            | sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Ok(()),
+        let current = self.current()?;
+        match self.stream.query(&current) {
+            Status::CUDA_SUCCESS | Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE => Ok(()),
             r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
         }
-    }
-
-    /// `cuStreamQuery` of the stream (the context is current).
-    fn query(&self) -> sys::CUresult {
-        // SAFETY: a query of the stream handle, which the driver checks (a destroyed stream's is refused).
-        unsafe { sys::cuStreamQuery(self.stream) }
     }
 
     /// Whether the stream has run everything queued on it (the application's work too).
     pub fn idle(&self) -> bool {
         match self.current() {
             // A failed context runs nothing more; a destroyed stream may still (not idle).
-            Ok(_g) => {
-                !matches!(self.query(), sys::CUresult::CUDA_ERROR_NOT_READY | sys::CUresult::CUDA_ERROR_INVALID_HANDLE)
-            }
+            Ok(current) => !matches!(
+                self.stream.query(&current),
+                Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE
+            ),
             Err(_) => true,
         }
     }
 
     pub fn synchronize(&self) -> Result<(), String> {
-        let _g = self.current()?;
-        // SAFETY: waits on the stream handle, which the driver checks.
-        check(unsafe { sys::cuStreamSynchronize(self.stream) }, "cuStreamSynchronize")
+        let current = self.current()?;
+        self.stream.synchronize(&current)
     }
 
     /// Makes fallback host functions stop waiting (finalize after abandoning operations).
@@ -416,14 +223,12 @@ impl CudaQueue {
 
     /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`).
     pub fn release(&self) {
-        let Ok(_g) = self.current() else {
+        let Ok(current) = self.current() else {
             return;
         };
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         for b in st.pool.drain(..) {
-            // SAFETY: a pool buffer allocated by `cuMemHostAlloc` in this context, drained from the pool
-            // so freed once; the stream no longer uses it (the caller's condition).
-            unsafe { sys::cuMemFreeHost(b.host as *mut c_void) };
+            b.host.free(&current);
         }
     }
 }
@@ -436,8 +241,7 @@ mod tests {
     /// reached). With one, it succeeds or names what is missing.
     /// Whether libcuda loads here.
     fn libcuda_present() -> bool {
-        // SAFETY: loading the CUDA driver runs only its own initialisers (as `probe` does).
-        unsafe { libloading::Library::new(LIBCUDA) }.is_ok()
+        mpixstream_wrappers::cuda::library_present()
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //! inputs device-to-host before the operation's ready signal and outputs host-to-device after its
 //! wait; a pool buffer is reused once its operation is done and the stream has passed the position
 //! written after its copy back.
-use super::cuda::{check, CudaQueue, StageBuf, Staging};
+use super::cuda::{CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
 use mpixstream_wrappers::app::Pending;
-use cudarc::driver::sys;
+use mpixstream_wrappers::cuda::{check, pointer_attribute, Current, MemoryType, PinnedBuf, PointerAttribute};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
 use std::os::raw::c_void;
@@ -43,7 +43,7 @@ impl CudaQueue {
         if bufs.is_empty() {
             return Ok(Staged::default());
         }
-        let _g = self.current()?;
+        let current = self.current()?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.recycle(&mut st);
         let mut staged = Staged::default();
@@ -52,15 +52,15 @@ impl CudaQueue {
                 continue;
             };
             let (dev, bytes, lb) = (region.dev, region.bytes, region.true_lb);
-            let idx = take(&mut st, bytes)?;
-            let host = st.pool[idx].host;
+            let idx = take(&current, &mut st, bytes)?;
+            let host = st.pool[idx].host.as_ptr();
             // An output with gaps (a vector, indexed or struct type) is copied in too: the copy back
             // covers the whole span, and the gaps must come back as the device had them.
             if b.input || (b.output && region.gaps) {
                 // SAFETY: the destination is pool buffer `idx`, ours and at least `bytes` long (`take`),
                 // left alone until the operation is done; the source is a device address, which only the
                 // driver touches (a bad one is a CUDA error, or a fault of the stream's context).
-                let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, dev, bytes, self.stream) };
+                let r = unsafe { self.stream.copy_from_device(&current, &st.pool[idx].host, dev, bytes) };
                 check(r, "cuMemcpyDtoHAsync (staging)")?;
             }
             let sb = &mut st.pool[idx];
@@ -85,19 +85,18 @@ impl CudaQueue {
         if staged.back.is_empty() {
             return Ok(());
         }
-        let _g = self.current()?;
+        let current = self.current()?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         for c in &staged.back {
-            let host = st.pool[c.buf].host;
             // SAFETY: the source is pool buffer `c.buf` (at least `c.bytes` long), kept until the stream
             // passed this copy (the position written below); the destination is a device address, which
             // only the driver touches.
-            let r = unsafe { sys::cuMemcpyHtoDAsync_v2(c.dev, host as *const c_void, c.bytes, self.stream) };
+            let r = unsafe { self.stream.copy_to_device(&current, c.dev, &st.pool[c.buf].host, c.bytes) };
             check(r, "cuMemcpyHtoDAsync (staging)")?;
         }
         let pos = st.next_pos;
         st.next_pos = st.next_pos.wrapping_add(1);
-        self.write_word(POSITION_WORD, pos)?;
+        self.write_word(&current, POSITION_WORD, pos)?;
         for c in &staged.back {
             st.pool[c.buf].pos = Some(pos);
         }
@@ -117,17 +116,13 @@ impl CudaQueue {
 }
 
 /// A free pinned buffer of at least `bytes` (reused, or allocated; the queue's context is current).
-fn take(st: &mut Staging, bytes: usize) -> Result<usize, String> {
-    if let Some(i) = st.pool.iter().position(|b| !b.busy && b.cap >= bytes) {
+fn take(current: &Current, st: &mut Staging, bytes: usize) -> Result<usize, String> {
+    if let Some(i) = st.pool.iter().position(|b| !b.busy && b.host.cap() >= bytes) {
         st.pool[i].busy = true;
         return Ok(i);
     }
-    let cap = bytes.max(4096).next_power_of_two();
-    let mut host: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `host` is a live local the driver writes the new allocation's address into.
-    let r = unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) };
-    check(r, "cuMemHostAlloc (staging)")?;
-    st.pool.push(StageBuf { host: host as *mut u8, cap, busy: true, seq: 0, output: false, pos: None });
+    let host = PinnedBuf::alloc(current, bytes.max(4096).next_power_of_two())?;
+    st.pool.push(StageBuf { host, busy: true, seq: 0, output: false, pos: None });
     Ok(st.pool.len() - 1)
 }
 
@@ -142,16 +137,6 @@ struct DeviceRegion {
     gaps: bool,
 }
 
-/// Pointer attribute `attr` of `addr`, for the attributes that are a 32-bit value (memory type,
-/// managed); None where the driver does not know the address.
-fn pointer_attribute(attr: sys::CUpointer_attribute, addr: u64) -> Option<u32> {
-    let mut value: u32 = 0;
-    // SAFETY: the driver writes the attribute, 32 bits for the attributes asked here, into a live
-    // local; the address itself is only looked up.
-    let r = unsafe { sys::cuPointerGetAttribute(&mut value as *mut u32 as *mut c_void, attr, addr) };
-    (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
-}
-
 /// The device memory a buffer argument spans, or None for host memory (pageable, pinned or managed:
 /// MPI reads it directly).
 fn device_region(b: &Buf) -> Result<Option<DeviceRegion>, String> {
@@ -159,11 +144,11 @@ fn device_region(b: &Buf) -> Result<Option<DeviceRegion>, String> {
         return Ok(None);
     }
     let addr = b.ptr as u64;
-    let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
-    if pointer_attribute(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, addr) != Some(device) {
+    let device = MemoryType::CU_MEMORYTYPE_DEVICE as u32;
+    if pointer_attribute(PointerAttribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, addr) != Some(device) {
         return Ok(None);
     }
-    if pointer_attribute(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED, addr).is_some_and(|m| m != 0) {
+    if pointer_attribute(PointerAttribute::CU_POINTER_ATTRIBUTE_IS_MANAGED, addr).is_some_and(|m| m != 0) {
         return Ok(None);
     }
     let invalid = || format!("datatype 0x{:08x} is not valid", b.dt.raw() as u32);

@@ -15,6 +15,7 @@
 //!
 //! Every comparison is cyclic (`(a - b) as i32 >= 0`), like `CU_STREAM_WAIT_VALUE_GEQ`, so sequence
 //! numbers may wrap.
+use mpixstream_wrappers::cuda::{DeviceWord, PinnedWords};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
@@ -50,16 +51,25 @@ pub fn initial_word(i: usize) -> u32 {
     }
 }
 
-/// Who owns the memory of the words.
+/// Where the words live.
 pub enum FlagMem {
-    Heap(#[allow(dead_code)] Box<[AtomicU32]>),
-    /// Pinned host memory of a CUDA queue, released by its owner's `Drop`.
-    Pinned(#[allow(dead_code)] Box<dyn Send + Sync>),
+    Heap(Box<[AtomicU32]>),
+    /// Pinned, device-mapped host memory of a CUDA queue.
+    Pinned(PinnedWords),
+}
+
+impl FlagMem {
+    #[inline]
+    fn words(&self) -> &[AtomicU32] {
+        match self {
+            FlagMem::Heap(w) => w,
+            FlagMem::Pinned(p) => p.words(),
+        }
+    }
 }
 
 pub struct Flags {
-    base: *const AtomicU32,
-    _mem: FlagMem,
+    mem: FlagMem,
     /// Threads blocked in `wait_until` (a host function of the fallback mode, an application thread
     /// waiting for a free word).
     waiters: AtomicU32,
@@ -69,42 +79,28 @@ pub struct Flags {
     engine: OnceLock<std::thread::Thread>,
 }
 
-// SAFETY: `base` points at `WORDS` atomics owned by `_mem` (itself `Send + Sync`) for the life of
-// `Flags`; every access to them is atomic.
-unsafe impl Send for Flags {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for Flags {}
-
 impl Flags {
     pub fn on_heap() -> Flags {
-        let words: Box<[AtomicU32]> = (0..WORDS).map(|i| AtomicU32::new(initial_word(i))).collect();
-        let base = words.as_ptr();
-        // SAFETY: `base` is the boxed slice's `WORDS` words, which move with the box into the flags.
-        unsafe { Flags::new(base, FlagMem::Heap(words)) }
+        Flags::new(FlagMem::Heap((0..WORDS).map(|i| AtomicU32::new(initial_word(i))).collect()))
     }
 
-    /// Words at `base`, initialised with `initial_word`.
-    ///
-    /// # Safety
-    /// `base` points at `WORDS` aligned `AtomicU32`s, valid for as long as `mem` lives and accessed
-    /// only atomically.
-    pub unsafe fn new(base: *const AtomicU32, mem: FlagMem) -> Flags {
-        Flags {
-            base,
-            _mem: mem,
-            waiters: AtomicU32::new(0),
-            lock: Mutex::new(()),
-            cv: Condvar::new(),
-            engine: OnceLock::new(),
-        }
+    /// The words of `mem` (`WORDS` of them, initialised with `initial_word`).
+    pub fn new(mem: FlagMem) -> Flags {
+        assert_eq!(mem.words().len(), WORDS, "a flag block holds {WORDS} words");
+        Flags { mem, waiters: AtomicU32::new(0), lock: Mutex::new(()), cv: Condvar::new(), engine: OnceLock::new() }
     }
 
     #[inline]
     pub fn word(&self, i: usize) -> &AtomicU32 {
-        assert!(i < WORDS, "flag word {i} is outside the block");
-        // SAFETY: word `i` of the `WORDS` valid while `_mem` lives (`new`'s contract), so while `self`
-        // is borrowed.
-        unsafe { &*self.base.add(i) }
+        &self.mem.words()[i]
+    }
+
+    /// Word `i`'s device address, for a CUDA queue's block.
+    pub fn device_word(&self, i: usize) -> Option<DeviceWord> {
+        match &self.mem {
+            FlagMem::Heap(_) => None,
+            FlagMem::Pinned(p) => Some(p.device_word(i)),
+        }
     }
 
     pub fn set_engine(&self, t: std::thread::Thread) {

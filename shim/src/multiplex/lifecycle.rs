@@ -274,11 +274,9 @@ impl Multiplex {
     }
 }
 
-/// `MPIX_Comm_get_stream` on a multiplex communicator (`mx`: a counted reference or a borrowed one).
-///
-/// # Safety
-/// `stream` is the application's output argument, valid for writing.
-pub unsafe fn get_stream(mx: impl Deref<Target = Multiplex>, idx: c_int, stream: *mut MPIX_Stream) -> c_int {
+/// `MPIX_Comm_get_stream` on a multiplex communicator (`mx`: a counted reference or a borrowed one;
+/// `stream`: the application's output argument).
+pub fn get_stream(mx: impl Deref<Target = Multiplex>, idx: c_int, stream: AppArg<MPIX_Stream>) -> c_int {
     const F: &str = "MPIX_Comm_get_stream";
     let n = mx.streams.len();
     if idx < 0 || idx as usize >= n {
@@ -290,8 +288,7 @@ pub unsafe fn get_stream(mx: impl Deref<Target = Multiplex>, idx: c_int, stream:
         );
     }
     let handle = mx.streams[idx as usize].map_or(MPIX_STREAM_NULL, StreamTable::handle);
-    // SAFETY: the caller's contract: `stream` is writable.
-    unsafe { *stream = handle };
+    stream.set(handle);
     MPI_SUCCESS
 }
 
