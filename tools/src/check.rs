@@ -217,12 +217,8 @@ fn violation(call: &'static str, rec: &CommRec, owner: &Owner, other: u32) -> ! 
     std::thread::sleep(std::time::Duration::from_millis(300));
     if mpixstream_wrappers::abi::standard() {
         // The standard ABI's MPI_Abort, on its own MPI_COMM_WORLD (a pointer-wide handle).
-        let f = mpixstream_wrappers::abi::lookup(c"PMPI_Abort");
-        if !f.is_null() {
-            type Abort = unsafe extern "C" fn(usize, libc::c_int) -> libc::c_int;
-            // SAFETY: the standard ABI library's `PMPI_Abort`, whose prototype in mpi_abi.h is `Abort`
-            // (a communicator is pointer-wide there), called with its own MPI_COMM_WORLD.
-            unsafe { std::mem::transmute::<*mut libc::c_void, Abort>(f)(mpixstream_wrappers::abi::MPI_COMM_WORLD, 3) };
+        if let Ok(m) = mpixstream_wrappers::std_mpi::mpi() {
+            m.abort(mpixstream_wrappers::std_mpi::COMM_WORLD, 3);
         }
     } else {
         let _ = Comm::WORLD.abort(3);

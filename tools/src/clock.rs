@@ -11,20 +11,14 @@ static TSC: AtomicBool = AtomicBool::new(false);
 static START: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static STOP: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a live timespec for clock_gettime to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
+use mpixstream_wrappers::os::monotonic_ns;
 
 /// A timestamp in ticks (TSC cycles, or nanoseconds where the TSC is not used).
 #[inline]
 pub fn now() -> u64 {
     #[cfg(target_arch = "x86_64")]
     if TSC.load(Ordering::Relaxed) {
-        // SAFETY: `rdtsc` reads the time-stamp counter: no memory, no precondition on any x86-64.
-        return unsafe { core::arch::x86_64::_rdtsc() };
+        return mpixstream_wrappers::os::tsc();
     }
     monotonic_ns()
 }

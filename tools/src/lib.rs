@@ -21,8 +21,8 @@
 //! - [`state`]: the records of communicators, messages and persistent requests, and what is switched on;
 //! - [`round_robin`]: MPICH's own VCI for a communicator without a stream (its interposers of the window
 //!   and topology constructors count what moves it); [`profile`]: the profile's endpoints and threads;
-//! - [`shim`] (the lean library's query API: the stream mapping is asked of it, never duplicated here),
-//!   [`mpich_cvar`], [`clock`], [`json`], [`text`], [`thread`].
+//! - [`clock`], [`json`], [`text`], [`thread`]; the lean library's query API
+//!   (`mpixstream_wrappers::lean_query`: the stream mapping is asked of it, never duplicated here).
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod check;
@@ -31,14 +31,12 @@ pub mod completion;
 pub mod counting;
 pub mod entry;
 pub mod json;
-pub mod mpich_cvar;
 pub mod persistent;
 pub mod profile;
 pub mod profile_report;
 pub mod report;
 pub mod request_table;
 pub mod round_robin;
-pub mod shim;
 pub mod state;
 pub mod std_abi;
 pub mod text;
@@ -55,6 +53,7 @@ mod hooks {
 }
 mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 
+use mpixstream_wrappers::lean_query;
 use mpixstream_wrappers::guard::guard_with;
 
 /// Called by the lean library at the end of `MPI_Init*`.
@@ -104,7 +103,7 @@ fn std_abi_init() {
     if report_path.is_none() && check == 0 {
         return;
     }
-    let description = shim::get().describe();
+    let description = lean_query::get().describe();
     if check != 0 {
         check::init(description.map_or(0, |d| d.pool.max(0) as usize), description.map_or(-1, |d| d.rank));
     }
@@ -133,7 +132,7 @@ pub extern "C" fn mpixstream_tools_finalize() {
                 profile::stop();
                 clock::stop();
                 let (rank, size) = std_abi::world();
-                let d = shim::get().describe().or(setup.description);
+                let d = lean_query::get().describe().or(setup.description);
                 report::write_with(
                     d,
                     setup.report_path.clone().unwrap_or_default(),
@@ -141,9 +140,7 @@ pub extern "C" fn mpixstream_tools_finalize() {
                     STD_CHECK.load(std::sync::atomic::Ordering::Relaxed),
                     (rank, size),
                     report::Abi::Standard,
-                    // SAFETY: `std_abi::gather` asks nothing of its caller beyond its arguments' types
-                    // (it is `unsafe` for its own raw calls; converted separately).
-                    |part, rank, size| unsafe { std_abi::gather(part, rank, size) },
+                    std_abi::gather,
                 );
             }
             std_abi::stop();

@@ -7,7 +7,7 @@
 use crate::json::{self, opt, traffic};
 use crate::profile;
 use crate::profile_report;
-use crate::shim;
+use mpixstream_wrappers::lean_query;
 use crate::state::{CommRec, MultiplexPart, Setup, StartKind};
 use crate::text::{cstr, truncate};
 use mpixstream_wrappers::ffi::*;
@@ -314,27 +314,6 @@ pub fn gather_slices(
     Some(lens.iter().zip(displs.iter()).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect())
 }
 
-/// [`gather_slices`] with the buffers as C pointers: `gather_len(mine, all)`, `gather_bytes(mine, len,
-/// all, lens, displs)` (the standard ABI's own calls).
-pub fn gather_parts(
-    bytes: &[u8],
-    rank: c_int,
-    size: c_int,
-    gather_len: impl FnOnce(*const c_int, *mut c_int) -> bool,
-    gather_bytes: impl FnOnce(*const c_void, c_int, *mut c_void, *const c_int, *const c_int) -> bool,
-) -> Option<Vec<Vec<u8>>> {
-    gather_slices(
-        bytes,
-        rank,
-        size,
-        |mine, all| gather_len(mine.as_ptr(), all.as_mut_ptr()),
-        |mine, all, lens, displs| {
-            let len = mine.len() as c_int;
-            gather_bytes(mine.as_ptr().cast(), len, all.as_mut_ptr().cast(), lens.as_ptr(), displs.as_ptr())
-        },
-    )
-}
-
 /// [`gather_slices`] on MPICH's ABI.
 fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
     let world = Comm::WORLD;
@@ -358,7 +337,7 @@ pub enum Abi {
 /// `MPI_COMM_WORLD`.
 pub fn write(setup: &Setup, records: &[&CommRec], check_mode: u8) {
     // Fresh: the policy's counters have moved since MPI_Init.
-    let d = shim::get().describe().or(setup.description);
+    let d = lean_query::get().describe().or(setup.description);
     let (rank, size) = (Comm::WORLD.rank().unwrap_or(0), Comm::WORLD.size().unwrap_or(1));
     let path = setup.report_path.clone().unwrap_or_default();
     write_with(d, path, records, check_mode, (rank, size), Abi::Mpich, gather);

@@ -6,7 +6,8 @@
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
 use crate::profile::{self, Slot, ThreadSet};
 use crate::round_robin::{self, Made};
-use crate::shim::{self, Origin};
+use mpixstream_wrappers::lean_query;
+use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::thread::thread_id;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
@@ -319,7 +320,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
         }
     }
     // First use: learn what we can outside the lock (MPI calls), then insert.
-    let s = shim::get();
+    let s = lean_query::get();
     // A hidden communicator of a multiplex communicator (the lean library's indexed traffic): recorded
     // under that communicator and the index whose stream it carries here.
     let part = s.multiplex_of(comm);
@@ -591,7 +592,7 @@ pub fn init() -> Option<&'static Setup> {
         eprintln!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
         return None;
     };
-    let description = shim::get().describe();
+    let description = lean_query::get().describe();
     if description.is_none() {
         eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
     }
@@ -605,7 +606,7 @@ pub fn init() -> Option<&'static Setup> {
         let pools = version.map_or(RequestPools::None, |(major, minor)| RequestPools::of_mpich(major, minor));
         // The lean library writes MPICH's implicit pool only where it reserves streams: read it back.
         let n = version
-            .and_then(|_| crate::mpich_cvar::read_int(c"MPIR_CVAR_CH4_NUM_VCIS"))
+            .and_then(|_| mpixstream_wrappers::mpi::tool_interface::read_int(c"MPIR_CVAR_CH4_NUM_VCIS"))
             .filter(|&n| n >= 1)
             .unwrap_or(d.implicit_vcis);
         IMPLICIT_VCIS.store(n, Ordering::Relaxed);

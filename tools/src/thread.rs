@@ -13,8 +13,7 @@ pub fn thread_id() -> u32 {
         if v != 0 {
             return v;
         }
-        // SAFETY: gettid(2) takes no argument and cannot fail.
-        let id = (unsafe { libc::syscall(libc::SYS_gettid) } as u32).max(1);
+        let id = mpixstream_wrappers::os::thread_id();
         t.set(id);
         id
     })

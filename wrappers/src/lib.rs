@@ -33,6 +33,7 @@ pub mod fn_types;
 pub mod guard;
 pub mod handles;
 pub mod interpose;
+pub mod lean_query;
 pub mod mpi;
 pub mod mpich_build;
 pub mod next;

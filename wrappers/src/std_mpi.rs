@@ -42,6 +42,7 @@ pub const ERRORS_ABORT: H = 0x142;
 pub const ERRORS_RETURN: H = 0x143;
 pub const MESSAGE_NULL: H = 0x128;
 pub const INT: H = 0x209;
+pub const BYTE: H = 0x247;
 pub const MIN: H = 0x22;
 pub const MAX: H = 0x23;
 
@@ -131,6 +132,12 @@ table! {
     Recv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut Status) as "MPI_";
     Irecv: fn(*mut c_void, c_int, H, c_int, c_int, H, *mut H) as "MPI_";
     Irecv_c: fn(*mut c_void, Count, H, c_int, c_int, H, *mut H) as "MPI_";
+    Comm_get_name: fn(H, *mut c_char, *mut c_int);
+    Type_size_c: fn(H, *mut Count);
+    Get_count_c: fn(*const Status, H, *mut Count);
+    Gather: fn(*const c_void, c_int, H, *mut c_void, c_int, H, c_int, H);
+    Gatherv: fn(*const c_void, c_int, H, *mut c_void, *const c_int, *const c_int, H, c_int, H);
+    Abort: fn(H, c_int);
 }
 
 static MPI: OnceLock<Result<Mpi, String>> = OnceLock::new();
@@ -340,6 +347,74 @@ impl Mpi {
         assert_eq!(send.len() * size, recv.len(), "allgather: receive length is not send length × size");
         let n = ints(send.len());
         check(call!(self.Allgather(send.as_ptr().cast(), n, INT, recv.as_mut_ptr().cast(), n, INT, comm)))
+    }
+
+    /// The communicator's name as the library keeps it.
+    pub fn comm_get_name(&self, comm: H) -> MpiResult<String> {
+        let mut buf = [0 as c_char; 257];
+        let mut len = 0;
+        check(call!(self.Comm_get_name(comm, buf.as_mut_ptr(), &mut len)))?;
+        let bytes: Vec<u8> = buf[..(len.clamp(0, 256) as usize)].iter().map(|&c| c as u8).collect();
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// `MPI_Type_size_c`.
+    pub fn type_size(&self, datatype: H) -> MpiResult<Count> {
+        let mut size = 0;
+        check(call!(self.Type_size_c(datatype, &mut size)))?;
+        Ok(size)
+    }
+
+    /// `MPI_Get_count_c` of a status the library filled.
+    pub fn get_count(&self, status: &Status, datatype: H) -> MpiResult<Count> {
+        let mut n = 0;
+        check(call!(self.Get_count_c(status, datatype, &mut n)))?;
+        Ok(n)
+    }
+
+    /// `MPI_Gather` of our `int`s to `root` of `comm` (`recv`, at the root: `send.len()` × size).
+    pub fn gather_ints(&self, send: &[c_int], recv: &mut [c_int], root: c_int, comm: H) -> MpiResult {
+        let n = ints(send.len());
+        if self.comm_rank(comm)? == root {
+            let size = self.comm_size(comm)? as usize;
+            assert_eq!(send.len() * size, recv.len(), "gather: receive length is not send length × size");
+        }
+        check(call!(self.Gather(send.as_ptr().cast(), n, INT, recv.as_mut_ptr().cast(), n, INT, root, comm)))
+    }
+
+    /// `MPI_Gatherv` of our bytes to `root` of `comm` (at the root: each process's part at its
+    /// displacement in `recv`, every part inside it).
+    pub fn gatherv_bytes(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        lens: &[c_int],
+        displs: &[c_int],
+        root: c_int,
+        comm: H,
+    ) -> MpiResult {
+        if self.comm_rank(comm)? == root {
+            let size = self.comm_size(comm)? as usize;
+            assert!(lens.len() == size && displs.len() == size, "gatherv: one length and displacement per process");
+            let fits = lens.iter().zip(displs).all(|(&l, &d)| l >= 0 && d >= 0 && (d as usize + l as usize) <= recv.len());
+            assert!(fits, "gatherv: a part outside the receive buffer");
+        }
+        check(call!(self.Gatherv(
+            send.as_ptr().cast(),
+            ints(send.len()),
+            BYTE,
+            recv.as_mut_ptr().cast(),
+            lens.as_ptr(),
+            displs.as_ptr(),
+            BYTE,
+            root,
+            comm
+        )))
+    }
+
+    /// `MPI_Abort`.
+    pub fn abort(&self, comm: H, code: c_int) -> c_int {
+        call!(self.Abort(comm, code))
     }
 
     /// `MPI_Iprobe` (status ignored): whether a matching message is there.

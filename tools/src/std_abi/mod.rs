@@ -13,16 +13,17 @@
 //! whose stream it covers (mode 1: the explicit policy's; 2: every stream), with every nonblocking
 //! operation on such a communicator tracked to its completion, as on MPICH's ABI.
 //!
-//! The calls into the library go through the typed methods of this ABI's own table ([`Mpi`], one
-//! argument for them all in `call!`). A handle of this ABI is a pointer the library follows, so the
+//! The calls into the library go through the typed methods of this ABI's table
+//! (`mpixstream_wrappers::std_mpi`). A handle of this ABI is a pointer the library follows, so the
 //! handles passed are only this ABI's predefined constants and the program's own, from the call being
 //! counted (MPI requires them valid: the program's call passes them to the library just the same).
 use crate::profile::ThreadSet;
-use crate::shim::Origin;
+use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::state::{CommRec, Counters, MultiplexPart, VciSource};
 use mpixstream_wrappers::abi;
 use mpixstream_wrappers::ffi::{MPI_Message, MPI_Request, MPI_Status};
-use mpixstream_wrappers::mpi::{MpiResult, Opaque};
+use mpixstream_wrappers::mpi::Opaque;
+use mpixstream_wrappers::std_mpi::{self, Mpi};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_int, c_void};
@@ -48,150 +49,9 @@ const MESSAGE_NO_PROC: H = 0x129;
 const BYTE: H = 0x247;
 const INT: H = 0x209;
 
-type DeleteFn = unsafe extern "C" fn(H, c_int, *mut c_void, *mut c_void) -> c_int;
-
-macro_rules! table {
-    ($($name:ident: fn($($arg:ty),*);)*) => {
-        /// The resolved functions; called only through the typed methods below.
-        #[allow(non_snake_case)]
-        pub struct Mpi {
-            $($name: unsafe extern "C" fn($($arg),*) -> c_int,)*
-        }
-
-        fn load() -> Option<Mpi> {
-            Some(Mpi {
-                $($name: {
-                    let f = abi::lookup(
-                        std::ffi::CStr::from_bytes_with_nul(concat!("PMPI_", stringify!($name), "\0").as_bytes()).ok()?,
-                    );
-                    if f.is_null() {
-                        return None;
-                    }
-                    // SAFETY: the symbol of that name, whose prototype in mpi_abi.h is this field's.
-                    unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> c_int>(f) }
-                },)*
-            })
-        }
-    };
-}
-
-table! {
-    Comm_rank: fn(H, *mut c_int);
-    Comm_size: fn(H, *mut c_int);
-    Comm_get_name: fn(H, *mut c_char, *mut c_int);
-    Comm_create_keyval: fn(*mut c_void, Option<DeleteFn>, *mut c_int, *mut c_void);
-    Comm_set_attr: fn(H, c_int, *mut c_void);
-    Type_size_c: fn(H, *mut i64);
-    Get_count_c: fn(*const Status, H, *mut i64);
-    Gather: fn(*const c_void, c_int, H, *mut c_void, c_int, H, c_int, H);
-    Gatherv: fn(*const c_void, c_int, H, *mut c_void, *const c_int, *const c_int, H, c_int, H);
-}
-
-/// `rc` as a result.
-fn check(rc: c_int) -> MpiResult {
-    if rc == SUCCESS {
-        Ok(())
-    } else {
-        Err(rc)
-    }
-}
-
-/// Calls the table's `name` with `args` and gives its return code. Used only in [`Mpi`]'s methods.
-macro_rules! call {
-    ($m:ident . $name:ident ( $($arg:expr),* $(,)? )) => {{
-        let f = $m.$name;
-        // SAFETY: `f` is the program's library's `PMPI_<name>`, looked up by that name in `load`, with the
-        // prototype of `mpi_abi.h` (MPI-5's standard ABI). The methods below pass values, handles that are
-        // predefined constants or the program's for the call being counted (the module comment: valid, as
-        // MPI requires), pointers to live Rust values of the prototype's C types valid for the whole call,
-        // and, in the methods with a `# Safety` section only, buffers under its obligations. The library keeps
-        // none of these pointers past the call; the attribute word and the callback it stores by value.
-        unsafe { f($($arg),*) }
-    }};
-}
-
-impl Mpi {
-    fn comm_rank(&self, comm: H) -> MpiResult<c_int> {
-        let mut r = 0;
-        check(call!(self.Comm_rank(comm, &mut r)))?;
-        Ok(r)
-    }
-
-    fn comm_size(&self, comm: H) -> MpiResult<c_int> {
-        let mut n = 0;
-        check(call!(self.Comm_size(comm, &mut n)))?;
-        Ok(n)
-    }
-
-    /// The communicator's name as the library keeps it.
-    fn comm_get_name(&self, comm: H) -> MpiResult<String> {
-        let mut buf = [0 as c_char; 257];
-        let mut len = 0;
-        check(call!(self.Comm_get_name(comm, buf.as_mut_ptr(), &mut len)))?;
-        let bytes: Vec<u8> = buf[..(len.clamp(0, 256) as usize)].iter().map(|&c| c as u8).collect();
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    /// `MPI_Comm_create_keyval` with no copy callback (`MPI_COMM_NULL_COPY_FN`, the null pointer on this
-    /// ABI) and `delete`.
-    fn comm_create_keyval(&self, delete: Option<DeleteFn>) -> MpiResult<c_int> {
-        let mut kv = 0;
-        check(call!(self.Comm_create_keyval(std::ptr::null_mut(), delete, &mut kv, std::ptr::null_mut())))?;
-        Ok(kv)
-    }
-
-    /// Sets attribute `keyval` of `comm` to `value`, a word the library stores and hands back to the
-    /// keyval's delete callback.
-    fn comm_set_attr(&self, comm: H, keyval: c_int, value: Opaque) -> MpiResult {
-        check(call!(self.Comm_set_attr(comm, keyval, value.0)))
-    }
-
-    /// `MPI_Type_size_c`.
-    fn type_size(&self, datatype: H) -> MpiResult<i64> {
-        let mut size = 0i64;
-        check(call!(self.Type_size_c(datatype, &mut size)))?;
-        Ok(size)
-    }
-
-    /// `MPI_Get_count_c` of a status the library filled.
-    fn get_count(&self, status: &Status, datatype: H) -> MpiResult<i64> {
-        let mut n = 0i64;
-        check(call!(self.Get_count_c(status, datatype, &mut n)))?;
-        Ok(n)
-    }
-
-    /// `MPI_Gather` of one `int` per process to `root` of `comm`.
-    ///
-    /// # Safety
-    /// `mine` is readable (one `int`); `all`, at `root`, writable for one `int` per process of `comm`.
-    unsafe fn gather_int(&self, mine: *const c_int, all: *mut c_int, root: c_int, comm: H) -> MpiResult {
-        check(call!(self.Gather(mine.cast(), 1, INT, all.cast(), 1, INT, root, comm)))
-    }
-
-    /// `MPI_Gatherv` of bytes to `root` of `comm`.
-    ///
-    /// # Safety
-    /// `mine` is readable for `len` bytes; at `root`, `lens` and `displs` readable for one `int` per
-    /// process of `comm`, and `all` writable for every part they place.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gatherv_bytes(
-        &self,
-        mine: *const c_void,
-        len: c_int,
-        all: *mut c_void,
-        lens: *const c_int,
-        displs: *const c_int,
-        root: c_int,
-        comm: H,
-    ) -> MpiResult {
-        check(call!(self.Gatherv(mine, len, BYTE, all, lens, displs, BYTE, root, comm)))
-    }
-}
-
-static MPI: OnceLock<Option<Mpi>> = OnceLock::new();
-
+/// The standard ABI's table (`mpixstream_wrappers::std_mpi`), where the program's library serves it.
 fn mpi() -> Option<&'static Mpi> {
-    MPI.get_or_init(load).as_ref()
+    std_mpi::mpi().ok()
 }
 
 /// The records a communicator's traffic goes to: sends and receives (the same record but on a hidden
@@ -238,7 +98,7 @@ pub fn init(check: u8) -> bool {
         eprintln!("mpixstream-tools: cannot find the standard ABI's MPI functions; no report");
         return false;
     };
-    if let Ok(kv) = m.comm_create_keyval(Some(comm_deleted)) {
+    if let Ok(kv) = m.comm_create_keyval(None, Some(comm_deleted)) {
         KEYVAL.store(kv, Ordering::Release);
     }
     *REGISTRY.write().unwrap_or_else(|e| e.into_inner()) =
@@ -288,53 +148,6 @@ fn rec(comm: H) -> Option<Pair> {
     let p = rec_slow(comm)?;
     CACHE.with(|c| c.set((comm, epoch, Some(p))));
     Some(p)
-}
-
-type StdCommStream = unsafe extern "C" fn(usize, *mut c_int) -> c_int;
-type StdMultiplexOf = unsafe extern "C" fn(usize, *mut usize, *mut [c_int; 4]) -> c_int;
-
-struct Query {
-    comm_stream: Option<StdCommStream>,
-    multiplex_of: Option<StdMultiplexOf>,
-}
-
-impl Query {
-    /// The lean library's query functions, where it is loaded.
-    fn get() -> &'static Query {
-        static Q: OnceLock<Query> = OnceLock::new();
-        Q.get_or_init(|| {
-            // SAFETY: `dlsym` of terminated names in the global scope; a symbol found is the lean library's
-            // function of that name (shim/src/query.rs), whose signature is the type's.
-            unsafe {
-                let sym = |n: &std::ffi::CStr| libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr());
-                let a = sym(c"mpixstream_std_comm_stream");
-                let b = sym(c"mpixstream_std_multiplex_of");
-                Query {
-                    comm_stream: (!a.is_null()).then(|| std::mem::transmute::<*mut c_void, StdCommStream>(a)),
-                    multiplex_of: (!b.is_null()).then(|| std::mem::transmute::<*mut c_void, StdMultiplexOf>(b)),
-                }
-            }
-        })
-    }
-
-    /// Where `comm` is a hidden communicator of a multiplex communicator: that communicator, and the
-    /// local send and receive indices and their streams (-1: none).
-    fn multiplex_of(&self, comm: H) -> Option<(H, [c_int; 4])> {
-        let f = self.multiplex_of?;
-        let (mut user, mut ix) = (0usize, [-1 as c_int; 4]);
-        // SAFETY: the lean library's `mpixstream_std_multiplex_of`, given a handle and two live out values
-        // of its parameter types.
-        (unsafe { f(comm, &mut user, &mut ix) } == 1).then_some((user, ix))
-    }
-
-    /// The stream `comm` carries (-1: none) and who attached it (a `StreamOrigin` code).
-    fn comm_stream(&self, comm: H) -> (c_int, c_int) {
-        let Some(f) = self.comm_stream else { return (-1, 0) };
-        let mut origin = 0;
-        // SAFETY: the lean library's `mpixstream_std_comm_stream`, given a handle and a live `int`.
-        let stream = unsafe { f(comm, &mut origin) };
-        (stream, origin)
-    }
 }
 
 fn comm_name(m: &Mpi, comm: H) -> String {
@@ -394,12 +207,12 @@ fn rec_slow(comm: H) -> Option<Pair> {
         }
     }
     let m = mpi()?;
-    let q = Query::get();
+    let q = mpixstream_wrappers::lean_query::get();
     let size = m.comm_size(comm).ok()?;
-    let multiplex = q.multiplex_of(comm);
+    let multiplex = q.std_multiplex_of(comm);
     let hidden = multiplex.is_some();
     let (user, ix) = multiplex.unwrap_or((0, [-1; 4]));
-    let (stream, origin_code) = if hidden { (-1, 0) } else { q.comm_stream(comm) };
+    let (stream, origin_code) = if hidden { (-1, 0) } else { q.std_comm_stream(comm) };
     let handle = if hidden { user } else { comm };
     let name = comm_name(m, handle);
     let opt = |v: c_int| (v >= 0).then_some(v as u32);
@@ -473,24 +286,15 @@ pub fn world() -> (c_int, c_int) {
     (rank, size)
 }
 
-/// Every rank's bytes to rank 0 of the standard ABI's `MPI_COMM_WORLD` (`report::gather_parts` with
-/// this ABI's `PMPI_Gather`/`PMPI_Gatherv`).
-///
-/// # Safety
-/// None: its body is safe. It keeps the marker only while its caller (`mpixstream_tools_finalize` in
-/// lib.rs, converted separately) wraps it in a closure, which clippy would otherwise find redundant; make
-/// it safe with that call site.
-pub unsafe fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
+/// Every rank's bytes to rank 0 of the standard ABI's `MPI_COMM_WORLD` (`report::gather_slices` with
+/// this ABI's `MPI_Gather`/`MPI_Gatherv`).
+pub fn gather(bytes: &[u8], rank: c_int, size: c_int) -> Option<Vec<Vec<u8>>> {
     let m = mpi()?;
-    crate::report::gather_parts(
+    crate::report::gather_slices(
         bytes,
         rank,
         size,
-        // SAFETY: `gather_parts` passes its own buffers: `mine` one `int`, `all` one per process of
-        // `MPI_COMM_WORLD` at rank 0 (`size`, the world's size).
-        |mine, all| unsafe { m.gather_int(mine, all, 0, COMM_WORLD) }.is_ok(),
-        // SAFETY: `gather_parts` passes its own buffers: `mine` of `len` bytes, and at rank 0 the lengths
-        // and displacements of every process's part in `all`, which holds them all.
-        |mine, len, all, lens, displs| unsafe { m.gatherv_bytes(mine, len, all, lens, displs, 0, COMM_WORLD) }.is_ok(),
+        |mine, all| m.gather_ints(mine, all, 0, COMM_WORLD).is_ok(),
+        |mine, all, lens, displs| m.gatherv_bytes(mine, all, lens, displs, 0, COMM_WORLD).is_ok(),
     )
 }
