@@ -1,72 +1,66 @@
 //! The completion hooks of the tools library's interposers (`MPI_Wait*`, `MPI_Test*`,
 //! `MPI_Request_free`): each looks up the tracked operations among the call's requests, enters the call on
 //! their endpoints, and once MPICH completed them, forgets them and counts the receives from their
-//! statuses (ours where the application ignores them). The hooks that take pointers have `counting`'s
-//! contract, *the application's arguments* (its module comment).
-use crate::counting::{finish, status_of, tracked, Arg};
+//! statuses (ours where the application ignores them). The application's pointer arguments come wrapped
+//! by the generated interposers (`mpixstream_wrappers::app`), read before and after `call`.
+use crate::counting::{finish, status_of, tracked};
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, on, report_on, ReqInfo};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn wait(
+pub fn wait(
     name: &'static str,
-    request: *mut MPI_Request,
-    status: *mut MPI_Status,
+    request: AppArg<MPI_Request>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `request` and `status` (the contract), read before and after the call.
-    let (req, app) = unsafe { (Arg::new(request, 1), Arg::statuses(status, 1)) };
+    let (req, app) = (request, status);
     let Some(h) = req.get() else {
-        return call(status);
+        return call(status.ptr());
     };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
-        return call(status);
+        return call(status.ptr());
     };
     let _g = entry::enter(name, Some(info.rec));
     let mut local = [MPI_Status::default()];
-    let ours = !status_is_real(status) && info.recv;
-    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let ours = status.is_empty() && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if rc == MPI_SUCCESS && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent) {
         finish(h, info, rc, || status_of(ours, &local, app, 0));
     }
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn test(
+pub fn test(
     name: &'static str,
-    request: *mut MPI_Request,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
+    request: AppArg<MPI_Request>,
+    flag: AppArg<c_int>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `request`, `flag` and `status` (the contract), read before and after
-    // the call.
-    let (req, flag, app) = unsafe { (Arg::new(request, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
+    let (req, app) = (request, status);
     let Some(h) = req.get() else {
-        return call(status);
+        return call(status.ptr());
     };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
-        return call(status);
+        return call(status.ptr());
     };
     let _g = entry::enter(name, Some(info.rec));
     let mut local = [MPI_Status::default()];
-    let ours = !status_is_real(status) && info.recv;
-    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let ours = status.is_empty() && info.recv;
+    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if rc == MPI_SUCCESS
         && flag.get().is_some_and(|f| f != 0)
         && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent)
@@ -81,12 +75,10 @@ type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
 
 /// The tracked operations among the call's requests (position, handle, info), and the call entered on
 /// their endpoints.
-fn enter_tracked(name: &'static str, requests: Arg<MPI_Request>) -> (Tracked, entry::Entered) {
-    requests.with_slice(|all| {
-        let infos: Tracked = all.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|info| (i, h, info))).collect();
-        let g = entry::enter_requests(name, all, &infos);
-        (infos, g)
-    })
+fn enter_tracked(name: &'static str, requests: AppArg<MPI_Request>) -> (Tracked, entry::Entered) {
+    let infos: Tracked = requests.iter().enumerate().filter_map(|(i, h)| tracked(h).map(|info| (i, h, info))).collect();
+    let g = entry::enter_requests(name, requests.iter(), &infos);
+    (infos, g)
 }
 
 /// Statuses we pass where the application ignores them (on the stack for the usual window sizes).
@@ -94,8 +86,8 @@ type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
 
 /// Whether we pass our own statuses (`local`, `n` of them): where the application ignores them but we
 /// need receive sizes.
-fn own_statuses(n: c_int, statuses: *mut MPI_Status, infos: &Tracked, local: &mut Statuses) -> bool {
-    if statuses != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
+fn own_statuses(n: c_int, statuses: AppArg<MPI_Status>, infos: &Tracked, local: &mut Statuses) -> bool {
+    if statuses.ptr() != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
         return false;
     }
     local.resize(n.max(0) as usize, MPI_Status::default());
@@ -105,10 +97,10 @@ fn own_statuses(n: c_int, statuses: *mut MPI_Status, infos: &Tracked, local: &mu
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
 /// every started persistent one (the call completed them all); their statuses are ours or `app`.
 fn finish_completed(
-    requests: Arg<MPI_Request>,
+    requests: AppArg<MPI_Request>,
     infos: &Tracked,
     rc: c_int,
-    (ours, local, app): (bool, &[MPI_Status], Arg<MPI_Status>),
+    (ours, local, app): (bool, &[MPI_Status], AppArg<MPI_Status>),
 ) {
     for &(i, h, info) in infos {
         if requests.at(i) == Some(MPI_REQUEST_NULL) || info.persistent {
@@ -117,79 +109,71 @@ fn finish_completed(
     }
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn waitall(
+pub fn waitall(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    statuses: *mut MPI_Status,
+    requests: AppArg<MPI_Request>,
+    statuses: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
-    // SAFETY: the application's `n` requests and statuses (the contract), read before and after the call.
-    let (reqs, app) = unsafe { (Arg::new(requests, n), Arg::statuses(statuses, n)) };
+    let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
         finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn testall(
+pub fn testall(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    flag: *mut c_int,
-    statuses: *mut MPI_Status,
+    requests: AppArg<MPI_Request>,
+    flag: AppArg<c_int>,
+    statuses: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
-    // SAFETY: the application's `n` requests and statuses, and `flag` (the contract), read before and
-    // after the call.
-    let (reqs, flag, app) = unsafe { (Arg::new(requests, n), Arg::new(flag, 1), Arg::statuses(statuses, n)) };
+    let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && flag.get().is_some_and(|f| f != 0) {
         finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
     rc
 }
 
-/// `MPI_Waitany` (`flag` None) and `MPI_Testany`, their arguments as [`Arg`]s; `status` the
-/// application's pointer.
+/// `MPI_Waitany` (`flag` None) and `MPI_Testany`.
 fn any_common(
     name: &'static str,
-    reqs: Arg<MPI_Request>,
-    index: Arg<c_int>,
-    flag: Option<Arg<c_int>>,
-    (status, app): (*mut MPI_Status, Arg<MPI_Status>),
+    reqs: AppArg<MPI_Request>,
+    index: AppArg<c_int>,
+    flag: Option<AppArg<c_int>>,
+    app: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(status);
+        return call(app.ptr());
     }
     let mut local = [MPI_Status::default()];
-    let ours = report_on() && infos.iter().any(|x| x.2.recv) && !status_is_real(status);
-    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let ours = report_on() && infos.iter().any(|x| x.2.recv) && app.is_empty();
+    let rc = call(if ours { local.as_mut_ptr() } else { app.ptr() });
     let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
     if let Some(k) = (rc == MPI_SUCCESS && done).then(|| index.get()).flatten().filter(|&k| k != MPI_UNDEFINED) {
         if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
@@ -199,73 +183,56 @@ fn any_common(
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn waitany(
+pub fn waitany(
     name: &'static str,
-    n: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    status: *mut MPI_Status,
+    _n: c_int,
+    requests: AppArg<MPI_Request>,
+    index: AppArg<c_int>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `n` requests, `index` and `status` (the contract), read before and after
-    // the call.
-    let (reqs, index, app) = unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::statuses(status, 1)) };
-    any_common(name, reqs, index, None, (status, app), call)
+    any_common(name, requests, index, None, status, call)
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn testany(
+pub fn testany(
     name: &'static str,
-    n: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
+    _n: c_int,
+    requests: AppArg<MPI_Request>,
+    index: AppArg<c_int>,
+    flag: AppArg<c_int>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `n` requests, `index`, `flag` and `status` (the contract), read before
-    // and after the call.
-    let (reqs, index, flag, app) =
-        unsafe { (Arg::new(requests, n), Arg::new(index, 1), Arg::new(flag, 1), Arg::statuses(status, 1)) };
-    any_common(name, reqs, index, Some(flag), (status, app), call)
+    any_common(name, requests, index, Some(flag), status, call)
 }
 
 /// `MPI_Waitsome` and `MPI_Testsome`.
-///
-/// # Safety
-/// The application's arguments (module comment).
-unsafe fn some_common(
+fn some_common(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
+    requests: AppArg<MPI_Request>,
+    outcount: AppArg<c_int>,
+    indices: AppArg<c_int>,
+    statuses: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
-    // SAFETY: the application's `n` requests, `outcount`, `n` indices and `n` statuses (the contract),
-    // read before and after the call.
-    let (reqs, outcount, indices, app) =
-        unsafe { (Arg::new(requests, n), Arg::new(outcount, 1), Arg::new(indices, n), Arg::statuses(statuses, n)) };
+    let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses);
+        return call(statuses.ptr());
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses });
+    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
     let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| outcount.get()).flatten();
     if let Some(done) = done.filter(|&c| c != MPI_UNDEFINED) {
         // The j-th completed request is indices[j]; its status is the j-th status.
@@ -279,44 +246,35 @@ unsafe fn some_common(
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn waitsome(
+pub fn waitsome(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
+    requests: AppArg<MPI_Request>,
+    outcount: AppArg<c_int>,
+    indices: AppArg<c_int>,
+    statuses: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
+    some_common(name, n, requests, outcount, indices, statuses, call)
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn testsome(
+pub fn testsome(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
+    requests: AppArg<MPI_Request>,
+    outcount: AppArg<c_int>,
+    indices: AppArg<c_int>,
+    statuses: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: the contract, passed on.
-    unsafe { some_common(name, n, requests, outcount, indices, statuses, call) }
+    some_common(name, n, requests, outcount, indices, statuses, call)
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn request_free(_name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+pub fn request_free(_name: &'static str, request: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
-    // SAFETY: the application's `request` (the contract), read before the call.
-    let Some(h) = unsafe { Arg::new(request, 1) }.get() else {
+    let Some(h) = request.get() else {
         return call();
     };
     let info = tracked(h);

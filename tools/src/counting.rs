@@ -8,80 +8,21 @@
 //! `MPI_STATUS(ES)_IGNORE`); collectives as calls; persistent requests in [`crate::persistent`].
 //! Checking: see [`crate::check`].
 //!
-//! The hooks get the application's arguments as it passed them to MPI; those that take pointers are
-//! `unsafe fn`s with one contract, *the application's arguments*: each pointer is null or valid as MPI
-//! requires of that argument for the call (a request, flag, index or status, an array of `count` of
-//! them), and MPICH has written the outputs once `call` returned. Each such hook wraps its pointers in
-//! [`Arg`]s once, and reads them as values, before or after `call` (which writes them), never during it.
+//! The hooks get the application's arguments as it passed them to MPI, its pointers wrapped by the
+//! generated interposer (`mpixstream_wrappers::app::AppArg`: a request, flag, index or status, an array of
+//! `count` of them), and read them as values, before or after `call` (which writes them).
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
 
-/// A pointer argument of the application's call (an `MPI_Request *`, `int *`, `MPI_Status *`, or an
-/// array of `len` of them), read as values: all the hooks take from the application's memory.
-#[derive(Clone, Copy)]
-pub(crate) struct Arg<T> {
-    p: *const T,
-    len: usize,
-}
-
-impl<T: Copy> Arg<T> {
-    /// The argument `p` of `len` elements (a negative count: none).
-    ///
-    /// # Safety
-    /// `p` is null or valid for reading `len` elements whenever the result is read: the application's
-    /// arguments (module comment), read by its hook only before and after `call`.
-    #[inline]
-    pub(crate) unsafe fn new(p: *const T, len: c_int) -> Arg<T> {
-        Arg { p, len: len.max(0) as usize }
-    }
-
-    /// The first element (the one of a single argument), `None` where the pointer is null.
-    #[inline]
-    pub(crate) fn get(self) -> Option<T> {
-        self.at(0)
-    }
-
-    /// Element `i`, `None` where the pointer is null or `i` past the end.
-    #[inline]
-    pub(crate) fn at(self, i: usize) -> Option<T> {
-        if self.p.is_null() || i >= self.len {
-            return None;
-        }
-        // SAFETY: non-null and `i < len`: valid for reading now (`new`'s contract).
-        Some(unsafe { self.p.add(i).read() })
-    }
-
-    /// The elements as a slice, for `f` only (empty where the pointer is null).
-    #[inline]
-    pub(crate) fn with_slice<R>(self, f: impl FnOnce(&[T]) -> R) -> R {
-        if self.p.is_null() || self.len == 0 {
-            return f(&[]);
-        }
-        // SAFETY: `len` elements valid for reading (`new`'s contract), and nothing writes them while `f`
-        // runs: the hooks call it outside `call`.
-        f(unsafe { std::slice::from_raw_parts(self.p, self.len) })
-    }
-}
-
-impl Arg<MPI_Status> {
-    /// A status argument of `len` statuses: none to read where it is null or `MPI_STATUS(ES)_IGNORE`.
-    ///
-    /// # Safety
-    /// As [`Arg::new`].
-    #[inline]
-    pub(crate) unsafe fn statuses(p: *mut MPI_Status, len: c_int) -> Arg<MPI_Status> {
-        Arg { p: if status_is_real(p) { p } else { std::ptr::null() }, len: len.max(0) as usize }
-    }
-}
-
 /// The status the call wrote at position `i`: ours (`local`) where we passed them, else the
 /// application's (`None` where it ignores them).
 #[inline]
-pub(crate) fn status_of(ours: bool, local: &[MPI_Status], app: Arg<MPI_Status>, i: usize) -> Option<MPI_Status> {
+pub(crate) fn status_of(ours: bool, local: &[MPI_Status], app: AppArg<MPI_Status>, i: usize) -> Option<MPI_Status> {
     if ours {
         local.get(i).copied()
     } else {
@@ -165,15 +106,13 @@ pub fn send(
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn isend(
+pub fn isend(
     name: &'static str,
     comm: MPI_Comm,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -186,62 +125,54 @@ pub unsafe fn isend(
         if dest != MPI_PROC_NULL && report_on() {
             r.count_send(count, datatype);
         }
-        // SAFETY: the application's `request` (the contract), read after the call.
-        let h = unsafe { Arg::new(request, 1) }.get();
+        let h = request.get();
         noted(r, h);
         track(h, r, false, false, state::requests_name_endpoints());
     }
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn recv(
+pub fn recv(
     name: &'static str,
     comm: MPI_Comm,
-    status: *mut MPI_Status,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `status` (the contract), read after the call.
-    counted_recv(name, rec(comm), status, unsafe { Arg::statuses(status, 1) }, call)
+    counted_recv(name, rec(comm), status, call)
 }
 
 /// A blocking receive on the communicator `r` (`MPI_Recv`, `MPI_Mrecv`): checked, and counted from
-/// its status (a local one when the caller ignores it and the report needs the count); `status` and
-/// `app` are the application's status pointer and the same as an argument to read.
+/// its status (a local one when the caller ignores it and the report needs the count); `status`: the
+/// application's.
 fn counted_recv(
     name: &'static str,
     r: Option<&'static CommRec>,
-    status: *mut MPI_Status,
-    app: Arg<MPI_Status>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
     let mut local = [MPI_Status::default()];
-    let ours = !status_is_real(status) && report_on();
-    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let ours = status.is_empty() && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.count_recv(status_of(ours, &local, app, 0).as_ref());
+        r.count_recv(status_of(ours, &local, status, 0).as_ref());
     }
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn irecv(
+pub fn irecv(
     name: &'static str,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
         return call();
     }
-    // SAFETY: the application's `request` (the contract), read after the call.
-    tracked_irecv(name, rec(comm), unsafe { Arg::new(request, 1) }, call)
+    tracked_irecv(name, rec(comm), request, call)
 }
 
 /// A nonblocking receive on the communicator `r` (`MPI_Irecv`, `MPI_Imrecv`): checked, and its request
@@ -249,7 +180,7 @@ pub unsafe fn irecv(
 fn tracked_irecv(
     name: &'static str,
     r: Option<&'static CommRec>,
-    request: Arg<MPI_Request>,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
@@ -262,27 +193,24 @@ fn tracked_irecv(
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn sendrecv(
+pub fn sendrecv(
     name: &'static str,
     comm: MPI_Comm,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
-    status: *mut MPI_Status,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `status` (the contract), read after the call.
-    let app = unsafe { Arg::statuses(status, 1) };
+    let app = status;
     let r = rec(comm);
     let _g = entry::enter(name, r);
     let mut local = [MPI_Status::default()];
-    let ours = !status_is_real(status) && report_on();
-    let rc = call(if ours { local.as_mut_ptr() } else { status });
+    let ours = status.is_empty() && report_on();
+    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
@@ -309,12 +237,10 @@ fn remember_message(r: Option<&'static CommRec>, message: Option<MPI_Message>) {
     }
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn mprobe(
+pub fn mprobe(
     name: &'static str,
     comm: MPI_Comm,
-    message: *mut MPI_Message,
+    message: AppArg<MPI_Message>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -324,19 +250,16 @@ pub unsafe fn mprobe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        // SAFETY: the application's `message` (the contract), read after the call.
-        remember_message(r, unsafe { Arg::new(message, 1) }.get());
+        remember_message(r, message.get());
     }
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn improbe(
+pub fn improbe(
     name: &'static str,
     comm: MPI_Comm,
-    flag: *mut c_int,
-    message: *mut MPI_Message,
+    flag: AppArg<c_int>,
+    message: AppArg<MPI_Message>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -346,8 +269,6 @@ pub unsafe fn improbe(
     let _g = entry::enter(name, r);
     let rc = call();
     if rc == MPI_SUCCESS {
-        // SAFETY: the application's `flag` and `message` (the contract), read after the call.
-        let (flag, message) = unsafe { (Arg::new(flag, 1), Arg::new(message, 1)) };
         // The message only where the flag says there is one.
         if flag.get().is_some_and(|f| f != 0) {
             remember_message(r, message.get());
@@ -362,35 +283,29 @@ fn take_message(message: Option<MPI_Message>) -> Option<&'static CommRec> {
     state::messages().remove(&m).map(|(_, r)| r)
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn mrecv(
+pub fn mrecv(
     name: &'static str,
-    message: *mut MPI_Message,
-    status: *mut MPI_Status,
+    message: AppArg<MPI_Message>,
+    status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr());
     }
-    // SAFETY: the application's `message` (read before the call) and `status` (after it): the contract.
-    let (message, app) = unsafe { (Arg::new(message, 1), Arg::statuses(status, 1)) };
-    counted_recv(name, take_message(message.get()), status, app, call)
+    // The message read before the call, the status after it.
+    counted_recv(name, take_message(message.get()), status, call)
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn imrecv(
+pub fn imrecv(
     name: &'static str,
-    message: *mut MPI_Message,
-    request: *mut MPI_Request,
+    message: AppArg<MPI_Message>,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
         return call();
     }
-    // SAFETY: the application's `message` (read before the call) and `request` (after it): the contract.
-    let (message, request) = unsafe { (Arg::new(message, 1), Arg::new(request, 1)) };
+    // The message read before the call, the request after it.
     tracked_irecv(name, take_message(message.get()), request, call)
 }
 
@@ -407,12 +322,10 @@ pub fn collective(name: &'static str, comm: MPI_Comm, call: impl FnOnce() -> c_i
     rc
 }
 
-/// # Safety
-/// The application's arguments (module comment).
-pub unsafe fn icollective(
+pub fn icollective(
     name: &'static str,
     comm: MPI_Comm,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -426,8 +339,7 @@ pub unsafe fn icollective(
             r.counters.collectives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // A nonblocking collective's request comes from MPICH's pool 0, whatever its communicator's VCI.
-        // SAFETY: the application's `request` (the contract), read after the call.
-        track(unsafe { Arg::new(request, 1) }.get(), r, false, false, false);
+        track(request.get(), r, false, false, false);
     }
     rc
 }
@@ -450,19 +362,6 @@ mod tests {
         request_table::requests().insert(h, ReqInfo { rec, recv: true, persistent: false, seq: 2 });
         assert_eq!(tracked(h).map(|i| i.seq), Some(2));
         assert!(tracked(MPI_REQUEST_NULL).is_none());
-    }
-
-    #[test]
-    fn an_argument_reads_within_its_length_only() {
-        let requests = [MPI_REQUEST_NULL, 0xac00_0003u32 as i32];
-        // SAFETY: a live array of two requests, read while it lives.
-        let (a, none) = unsafe { (Arg::new(requests.as_ptr(), 2), Arg::<c_int>::new(std::ptr::null(), 3)) };
-        assert_eq!((a.get(), a.at(1), a.at(2)), (Some(MPI_REQUEST_NULL), Some(requests[1]), None));
-        assert_eq!(a.with_slice(|s| s.len()), 2);
-        assert_eq!((none.get(), none.with_slice(|s| s.len())), (None, 0));
-        // SAFETY: MPI_STATUS_IGNORE is never read.
-        let ignored = unsafe { Arg::statuses(MPI_STATUS_IGNORE, 1) };
-        assert!(ignored.get().is_none());
     }
 
     /// A panic inside a hook comes back from the exported interposer as `MPI_ERR_INTERN`, never as an

@@ -26,12 +26,16 @@ pub fn enter(name: &'static str, rec: Option<&'static CommRec>) -> Entered {
 /// A call that drives several operations at once: `tracked` are those we follow (their communicators),
 /// `all` every request of the call (where an untracked one's handle names its endpoint, that counts too).
 #[inline]
-pub fn enter_requests(name: &'static str, all: &[MPI_Request], tracked: &[(usize, MPI_Request, ReqInfo)]) -> Entered {
+pub fn enter_requests(
+    name: &'static str,
+    all: impl Iterator<Item = MPI_Request>,
+    tracked: &[(usize, MPI_Request, ReqInfo)],
+) -> Entered {
     let check = check::enter_many(name, tracked.iter().map(|x| x.2.rec));
     let profile = if profile::on() {
         // `tracked` is in the order of `all`: one walk over both.
         let mut t = tracked.iter().peekable();
-        profile::enter(all.iter().enumerate().filter_map(move |(i, &h)| match t.peek() {
+        profile::enter(all.enumerate().filter_map(move |(i, h)| match t.peek() {
             Some(x) if x.0 == i => t.next().map(|x| x.2.rec.slot()),
             _ => state::request_slot(h),
         }))

@@ -4,10 +4,12 @@
 //! of its kind and a send's message, tracks the request as any nonblocking operation (a receive is
 //! counted when it completes) and is checked on its communicator.
 //!
-//! The hooks that take pointers have `counting`'s contract, *the application's arguments*.
-use crate::counting::{track, Arg};
+//! The application's pointer arguments come wrapped by the generated interposers
+//! (`mpixstream_wrappers::app`).
+use crate::counting::track;
 use crate::entry;
 use crate::state::{self, on, rec, report_on, Persistent, StartKind};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
@@ -15,42 +17,29 @@ use std::os::raw::c_int;
 /// A persistent request's constructor (`MPI_Send_init`… `MPI_Psend_init`, the persistent collectives,
 /// their `_c` forms): checked on its communicator; the request is remembered with its communicator's
 /// record and what it starts (by the constructor's name), for `start` and `startall`.
-///
-/// # Safety
-/// The application's arguments (`counting`'s module comment).
-pub unsafe fn persistent(
-    name: &'static str,
-    comm: MPI_Comm,
-    request: *mut MPI_Request,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
-    // SAFETY: the application's `request` (the contract), read after the call.
-    created(name, comm, unsafe { Arg::new(request, 1) }, None, call)
+pub fn persistent(name: &'static str, comm: MPI_Comm, request: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
+    created(name, comm, request, None, call)
 }
 
 /// A persistent send's constructor (`MPI_Send_init`, `Bsend_init`, `Ssend_init`, `Rsend_init`, their
 /// `_c` forms): as `persistent`, and its message is counted as sent at each start.
-///
-/// # Safety
-/// The application's arguments (`counting`'s module comment).
-pub unsafe fn persistent_send(
+pub fn persistent_send(
     name: &'static str,
     comm: MPI_Comm,
     count: MPI_Count,
     datatype: MPI_Datatype,
     dest: c_int,
-    request: *mut MPI_Request,
+    request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     let send = (dest != MPI_PROC_NULL).then_some((count, datatype));
-    // SAFETY: the application's `request` (the contract), read after the call.
-    created(name, comm, unsafe { Arg::new(request, 1) }, send, call)
+    created(name, comm, request, send, call)
 }
 
 fn created(
     name: &'static str,
     comm: MPI_Comm,
-    request: Arg<MPI_Request>,
+    request: AppArg<MPI_Request>,
     send: Option<(MPI_Count, MPI_Datatype)>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
@@ -94,14 +83,11 @@ fn started(h: Option<MPI_Request>, p: Persistent) {
     track(h, p.rec, p.kind == StartKind::Recv, true, false);
 }
 
-/// # Safety
-/// The application's arguments (`counting`'s module comment).
-pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+/// `MPI_Start`.
+pub fn start(name: &'static str, request: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
-    // SAFETY: the application's `request` (the contract), read before and after the call.
-    let request = unsafe { Arg::new(request, 1) };
     let Some(p) = request.get().and_then(persistent_of) else {
         return call();
     };
@@ -113,22 +99,13 @@ pub unsafe fn start(name: &'static str, request: *mut MPI_Request, call: impl Fn
     rc
 }
 
-/// # Safety
-/// The application's arguments (`counting`'s module comment).
-pub unsafe fn startall(
-    name: &'static str,
-    count: c_int,
-    requests: *mut MPI_Request,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+/// `MPI_Startall` (`requests`: the application's `count`).
+pub fn startall(name: &'static str, _count: c_int, requests: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
-    // SAFETY: the application's `count` requests (the contract), read before and after the call.
-    let requests = unsafe { Arg::new(requests, count) };
-    let found: smallvec::SmallVec<[(usize, Persistent); 16]> = requests.with_slice(|handles| {
-        handles.iter().enumerate().filter_map(|(i, &h)| persistent_of(h).map(|p| (i, p))).collect()
-    });
+    let found: smallvec::SmallVec<[(usize, Persistent); 16]> =
+        requests.iter().enumerate().filter_map(|(i, h)| persistent_of(h).map(|p| (i, p))).collect();
     if found.is_empty() {
         return call();
     }

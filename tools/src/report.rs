@@ -15,7 +15,7 @@ use mpixstream_wrappers::mpi::Comm;
 use mpixstream_wrappers::tools::Description;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 
 pub const FORMAT: &str = "mpixstream-report";

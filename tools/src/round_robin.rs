@@ -140,21 +140,17 @@ pub fn commits_of(ctor: CommCtor) -> u32 {
 }
 
 /// The tools interposer of a topology constructor (`MPI_Cart_create`, `MPI_Graph_create`,
-/// `MPI_Dist_graph_create(_adjacent)`): one commit, its result.
-///
-/// # Safety
-/// `newcomm` is the application's argument: null or valid for reads once `call` returned (as MPI
-/// requires of the constructor's output).
-pub unsafe fn comm_made(
+/// `MPI_Dist_graph_create(_adjacent)`): one commit, its result (`newcomm`: the application's output
+/// argument, read once the call returned).
+pub fn comm_made(
     name: &'static str,
     parent: MPI_Comm,
-    newcomm: *mut MPI_Comm,
+    newcomm: mpixstream_wrappers::app::AppArg<MPI_Comm>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     let rc = call();
-    if rc == MPI_SUCCESS && !newcomm.is_null() {
-        // SAFETY: non-null, and valid once the call returned (the contract).
-        made(name, 1, parent, unsafe { *newcomm }, true);
+    if let Some(made_comm) = newcomm.get().filter(|_| rc == MPI_SUCCESS) {
+        made(name, 1, parent, made_comm, true);
     }
     rc
 }

@@ -2,12 +2,12 @@
 //! here is counted on its communicator's record, nonblocking operations tracked to their completion,
 //! and the check entered where it covers the record.
 //!
-//! The hooks' pointer parameters are the program's arguments of the interposed call, passed on
-//! unchanged: each hook's obligation (its `# Safety`) is MPI's for that call: `request`,
-//! `message`, `flag` and `status` null (`MPI_STATUS_IGNORE`) or valid for the call, an array of `n`
-//! requests (and of `n` statuses, or `MPI_STATUSES_IGNORE`), and `call` the call itself, which fills
-//! what it is given (our own status where the program passed none).
+//! The hooks' pointer parameters are the program's arguments of the interposed call, wrapped by the
+//! generated interposer (`mpixstream_wrappers::app`): request and message slots pointer-wide on this ABI,
+//! statuses `mpi_abi.h`'s (`MPI_STATUS(ES)_IGNORE`: none to read); `call` makes the call itself, which
+//! fills what it is given (our own status where the program passed none).
 use super::*;
+use mpixstream_wrappers::app::AppArg;
 
 fn count_send(r: &CommRec, count: i64, datatype: H) {
     let size = match mpi() {
@@ -48,32 +48,6 @@ fn tracked(h: H) -> Option<(&'static CommRec, bool)> {
     REQUESTS.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&h).copied()
 }
 
-/// One of the program's pointer arguments (a request, message or flag slot, a status), read through the
-/// pointer when asked, before or after the call (no reference is held while the library writes it).
-#[derive(Clone, Copy)]
-struct Arg<T: Copy>(*const T);
-
-impl<T: Copy> Arg<T> {
-    /// # Safety
-    /// `p` is null or readable (a `T`) for the rest of the hook: the program's argument, as the call it
-    /// passed it to requires, or our own local status.
-    unsafe fn new(p: *const T) -> Arg<T> {
-        Arg(p)
-    }
-
-    /// The value now, `None` for a null pointer.
-    fn get(self) -> Option<T> {
-        // SAFETY: `new`'s promise; a copy is read, no reference kept.
-        (!self.0.is_null()).then(|| unsafe { self.0.read() })
-    }
-}
-
-/// A request or message slot: pointer-wide handles on this ABI (the prototypes' `MPI_Request *` and
-/// `MPI_Message *` are MPICH's `int *`).
-fn slot<T>(p: *mut T) -> *const H {
-    p.cast::<H>().cast_const()
-}
-
 /// Tracks a nonblocking operation's request: a receive (to count it), or any operation on a checked
 /// communicator (its completion is checked too). `request`: the handle the call returned.
 fn track(request: Option<H>, r: &'static CommRec, recv: bool) {
@@ -86,13 +60,18 @@ fn track(request: Option<H>, r: &'static CommRec, recv: bool) {
     }
 }
 
-/// The status a call fills: the program's, or `local` where it passed `MPI_STATUS_IGNORE` (null).
-fn status_or(status: *mut MPI_Status, local: &mut Status) -> *mut Status {
-    if status.is_null() {
-        local
+/// The status a call fills: the program's, or `local` where it passed `MPI_STATUS_IGNORE`.
+fn status_or(status: AppArg<Status>, local: &mut Status) -> *mut MPI_Status {
+    if status.is_empty() {
+        (local as *mut Status).cast()
     } else {
-        status.cast()
+        status.ptr().cast()
     }
+}
+
+/// What the call wrote in the status it was given (`status_or`).
+fn filled(status: AppArg<Status>, local: &Status) -> Status {
+    status.get().unwrap_or(*local)
 }
 
 /// `MPI_Send` and the blocking sends.
@@ -110,16 +89,13 @@ pub fn send(name: &'static str, comm: H, count: i64, datatype: H, dest: c_int, c
 }
 
 /// `MPI_Isend` and the nonblocking sends.
-///
-/// # Safety
-/// `request`: the program's, as the call requires (module comment).
-pub unsafe fn isend(
+pub fn isend(
     name: &'static str,
     comm: H,
     count: i64,
     datatype: H,
     dest: c_int,
-    request: *mut MPI_Request,
+    request: AppArg<H>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -132,42 +108,33 @@ pub unsafe fn isend(
         if dest != PROC_NULL {
             count_send(p.send, count, datatype);
         }
-        // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { Arg::new(slot(request)) }.get(), p.send, false);
+        track(request.get(), p.send, false);
     }
     rc
 }
 
 /// `MPI_Recv` and the blocking receives.
-///
-/// # Safety
-/// `status`: the program's, as the call requires (module comment).
-pub unsafe fn recv(
+pub fn recv(
     name: &'static str,
     comm: H,
-    status: *mut MPI_Status,
+    status: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr().cast());
     }
     let p = rec(comm);
     let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let mut local = Status::default();
-    let st = status_or(status, &mut local);
-    let rc = call(st.cast());
+    let rc = call(status_or(status, &mut local));
     if let (Some(p), SUCCESS) = (p, rc) {
-        // SAFETY: `st` is `local` or the program's status, which the call just filled (the contract).
-        count_recv(p.recv, unsafe { &*st });
+        count_recv(p.recv, &filled(status, &local));
     }
     rc
 }
 
 /// `MPI_Irecv` and the nonblocking receives.
-///
-/// # Safety
-/// `request`: the program's, as the call requires (module comment).
-pub unsafe fn irecv(name: &'static str, comm: H, request: *mut MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
+pub fn irecv(name: &'static str, comm: H, request: AppArg<H>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -175,52 +142,43 @@ pub unsafe fn irecv(name: &'static str, comm: H, request: *mut MPI_Request, call
     let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
-        // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { Arg::new(slot(request)) }.get(), p.recv, true);
+        track(request.get(), p.recv, true);
     }
     rc
 }
 
 /// `MPI_Sendrecv` and `MPI_Sendrecv_replace`.
-///
-/// # Safety
-/// `status`: the program's, as the call requires (module comment).
-pub unsafe fn sendrecv(
+pub fn sendrecv(
     name: &'static str,
     comm: H,
     count: i64,
     datatype: H,
     dest: c_int,
-    status: *mut MPI_Status,
+    status: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr().cast());
     }
     let p = rec(comm);
     let _g = crate::entry::enter(name, p.map(|p| p.send));
     let mut local = Status::default();
-    let st = status_or(status, &mut local);
-    let rc = call(st.cast());
+    let rc = call(status_or(status, &mut local));
     if let (Some(p), SUCCESS) = (p, rc) {
         if dest != PROC_NULL {
             count_send(p.send, count, datatype);
         }
-        // SAFETY: `st` is `local` or the program's status, which the call just filled (the contract).
-        count_recv(p.recv, unsafe { &*st });
+        count_recv(p.recv, &filled(status, &local));
     }
     rc
 }
 
 /// `MPI_Improbe`: a matched message is remembered with its record, for its `MPI_Mrecv`.
-///
-/// # Safety
-/// `flag`, `message`: the program's, as the call requires (module comment).
-pub unsafe fn improbe(
+pub fn improbe(
     name: &'static str,
     comm: H,
-    flag: *mut c_int,
-    message: *mut MPI_Message,
+    flag: AppArg<c_int>,
+    message: AppArg<H>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -230,8 +188,6 @@ pub unsafe fn improbe(
     let _g = crate::entry::enter(name, p.map(|p| p.recv));
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
-        // SAFETY: the program's flag and message slots, which the call just filled (the contract).
-        let (flag, message) = unsafe { (Arg::new(flag), Arg::new(slot(message))) };
         if flag.get().is_some_and(|f| f != 0) {
             if let Some(h) = message.get().filter(|&h| h != MESSAGE_NULL && h != MESSAGE_NO_PROC) {
                 remember(&MESSAGES, h, p.recv);
@@ -242,153 +198,118 @@ pub unsafe fn improbe(
 }
 
 /// `MPI_Mrecv` and `MPI_Mrecv_c`: counted on the record its `MPI_Improbe` found.
-///
-/// # Safety
-/// `message`, `status`: the program's, as the call requires (module comment).
-pub unsafe fn mrecv(
+pub fn mrecv(
     name: &'static str,
-    message: *mut MPI_Message,
-    status: *mut MPI_Status,
+    message: AppArg<H>,
+    status: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr().cast());
     }
     let mut local = Status::default();
-    let st = status_or(status, &mut local);
-    // SAFETY: the program's message slot and `st`, ours or the program's status (the contract).
-    let (message, filled) = unsafe { (Arg::new(slot(message)), Arg::new(st)) };
-    let Some(h) = message.get() else { return call(status) };
+    let Some(h) = message.get() else { return call(status.ptr().cast()) };
     let r = take(&MESSAGES, h);
     let _g = crate::entry::enter(name, r);
-    let rc = call(st.cast());
-    if let (Some(r), SUCCESS, Some(s)) = (r, rc, filled.get()) {
-        count_recv(r, &s);
+    let rc = call(status_or(status, &mut local));
+    if let (Some(r), SUCCESS) = (r, rc) {
+        count_recv(r, &filled(status, &local));
     }
     rc
 }
 
 /// `MPI_Wait`: a tracked request's completion (a receive counted).
-///
-/// # Safety
-/// `request`, `status`: the program's, as the call requires (module comment).
-pub unsafe fn wait(
+pub fn wait(
     name: &'static str,
-    request: *mut MPI_Request,
-    status: *mut MPI_Status,
+    request: AppArg<H>,
+    status: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr().cast());
     }
     let mut local = Status::default();
-    let st = status_or(status, &mut local);
-    // SAFETY: the program's request slot and `st`, ours or the program's status (the contract).
-    let (request, filled) = unsafe { (Arg::new(slot(request)), Arg::new(st)) };
-    let Some(h) = request.get() else { return call(status) };
+    let Some(h) = request.get() else { return call(status.ptr().cast()) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
-        return call(status);
+        return call(status.ptr().cast());
     };
     let _g = crate::entry::enter(name, Some(r));
-    let rc = call(st.cast());
+    let rc = call(status_or(status, &mut local));
     if rc == SUCCESS && request.get() == Some(REQUEST_NULL) && take(&REQUESTS, h).is_some() && recv {
-        if let Some(s) = filled.get() {
-            count_recv(r, &s);
-        }
+        count_recv(r, &filled(status, &local));
     }
     rc
 }
 
 /// `MPI_Test`: a tracked request's completion (a receive counted).
-///
-/// # Safety
-/// `request`, `flag`, `status`: the program's, as the call requires (module comment).
-pub unsafe fn test(
+pub fn test(
     name: &'static str,
-    request: *mut MPI_Request,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
+    request: AppArg<H>,
+    flag: AppArg<c_int>,
+    status: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status);
+        return call(status.ptr().cast());
     }
     let mut local = Status::default();
-    let st = status_or(status, &mut local);
-    // SAFETY: the program's request and flag slots, and `st`, ours or the program's status (the contract).
-    let (request, flag, filled) = unsafe { (Arg::new(slot(request)), Arg::new(flag), Arg::new(st)) };
-    let Some(h) = request.get() else { return call(status) };
+    let Some(h) = request.get() else { return call(status.ptr().cast()) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
-        return call(status);
+        return call(status.ptr().cast());
     };
     let _g = crate::entry::enter(name, Some(r));
-    let rc = call(st.cast());
+    let rc = call(status_or(status, &mut local));
     if rc == SUCCESS
         && flag.get().is_some_and(|f| f != 0)
         && request.get() == Some(REQUEST_NULL)
         && take(&REQUESTS, h).is_some()
         && recv
     {
-        if let Some(s) = filled.get() {
-            count_recv(r, &s);
-        }
+        count_recv(r, &filled(status, &local));
     }
     rc
 }
 
 /// The tracked receives among `handles`: (position, handle, record).
-fn tracked_among(handles: &[H]) -> Vec<(usize, H, (&'static CommRec, bool))> {
-    handles.iter().enumerate().filter_map(|(i, &h)| tracked(h).map(|r| (i, h, r))).collect()
+fn tracked_among(handles: impl Iterator<Item = H>) -> Vec<(usize, H, (&'static CommRec, bool))> {
+    handles.enumerate().filter_map(|(i, h)| tracked(h).map(|r| (i, h, r))).collect()
 }
 
-/// `MPI_Waitall` and `MPI_Testall` (`flag`: the latter's).
-///
-/// # Safety
-/// `requests`: `n` of the program's; `statuses`: `MPI_STATUSES_IGNORE` (null) or `n`; `flag`: the
-/// program's: as the call requires (module comment).
-unsafe fn completed_all(
+/// `MPI_Waitall` and `MPI_Testall` (`flag`: the latter's): `n` requests, `n` statuses (or none to read).
+fn completed_all(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    statuses: *mut MPI_Status,
-    flag: Option<*mut c_int>,
+    requests: AppArg<H>,
+    statuses: AppArg<Status>,
+    flag: Option<AppArg<c_int>>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses);
+        return call(statuses.ptr().cast());
     }
-    let requests = requests.cast::<H>();
-    let infos = if n <= 0 || requests.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: the program's `n` requests (the contract), read before the call (the slice is gone
-        // before the call writes them).
-        tracked_among(unsafe { std::slice::from_raw_parts(requests, n as usize) })
-    };
+    let infos = tracked_among(requests.iter());
     if infos.is_empty() {
         let _p = crate::profile::enter([0]);
-        return call(statuses);
+        return call(statuses.ptr().cast());
     }
     let _g = crate::entry::enter_many(name, infos.iter().map(|x| x.2 .0));
     let mut local = Vec::new();
-    let st: *mut Status = if statuses.is_null() {
-        local.resize(n as usize, Status::default());
-        local.as_mut_ptr()
+    let ours = statuses.is_empty();
+    let rc = if ours {
+        local.resize(n.max(0) as usize, Status::default());
+        call(local.as_mut_ptr().cast())
     } else {
-        statuses.cast()
+        call(statuses.ptr().cast())
     };
-    let rc = call(st.cast());
-    // SAFETY: the program's flag, which the call just filled (the contract).
-    let done = flag.is_none_or(|f| unsafe { f.as_ref() }.is_some_and(|&f| f != 0));
+    let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
     if done && (rc == SUCCESS || rc == ERR_IN_STATUS) {
         for (i, h, (r, recv)) in infos {
-            // SAFETY: `i < n`: the program's request `i` and status `i` (or ours), which the call just
-            // updated (the contract); copies, no reference kept.
-            let (request, status) = unsafe { (*requests.add(i), *st.add(i)) };
+            let status = if ours { local.get(i).copied() } else { statuses.at(i) };
+            let (Some(request), Some(status)) = (requests.at(i), status) else { continue };
             if request == REQUEST_NULL
                 && (rc == SUCCESS || status.error == SUCCESS)
                 && take(&REQUESTS, h).is_some()
@@ -402,34 +323,26 @@ unsafe fn completed_all(
 }
 
 /// `MPI_Waitall`.
-///
-/// # Safety
-/// As `completed_all`'s.
-pub unsafe fn waitall(
+pub fn waitall(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    statuses: *mut MPI_Status,
+    requests: AppArg<H>,
+    statuses: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: this function's contract is `completed_all`'s.
-    unsafe { completed_all(name, n, requests, statuses, None, call) }
+    completed_all(name, n, requests, statuses, None, call)
 }
 
 /// `MPI_Testall`.
-///
-/// # Safety
-/// As `completed_all`'s.
-pub unsafe fn testall(
+pub fn testall(
     name: &'static str,
     n: c_int,
-    requests: *mut MPI_Request,
-    flag: *mut c_int,
-    statuses: *mut MPI_Status,
+    requests: AppArg<H>,
+    flag: AppArg<c_int>,
+    statuses: AppArg<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
-    // SAFETY: this function's contract is `completed_all`'s.
-    unsafe { completed_all(name, n, requests, statuses, Some(flag), call) }
+    completed_all(name, n, requests, statuses, Some(flag), call)
 }
 
 /// The blocking collectives.
@@ -447,13 +360,10 @@ pub fn collective(name: &'static str, comm: H, call: impl FnOnce() -> c_int) -> 
 }
 
 /// The nonblocking collectives.
-///
-/// # Safety
-/// `request`: the program's, as the call requires (module comment).
-pub unsafe fn icollective(
+pub fn icollective(
     name: &'static str,
     comm: H,
-    request: *mut MPI_Request,
+    request: AppArg<H>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
     if !on() {
@@ -464,8 +374,7 @@ pub unsafe fn icollective(
     let rc = call();
     if let (Some(p), SUCCESS) = (p, rc) {
         p.send.counters.collectives.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the program's request slot, which the call just filled (this function's contract).
-        track(unsafe { Arg::new(slot(request)) }.get(), p.send, false);
+        track(request.get(), p.send, false);
     }
     rc
 }

@@ -20,15 +20,14 @@
 use crate::profile::ThreadSet;
 use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::state::{CommRec, Counters, MultiplexPart, VciSource};
-use mpixstream_wrappers::abi;
-use mpixstream_wrappers::ffi::{MPI_Message, MPI_Request, MPI_Status};
+use mpixstream_wrappers::ffi::MPI_Status;
 use mpixstream_wrappers::mpi::Opaque;
 use mpixstream_wrappers::std_mpi::{self, Mpi};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{Mutex, RwLock};
 
 mod hooks;
 pub use hooks::*;
@@ -47,7 +46,6 @@ const REQUEST_NULL: H = 0x180;
 const MESSAGE_NULL: H = 0x128;
 const MESSAGE_NO_PROC: H = 0x129;
 const BYTE: H = 0x247;
-const INT: H = 0x209;
 
 /// The standard ABI's table (`mpixstream_wrappers::std_mpi`), where the program's library serves it.
 fn mpi() -> Option<&'static Mpi> {
