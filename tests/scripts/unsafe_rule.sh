@@ -15,9 +15,10 @@ cd "$root" || exit 1
 failed=0
 verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
 
-# The most `unsafe` lines allowed outside wrappers/ and the entry points (the count when the rule
-# landed; lower it as code moves behind the typed layer, never raise it without a reason in the commit).
-BUDGET=342
+# The most `unsafe` lines allowed outside wrappers/ and the entry points (342 when the rule landed, 26
+# once the hooks and routes took the application's arguments wrapped: wrappers/src/app.rs; never raise
+# it without a reason in the commit).
+BUDGET=26
 DENY='#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]'
 ROOTS="wrappers/src/lib.rs shim/src/lib.rs tools/src/lib.rs"
 
