@@ -56,7 +56,7 @@ pub unsafe extern "C" fn MPIX_Stream_create(info: WideHandle, stream: *mut MPIX_
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_create", || unsafe {
             let scope = CallScope::new();
-            crate::standard_abi::mpix::stream_create(info, AppArg::new(&scope, stream.cast(), 1))
+            crate::standard_abi::mpix::stream_create(info, AppArg::new(&scope, stream.cast()))
         });
     }
     let info = info as MPI_Info;
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
         // SAFETY: the application's own argument, as it passed it (this function's contract).
         return standard_entry("MPIX_Stream_free", || unsafe {
             let scope = CallScope::new();
-            crate::standard_abi::mpix::stream_free(AppArg::new(&scope, stream.cast(), 1))
+            crate::standard_abi::mpix::stream_free(AppArg::new(&scope, stream.cast()))
         });
     }
     mpix_entry("MPIX_Stream_free", |rt| {
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create(
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Stream_comm_create", || unsafe {
             let scope = CallScope::new();
-            crate::standard_abi::mpix::stream_comm_create(comm, stream, AppArg::new(&scope, newcomm.cast(), 1))
+            crate::standard_abi::mpix::stream_comm_create(comm, stream, AppArg::new(&scope, newcomm.cast()))
         });
     }
     let (comm, stream) = (comm as MPI_Comm, stream as MPIX_Stream);
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
         // SAFETY: the application's own arguments, as it passed them (this function's contract).
         return standard_entry("MPIX_Comm_get_stream", || unsafe {
             let scope = CallScope::new();
-            crate::standard_abi::mpix::comm_get_stream(comm, idx, AppArg::new(&scope, stream.cast(), 1))
+            crate::standard_abi::mpix::comm_get_stream(comm, idx, AppArg::new(&scope, stream.cast()))
         });
     }
     let comm = comm as MPI_Comm;
@@ -276,7 +276,7 @@ pub unsafe extern "C" fn MPIX_Comm_get_stream(comm: WideHandle, idx: c_int, stre
         if let Some(mx) = crate::multiplex::registry::lookup(comm) {
             let scope = CallScope::new();
             // SAFETY: the application's output variable, non-null (checked above), valid for a write.
-            return crate::multiplex::get_stream(mx, idx, unsafe { AppArg::new(&scope, stream, 1) });
+            return crate::multiplex::get_stream(mx, idx, unsafe { AppArg::new(&scope, stream) });
         }
         let entry = rt.comms.get(comm);
         if entry.is_none() {

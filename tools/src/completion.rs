@@ -7,7 +7,7 @@ use crate::counting::{finish, status_of, tracked};
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, on, report_on, ReqInfo};
-use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::app::{AppArg, AppArray};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
@@ -34,7 +34,7 @@ pub fn wait(
     let ours = status.is_empty() && info.recv;
     let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if rc == MPI_SUCCESS && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent) {
-        finish(h, info, rc, || status_of(ours, &local, app, 0));
+        finish(h, info, rc, || status_of(ours, &local, app.as_array(), 0));
     }
     rc
 }
@@ -65,7 +65,7 @@ pub fn test(
         && flag.get().is_some_and(|f| f != 0)
         && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent)
     {
-        finish(h, info, rc, || status_of(ours, &local, app, 0));
+        finish(h, info, rc, || status_of(ours, &local, app.as_array(), 0));
     }
     rc
 }
@@ -75,7 +75,7 @@ type Tracked = smallvec::SmallVec<[(usize, MPI_Request, ReqInfo); 16]>;
 
 /// The tracked operations among the call's requests (position, handle, info), and the call entered on
 /// their endpoints.
-fn enter_tracked(name: &'static str, requests: AppArg<MPI_Request>) -> (Tracked, entry::Entered) {
+fn enter_tracked(name: &'static str, requests: AppArray<MPI_Request>) -> (Tracked, entry::Entered) {
     let infos: Tracked = requests.iter().enumerate().filter_map(|(i, h)| tracked(h).map(|info| (i, h, info))).collect();
     let g = entry::enter_requests(name, requests.iter(), &infos);
     (infos, g)
@@ -86,7 +86,7 @@ type Statuses = smallvec::SmallVec<[MPI_Status; 16]>;
 
 /// Whether we pass our own statuses (`local`, `n` of them): where the application ignores them but we
 /// need receive sizes.
-fn own_statuses(n: c_int, statuses: AppArg<MPI_Status>, infos: &Tracked, local: &mut Statuses) -> bool {
+fn own_statuses(n: c_int, statuses: AppArray<MPI_Status>, infos: &Tracked, local: &mut Statuses) -> bool {
     if statuses.ptr() != MPI_STATUSES_IGNORE || !report_on() || !infos.iter().any(|x| x.2.recv) {
         return false;
     }
@@ -97,10 +97,10 @@ fn own_statuses(n: c_int, statuses: AppArg<MPI_Status>, infos: &Tracked, local: 
 /// After a call completing several requests: the tracked ones now `MPI_REQUEST_NULL` are done, and
 /// every started persistent one (the call completed them all); their statuses are ours or `app`.
 fn finish_completed(
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     infos: &Tracked,
     rc: c_int,
-    (ours, local, app): (bool, &[MPI_Status], AppArg<MPI_Status>),
+    (ours, local, app): (bool, &[MPI_Status], AppArray<MPI_Status>),
 ) {
     for &(i, h, info) in infos {
         if requests.at(i) == Some(MPI_REQUEST_NULL) || info.persistent {
@@ -112,8 +112,8 @@ fn finish_completed(
 pub fn waitall(
     name: &'static str,
     n: c_int,
-    requests: AppArg<MPI_Request>,
-    statuses: AppArg<MPI_Status>,
+    requests: AppArray<MPI_Request>,
+    statuses: AppArray<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
@@ -136,9 +136,9 @@ pub fn waitall(
 pub fn testall(
     name: &'static str,
     n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     flag: AppArg<c_int>,
-    statuses: AppArg<MPI_Status>,
+    statuses: AppArray<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
@@ -161,7 +161,7 @@ pub fn testall(
 /// `MPI_Waitany` (`flag` None) and `MPI_Testany`.
 fn any_common(
     name: &'static str,
-    reqs: AppArg<MPI_Request>,
+    reqs: AppArray<MPI_Request>,
     index: AppArg<c_int>,
     flag: Option<AppArg<c_int>>,
     app: AppArg<MPI_Status>,
@@ -177,7 +177,7 @@ fn any_common(
     let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
     if let Some(k) = (rc == MPI_SUCCESS && done).then(|| index.get()).flatten().filter(|&k| k != MPI_UNDEFINED) {
         if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
-            finish(h, info, rc, || status_of(ours, &local, app, 0));
+            finish(h, info, rc, || status_of(ours, &local, app.as_array(), 0));
         }
     }
     rc
@@ -186,7 +186,7 @@ fn any_common(
 pub fn waitany(
     name: &'static str,
     _n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     index: AppArg<c_int>,
     status: AppArg<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
@@ -200,7 +200,7 @@ pub fn waitany(
 pub fn testany(
     name: &'static str,
     _n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     index: AppArg<c_int>,
     flag: AppArg<c_int>,
     status: AppArg<MPI_Status>,
@@ -216,10 +216,10 @@ pub fn testany(
 fn some_common(
     name: &'static str,
     n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     outcount: AppArg<c_int>,
-    indices: AppArg<c_int>,
-    statuses: AppArg<MPI_Status>,
+    indices: AppArray<c_int>,
+    statuses: AppArray<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     if !on() {
@@ -249,10 +249,10 @@ fn some_common(
 pub fn waitsome(
     name: &'static str,
     n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     outcount: AppArg<c_int>,
-    indices: AppArg<c_int>,
-    statuses: AppArg<MPI_Status>,
+    indices: AppArray<c_int>,
+    statuses: AppArray<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)
@@ -261,10 +261,10 @@ pub fn waitsome(
 pub fn testsome(
     name: &'static str,
     n: c_int,
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     outcount: AppArg<c_int>,
-    indices: AppArg<c_int>,
-    statuses: AppArg<MPI_Status>,
+    indices: AppArray<c_int>,
+    statuses: AppArray<MPI_Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)

@@ -14,7 +14,7 @@
 use crate::entry;
 use crate::request_table;
 use crate::state::{self, next_seq, on, rec, report_on, CommRec, ReqInfo};
-use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::app::{AppArg, AppArray};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
@@ -22,7 +22,7 @@ use std::os::raw::c_int;
 /// The status the call wrote at position `i`: ours (`local`) where we passed them, else the
 /// application's (`None` where it ignores them).
 #[inline]
-pub(crate) fn status_of(ours: bool, local: &[MPI_Status], app: AppArg<MPI_Status>, i: usize) -> Option<MPI_Status> {
+pub(crate) fn status_of(ours: bool, local: &[MPI_Status], app: AppArray<MPI_Status>, i: usize) -> Option<MPI_Status> {
     if ours {
         local.get(i).copied()
     } else {
@@ -158,7 +158,7 @@ fn counted_recv(
     let ours = status.is_empty() && report_on();
     let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
-        r.count_recv(status_of(ours, &local, status, 0).as_ref());
+        r.count_recv(status_of(ours, &local, status.as_array(), 0).as_ref());
     }
     rc
 }
@@ -215,7 +215,7 @@ pub fn sendrecv(
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
         }
-        r.count_recv(status_of(ours, &local, app, 0).as_ref());
+        r.count_recv(status_of(ours, &local, app.as_array(), 0).as_ref());
     }
     rc
 }

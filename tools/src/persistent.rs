@@ -9,7 +9,7 @@
 use crate::counting::track;
 use crate::entry;
 use crate::state::{self, on, rec, report_on, Persistent, StartKind};
-use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::app::{AppArg, AppArray};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::is_builtin;
 use std::os::raw::c_int;
@@ -100,7 +100,7 @@ pub fn start(name: &'static str, request: AppArg<MPI_Request>, call: impl FnOnce
 }
 
 /// `MPI_Startall` (`requests`: the application's `count`).
-pub fn startall(name: &'static str, _count: c_int, requests: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
+pub fn startall(name: &'static str, _count: c_int, requests: AppArray<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }

@@ -1,17 +1,20 @@
 //! The application's pointer arguments, as an interposer received them: the one place their validity is
-//! asserted. A generated interposer wraps each pointer it hands a hook or a fix in an [`AppArg`] (a `T *`)
-//! or an [`AppIn`] (a `const T *`), tied to a [`CallScope`] local to the interposer; the hooks and fixes are
-//! safe functions that read and write those arguments through them, and forward them to MPI through the
-//! generated safe forwarders (`forwarders!`, `crate::forward`).
+//! asserted. A generated interposer wraps each pointer it hands a hook or a fix: one value as an
+//! [`AppArg`] (a `T *`) or an [`AppIn`] (a `const T *`), an array as an [`AppArray`] or an [`AppInArray`]
+//! (with its length), each tied to a [`CallScope`] local to the interposer; the hooks and fixes are safe
+//! functions that read and write those arguments through them, and forward them to MPI through the
+//! generated safe forwarders (`forwarders!`, `crate::forward`). A one-value argument is a pointer and
+//! nothing else, so an interposer that only forwards its arguments pays nothing for wrapping them.
 //!
-//! The contract the interposer asserts when it wraps an argument (`new`, `statuses`) is MPI's on the
-//! application: the pointer is null, one of MPI's sentinels, or valid as MPI requires of that argument for
-//! the call; `len` elements of it (the row's `count` or `incount` for an array, 1 for one value, 0 for a
-//! buffer or an array whose length MPI takes from elsewhere) may be read and written while the call runs,
-//! and a buffer is valid for the application's own count and datatype. What holds it up here:
+//! The contract the interposer asserts when it wraps an argument (`new`) is MPI's on the application: the
+//! pointer is null, one of MPI's sentinels, or valid as MPI requires of that argument for the call; one
+//! value, or an array's `len` elements (the row's `count` or `incount`; 0 where MPI takes the length from
+//! elsewhere), may be read and written while the call runs, and a buffer is valid for the application's
+//! own count and datatype. What holds it up here:
 //! - nothing of ours keeps a reference into the application's memory: every read and write is a copy
-//!   through the pointer ([`AppArg::get`], [`AppArg::set`], [`AppArg::iter`]), so MPI may write the same
+//!   through the pointer ([`AppArg::get`], [`AppArg::set`], [`AppArray::iter`]), so MPI may write the same
 //!   memory between two of them;
+//! - null and MPICH's `MPI_STATUS(ES)_IGNORE` are never read or written (checked when read);
 //! - an argument lives no longer than its interposer's `CallScope` (the lifetime `'call`): a hook cannot
 //!   keep one past the call;
 //! - the forwarders pass a buffer on with the count and datatype beside it, which the code forwarding it
@@ -31,105 +34,99 @@ impl CallScope {
     }
 }
 
-/// A `T *` argument of the application's call (or a local of ours, [`AppArg::local`]), `len` elements of
-/// which may be read and written.
-pub struct AppArg<'call, T> {
-    p: *mut T,
-    len: usize,
-    _call: PhantomData<&'call mut T>,
+/// Whether an argument points to memory: not null, and not MPICH's `MPI_STATUS(ES)_IGNORE` (the address
+/// 1, never mapped). Checked when an argument is read, never when it is made.
+#[inline(always)]
+fn points_to_memory<T>(p: *const T) -> bool {
+    !p.is_null() && p.cast::<c_void>() != MPI_STATUS_IGNORE.cast::<c_void>().cast_const()
 }
-
-impl<T> Clone for AppArg<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for AppArg<'_, T> {}
-
-/// A `const T *` argument of the application's call, `len` elements of which may be read.
-pub struct AppIn<'call, T> {
-    p: *const T,
-    len: usize,
-    _call: PhantomData<&'call T>,
-}
-
-impl<T> Clone for AppIn<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for AppIn<'_, T> {}
 
 fn length(len: i64) -> usize {
     usize::try_from(len).unwrap_or(0)
 }
 
-/// Whether a status argument points to statuses (not null, not `MPI_STATUS(ES)_IGNORE`).
-fn real_status<T>(p: *const T) -> bool {
-    !p.is_null() && p.cast::<c_void>() != MPI_STATUS_IGNORE.cast::<c_void>().cast_const()
+macro_rules! copy_type {
+    ($name:ident) => {
+        impl<T> Clone for $name<'_, T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $name<'_, T> {}
+    };
 }
 
-impl<'call, T> AppArg<'call, T> {
-    /// The application's argument `p`, of `len` elements (a negative length: none).
-    ///
-    /// # Safety
-    /// MPI's contract on the application (module comment): `p` null, or valid for reading and writing
-    /// `len` elements, and as MPI requires of the argument, while `scope`'s call runs.
-    #[inline(always)]
-    pub unsafe fn new(_scope: &'call CallScope, p: *mut T, len: i64) -> Self {
-        AppArg { p, len: length(len), _call: PhantomData }
-    }
+/// A `T *` argument of the application's call holding one value (a flag, a request, a status, a
+/// communicator), or a buffer handed on (`T` = `c_void`); or a local of ours ([`AppArg::local`]).
+pub struct AppArg<'call, T> {
+    p: *mut T,
+    _call: PhantomData<&'call mut T>,
+}
+copy_type!(AppArg);
 
-    /// A status argument of `len` statuses: none to read or write where it is `MPI_STATUS(ES)_IGNORE`
-    /// (or null, the standard ABI's), the pointer still forwarded as it is.
+/// A `const T *` argument of the application's call holding one value, or a buffer handed on.
+pub struct AppIn<'call, T> {
+    p: *const T,
+    _call: PhantomData<&'call T>,
+}
+copy_type!(AppIn);
+
+/// A `T []` argument of the application's call (requests, statuses, indices), `len` elements of which
+/// may be read and written.
+pub struct AppArray<'call, T> {
+    p: *mut T,
+    len: usize,
+    _call: PhantomData<&'call mut [T]>,
+}
+copy_type!(AppArray);
+
+/// A `const T []` argument of the application's call, `len` elements of which may be read.
+pub struct AppInArray<'call, T> {
+    p: *const T,
+    len: usize,
+    _call: PhantomData<&'call [T]>,
+}
+copy_type!(AppInArray);
+
+impl<'call, T> AppArg<'call, T> {
+    /// The application's argument `p`.
     ///
     /// # Safety
-    /// As [`AppArg::new`].
+    /// MPI's contract on the application (module comment): `p` null, a sentinel, or valid for reading and
+    /// writing one `T` (a buffer: as MPI requires of it), while `scope`'s call runs.
     #[inline(always)]
-    pub unsafe fn statuses(_scope: &'call CallScope, p: *mut T, len: i64) -> Self {
-        AppArg { p, len: if real_status(p) { length(len) } else { 0 }, _call: PhantomData }
+    pub unsafe fn new(_scope: &'call CallScope, p: *mut T) -> Self {
+        AppArg { p, _call: PhantomData }
     }
 
     /// A local of ours, passed where MPI takes a `T *` (a flag, a request, a status).
     #[inline(always)]
     pub fn local(x: &'call mut T) -> Self {
-        AppArg { p: x, len: 1, _call: PhantomData }
+        AppArg { p: x, _call: PhantomData }
     }
 
-    /// Locals of ours, passed where MPI takes an array.
-    #[inline(always)]
-    pub fn local_slice(x: &'call mut [T]) -> Self {
-        AppArg { p: x.as_mut_ptr(), len: x.len(), _call: PhantomData }
-    }
-
-    /// The pointer, as the application passed it (to compare, or to hand to a call that MPI defines
-    /// on it).
+    /// The pointer, as the application passed it (to compare, or to hand to a call that MPI defines on it).
     #[inline(always)]
     pub fn ptr(self) -> *mut T {
         self.p
     }
 
-    /// How many elements may be read and written.
-    #[inline(always)]
-    pub fn len(self) -> usize {
-        if self.p.is_null() {
-            0
-        } else {
-            self.len
-        }
-    }
-
+    /// Whether there is no value: null, or `MPI_STATUS(ES)_IGNORE`.
     #[inline(always)]
     pub fn is_empty(self) -> bool {
-        self.len() == 0
+        !points_to_memory(self.p)
     }
 
-    /// Element `i` as an argument of its own (an array's element passed where MPI takes one), `None`
-    /// past the end.
+    /// The same argument as an array of one.
     #[inline(always)]
-    pub fn element(self, i: usize) -> Option<Self> {
-        // SAFETY: `i < len`: within the argument's elements (`new`'s contract, or a local's borrow).
-        (i < self.len()).then(|| AppArg { p: unsafe { self.p.add(i) }, len: 1, _call: PhantomData })
+    pub fn as_array(self) -> AppArray<'call, T> {
+        AppArray { p: self.p, len: 1, _call: PhantomData }
+    }
+
+    /// The same argument as read-only.
+    #[inline(always)]
+    pub fn as_in(self) -> AppIn<'call, T> {
+        AppIn { p: self.p, _call: PhantomData }
     }
 
     /// The same memory, handed to an operation that completes after the call returns.
@@ -141,43 +138,124 @@ impl<'call, T> AppArg<'call, T> {
     pub unsafe fn pending(self) -> Pending<T> {
         Pending(self.p)
     }
-
-    /// The same argument as read-only.
-    #[inline(always)]
-    pub fn as_in(self) -> AppIn<'call, T> {
-        AppIn { p: self.p, len: self.len, _call: PhantomData }
-    }
 }
 
 impl<T: Copy> AppArg<'_, T> {
-    /// The first element (the one of a single argument), `None` where there is none.
+    /// The value, `None` where there is none.
     #[inline(always)]
     pub fn get(self) -> Option<T> {
-        self.at(0)
+        // SAFETY: it points to memory: one `T`, valid for a read while the call runs (`new`'s contract,
+        // or a local's borrow); a copy read, no reference kept.
+        points_to_memory(self.p).then(|| unsafe { self.p.read() })
     }
 
+    /// Writes the value; false where there is none.
+    #[inline(always)]
+    pub fn set(self, v: T) -> bool {
+        if !points_to_memory(self.p) {
+            return false;
+        }
+        // SAFETY: it points to memory: one `T`, valid for a write while the call runs (`new`'s contract,
+        // or a local's borrow); a copy written, no reference made.
+        unsafe { self.p.write(v) };
+        true
+    }
+}
+
+impl<'call, T> AppIn<'call, T> {
+    /// The application's argument `p`.
+    ///
+    /// # Safety
+    /// MPI's contract on the application (module comment): `p` null, a sentinel, or valid for reading one
+    /// `T` (a buffer: as MPI requires of it), while `scope`'s call runs.
+    #[inline(always)]
+    pub unsafe fn new(_scope: &'call CallScope, p: *const T) -> Self {
+        AppIn { p, _call: PhantomData }
+    }
+
+    /// A local of ours, passed where MPI takes a `const T *`.
+    #[inline(always)]
+    pub fn local(x: &'call T) -> Self {
+        AppIn { p: x, _call: PhantomData }
+    }
+
+    #[inline(always)]
+    pub fn ptr(self) -> *const T {
+        self.p
+    }
+
+    #[inline(always)]
+    pub fn is_empty(self) -> bool {
+        !points_to_memory(self.p)
+    }
+}
+
+impl<T: Copy> AppIn<'_, T> {
+    #[inline(always)]
+    pub fn get(self) -> Option<T> {
+        // SAFETY: it points to memory: one `T`, valid for a read while the call runs (`new`'s contract,
+        // or a local's borrow); a copy read, no reference kept.
+        points_to_memory(self.p).then(|| unsafe { self.p.read() })
+    }
+}
+
+impl<'call, T> AppArray<'call, T> {
+    /// The application's array `p` of `len` elements (a negative length: none).
+    ///
+    /// # Safety
+    /// MPI's contract on the application (module comment): `p` null, a sentinel, or valid for reading and
+    /// writing `len` elements while `scope`'s call runs.
+    #[inline(always)]
+    pub unsafe fn new(_scope: &'call CallScope, p: *mut T, len: i64) -> Self {
+        AppArray { p, len: length(len), _call: PhantomData }
+    }
+
+    /// Locals of ours, passed where MPI takes an array.
+    #[inline(always)]
+    pub fn local_slice(x: &'call mut [T]) -> Self {
+        AppArray { p: x.as_mut_ptr(), len: x.len(), _call: PhantomData }
+    }
+
+    #[inline(always)]
+    pub fn ptr(self) -> *mut T {
+        self.p
+    }
+
+    /// How many elements may be read and written (none where the pointer is null or a sentinel).
+    #[inline(always)]
+    pub fn len(self) -> usize {
+        if points_to_memory(self.p) {
+            self.len
+        } else {
+            0
+        }
+    }
+
+    #[inline(always)]
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as an argument of its own (an array's element passed where MPI takes one), `None`
+    /// past the end.
+    #[inline(always)]
+    pub fn element(self, i: usize) -> Option<AppArg<'call, T>> {
+        // SAFETY: `i < len`: within the array's elements (`new`'s contract, or a local's borrow).
+        (i < self.len()).then(|| AppArg { p: unsafe { self.p.add(i) }, _call: PhantomData })
+    }
+}
+
+impl<T: Copy> AppArray<'_, T> {
     /// Element `i`, `None` where the pointer is null or `i` past the end.
     #[inline(always)]
     pub fn at(self, i: usize) -> Option<T> {
-        self.as_in().at(i)
-    }
-
-    /// Writes the first element; false where there is none.
-    #[inline(always)]
-    pub fn set(self, v: T) -> bool {
-        self.set_at(0, v)
+        self.element(i).and_then(AppArg::get)
     }
 
     /// Writes element `i`; false where the pointer is null or `i` past the end.
     #[inline(always)]
     pub fn set_at(self, i: usize, v: T) -> bool {
-        if i >= self.len() {
-            return false;
-        }
-        // SAFETY: non-null and `i < len`: valid for a write while the call runs (`new`'s contract, or a
-        // local's borrow); a copy written, no reference made.
-        unsafe { self.p.add(i).write(v) };
-        true
+        self.element(i).is_some_and(|e| e.set(v))
     }
 
     /// The elements, each copied when reached.
@@ -186,32 +264,26 @@ impl<T: Copy> AppArg<'_, T> {
     where
         T: 'static,
     {
-        let this = AppIn { p: self.p.cast_const(), len: self.len(), _call: PhantomData };
+        let this = AppArray { p: self.p, len: self.len(), _call: PhantomData::<&'static mut [T]> };
         (0..this.len).filter_map(move |i| this.at(i))
     }
 }
 
-impl<'call, T> AppIn<'call, T> {
-    /// The application's argument `p`, of `len` elements (a negative length: none).
+impl<'call, T> AppInArray<'call, T> {
+    /// The application's array `p` of `len` elements (a negative length: none).
     ///
     /// # Safety
-    /// MPI's contract on the application (module comment): `p` null, or valid for reading `len`
-    /// elements, and as MPI requires of the argument, while `scope`'s call runs.
+    /// MPI's contract on the application (module comment): `p` null, a sentinel, or valid for reading
+    /// `len` elements while `scope`'s call runs.
     #[inline(always)]
     pub unsafe fn new(_scope: &'call CallScope, p: *const T, len: i64) -> Self {
-        AppIn { p, len: length(len), _call: PhantomData }
-    }
-
-    /// A local of ours, passed where MPI takes a `const T *`.
-    #[inline(always)]
-    pub fn local(x: &'call T) -> Self {
-        AppIn { p: x, len: 1, _call: PhantomData }
+        AppInArray { p, len: length(len), _call: PhantomData }
     }
 
     /// Locals of ours, passed where MPI takes a `const T []`.
     #[inline(always)]
     pub fn local_slice(x: &'call [T]) -> Self {
-        AppIn { p: x.as_ptr(), len: x.len(), _call: PhantomData }
+        AppInArray { p: x.as_ptr(), len: x.len(), _call: PhantomData }
     }
 
     #[inline(always)]
@@ -221,10 +293,10 @@ impl<'call, T> AppIn<'call, T> {
 
     #[inline(always)]
     pub fn len(self) -> usize {
-        if self.p.is_null() {
-            0
-        } else {
+        if points_to_memory(self.p) {
             self.len
+        } else {
+            0
         }
     }
 
@@ -234,12 +306,7 @@ impl<'call, T> AppIn<'call, T> {
     }
 }
 
-impl<T: Copy> AppIn<'_, T> {
-    #[inline(always)]
-    pub fn get(self) -> Option<T> {
-        self.at(0)
-    }
-
+impl<T: Copy> AppInArray<'_, T> {
     #[inline(always)]
     pub fn at(self, i: usize) -> Option<T> {
         if i >= self.len() {
@@ -256,7 +323,7 @@ impl<T: Copy> AppIn<'_, T> {
     where
         T: 'static,
     {
-        let this = AppIn { p: self.p, len: self.len(), _call: PhantomData };
+        let this = AppInArray { p: self.p, len: self.len(), _call: PhantomData::<&'static [T]> };
         (0..this.len).filter_map(move |i| this.at(i))
     }
 }
@@ -315,11 +382,10 @@ impl<T> Pending<T> {
         self.0
     }
 
-    /// The same memory as an argument of a call of its operation (to a forwarder): none of it readable
-    /// or writable by us (`len` 0), its address handed on.
+    /// The same memory as an argument of a call of its operation (to a forwarder), its address handed on.
     #[inline(always)]
     pub fn arg(&self) -> AppArg<'_, T> {
-        AppArg { p: self.0, len: 0, _call: PhantomData }
+        AppArg { p: self.0, _call: PhantomData }
     }
 }
 
@@ -327,7 +393,7 @@ impl AppArg<'_, crate::ffi::MPI_Status> {
     /// `MPI_STATUS_IGNORE`, where MPI takes a status.
     #[inline(always)]
     pub fn ignore() -> Self {
-        AppArg { p: MPI_STATUS_IGNORE, len: 0, _call: PhantomData }
+        AppArg { p: MPI_STATUS_IGNORE, _call: PhantomData }
     }
 }
 
@@ -337,29 +403,31 @@ mod tests {
     use crate::ffi::MPI_Status;
 
     #[test]
-    fn arguments_read_and_write_within_their_length_only() {
+    fn arrays_read_and_write_within_their_length_only() {
         let scope = CallScope::new();
         let mut xs = [1, 2, 3];
         // SAFETY: a live array of 3, valid for the scope.
-        let a = unsafe { AppArg::new(&scope, xs.as_mut_ptr(), 2) };
+        let a = unsafe { AppArray::new(&scope, xs.as_mut_ptr(), 2) };
         assert_eq!(a.iter().collect::<Vec<_>>(), [1, 2]);
         assert!(a.set_at(1, 7) && !a.set_at(2, 9));
-        assert_eq!((a.get(), a.at(1), a.at(2)), (Some(1), Some(7), None));
+        assert_eq!((a.at(0), a.at(1), a.at(2)), (Some(1), Some(7), None));
         // SAFETY: null.
-        let null = unsafe { AppArg::<i32>::new(&scope, std::ptr::null_mut(), 5) };
-        assert_eq!((null.len(), null.get(), null.set(1)), (0, None, false));
+        let null = unsafe { AppArray::<i32>::new(&scope, std::ptr::null_mut(), 5) };
+        assert_eq!((null.len(), null.at(0), null.set_at(0, 1)), (0, None, false));
         // SAFETY: a negative count: nothing to read.
-        let negative = unsafe { AppIn::new(&scope, xs.as_ptr(), -1) };
+        let negative = unsafe { AppInArray::new(&scope, xs.as_ptr(), -1) };
         assert!(negative.is_empty());
         assert_eq!(xs, [1, 7, 3]);
     }
 
     #[test]
-    fn ignored_statuses_are_forwarded_but_never_read() {
+    fn one_value_is_a_pointer_and_sentinels_are_never_read() {
+        assert_eq!(std::mem::size_of::<AppArg<'_, i32>>(), std::mem::size_of::<*mut i32>());
         let scope = CallScope::new();
         // SAFETY: MPI's sentinel, never read.
-        let ignored = unsafe { AppArg::statuses(&scope, MPI_STATUS_IGNORE, 1) };
-        assert_eq!((ignored.len(), ignored.ptr()), (0, MPI_STATUS_IGNORE));
+        let ignored = unsafe { AppArg::new(&scope, MPI_STATUS_IGNORE) };
+        assert!(ignored.is_empty() && ignored.get().is_none() && !ignored.set(MPI_Status::default()));
+        assert_eq!(ignored.ptr(), MPI_STATUS_IGNORE);
         let mut s = MPI_Status { MPI_TAG: 4, ..Default::default() };
         let local = AppArg::local(&mut s);
         assert_eq!(local.get().map(|s| s.MPI_TAG), Some(4));

@@ -219,15 +219,15 @@ fn app_params(r: &Row, ffi: &str) -> Result<(Vec<String>, Vec<String>), String> 
     let mut params = Vec::new();
     let mut args = Vec::new();
     for (name, ty) in rust_params(r, ffi)? {
-        if let Some(t) = ty.strip_prefix("*mut ") {
-            params.push(format!("{name}: {app}::AppArg<'_, {t}>"));
-            args.push(format!("{name}.ptr()"));
-        } else if let Some(t) = ty.strip_prefix("*const ") {
-            params.push(format!("{name}: {app}::AppIn<'_, {t}>"));
-            args.push(format!("{name}.ptr()"));
-        } else {
-            params.push(format!("{name}: {ty}"));
-            args.push(name);
+        match app_kind(r, &name, &ty) {
+            Some(kind) => {
+                params.push(format!("{name}: {app}::{}<'_, {}>", kind.wrapper, kind.element));
+                args.push(format!("{name}.ptr()"));
+            }
+            None => {
+                params.push(format!("{name}: {ty}"));
+                args.push(name);
+            }
         }
     }
     Ok((params, args))
@@ -270,9 +270,9 @@ fn no_handle_by_value(row: &Row, role: &str) -> Result<(), String> {
 }
 
 /// How a generated interposer hands its parameter `name` to a hook or a fix: a pointer wrapped in the
-/// application's argument (`app::AppArg` for `T *`, `app::AppIn` for `const T *`, their `len` the row's
-/// `count` or `incount` for an array (0 where it has neither), 1 for one value, 0 for a buffer), tied to
-/// the interposer's local
+/// application's argument (`app::AppArg` for one `T *`, `app::AppIn` for one `const T *`, a buffer
+/// included; `app::AppArray`/`AppInArray` for an array, its length the row's `count` or `incount`, 0 where
+/// it has neither), tied to the interposer's local
 /// `scope`; anything else as it is. `wide`: on the standard ABI, where a request or message slot holds a
 /// pointer-wide handle and a status is `mpi_abi.h`'s. Used inside the interposer's `unsafe` block: the
 /// wrapping asserts MPI's contract on the application (`app`).
@@ -280,33 +280,44 @@ pub fn app_arg(row: &Row, name: &str, wide: bool) -> Result<String, String> {
     let param = row.param(name)?;
     let ty = rust_type(&param.c_type, row.nullable.iter().any(|n| n == name), "$crate::ffi::")
         .map_err(|e| format!("line {}: {}: {e}", row.line, row.name))?;
-    let (constructor, element) = if let Some(t) = ty.strip_prefix("*mut ") {
-        ("AppArg", t)
-    } else if let Some(t) = ty.strip_prefix("*const ") {
-        ("AppIn", t)
-    } else {
-        return Ok(name.to_string());
-    };
+    let Some(kind) = app_kind(row, name, &ty) else { return Ok(name.to_string()) };
     let base = param.c_type.trim_end_matches(" []").trim_end_matches(" *").trim_start_matches("const ");
-    // An array: declared `[]`, or an `array_of_*` (mpi.h declares some `MPI_Status *`).
-    let len = if param.c_type.ends_with(" []") || name.starts_with("array_of_") {
-        match row.params.iter().find(|p| p.name == "count" || p.name == "incount") {
-            Some(count) => format!("{} as i64", count.name),
-            None => "0".to_string(),
+    let pointer = match base {
+        "MPI_Status" if wide => format!("{name}.cast::<$crate::abi::Status>()"),
+        "MPI_Request" | "MPI_Message" if wide => format!("{name}.cast::<$crate::ffi::WideHandle>()"),
+        _ => name.to_string(),
+    };
+    Ok(match kind.array {
+        // An array's length: the row's `count` or `incount` (0 where MPI takes it from elsewhere).
+        true => {
+            let len = row.params.iter().find(|p| p.name == "count" || p.name == "incount");
+            let len = len.map_or_else(|| "0".to_string(), |c| format!("{} as i64", c.name));
+            format!("$crate::app::{}::new(&scope, {pointer}, {len})", kind.wrapper)
         }
-    } else if element.ends_with("c_void") || element.starts_with("*") {
-        "0".to_string()
+        false => format!("$crate::app::{}::new(&scope, {pointer})", kind.wrapper),
+    })
+}
+
+/// How a pointer parameter is wrapped (`app`): its wrapper type and whether it is an array.
+struct AppKind {
+    wrapper: &'static str,
+    array: bool,
+    element: String,
+}
+
+/// `None` for a parameter that is no pointer. An array: declared `[]`, or an `array_of_*` (mpi.h declares
+/// some `MPI_Status *`).
+fn app_kind(row: &Row, name: &str, rust_ty: &str) -> Option<AppKind> {
+    let param = row.param(name).ok()?;
+    let array = param.c_type.ends_with(" []") || name.starts_with("array_of_");
+    let (wrapper, element) = if let Some(t) = rust_ty.strip_prefix("*mut ") {
+        (if array { "AppArray" } else { "AppArg" }, t)
+    } else if let Some(t) = rust_ty.strip_prefix("*const ") {
+        (if array { "AppInArray" } else { "AppIn" }, t)
     } else {
-        "1".to_string()
+        return None;
     };
-    let (pointer, status) = match base {
-        "MPI_Status" if wide => (format!("{name}.cast::<$crate::abi::Status>()"), true),
-        "MPI_Status" => (name.to_string(), true),
-        "MPI_Request" | "MPI_Message" if wide => (format!("{name}.cast::<$crate::ffi::WideHandle>()"), false),
-        _ => (name.to_string(), false),
-    };
-    let make = if status { "statuses" } else { "new" };
-    Ok(format!("$crate::app::{constructor}::{make}(&scope, {pointer}, {len})"))
+    Some(AppKind { wrapper, array, element: element.to_string() })
 }
 
 /// The row's arguments, `name` replaced by `with`.
@@ -433,7 +444,7 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                     "if $crate::abi::standard() {{\n\
                      use $hooks as hooks;\n\
                      return unsafe {{\n{SCOPE}hooks::std_comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, \
-                     $crate::app::AppArg::new(&scope, {out}.cast::<$crate::ffi::WideHandle>(), 1), || unsafe {{ {} }})\n}};\n}}\n",
+                     $crate::app::AppArg::new(&scope, {out}.cast::<$crate::ffi::WideHandle>()), || unsafe {{ {} }})\n}};\n}}\n",
                     wide_call(r)
                 );
                 p.push_str(&abi_prologue(r, false));
@@ -463,8 +474,8 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
 fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row]) -> Result<String, String> {
     let params: Vec<String> = rust_params(r, "$crate::ffi::")?.into_iter().map(|(n, t)| format!("{n}: {t}")).collect();
     let slice = match requests {
-        [request] => format!("$crate::app::AppArg::new(&scope, {request}, 1)"),
-        [count, array] => format!("$crate::app::AppArg::new(&scope, {array}, {count} as i64)"),
+        [request] => format!("$crate::app::AppArray::new(&scope, {request}, 1)"),
+        [count, array] => format!("$crate::app::AppArray::new(&scope, {array}, {count} as i64)"),
         _ => unreachable!("checked by the parser"),
     };
     let call = format!("$crate::next!({})({})", r.name, all_args(r));

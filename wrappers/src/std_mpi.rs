@@ -138,6 +138,7 @@ table! {
     Gather: fn(*const c_void, c_int, H, *mut c_void, c_int, H, c_int, H);
     Gatherv: fn(*const c_void, c_int, H, *mut c_void, *const c_int, *const c_int, H, c_int, H);
     Abort: fn(H, c_int);
+    Get_library_version: fn(*mut c_char, *mut c_int);
 }
 
 static MPI: OnceLock<Result<Mpi, String>> = OnceLock::new();
@@ -410,6 +411,15 @@ impl Mpi {
             root,
             comm
         )))
+    }
+
+    /// `MPI_Get_library_version` (callable before `MPI_Init`).
+    pub fn library_version(&self) -> MpiResult<String> {
+        let mut buf = vec![0 as c_char; 8192]; // MPI_MAX_LIBRARY_VERSION_STRING
+        let mut len = 0;
+        check(call!(self.Get_library_version(buf.as_mut_ptr(), &mut len)))?;
+        let bytes: Vec<u8> = buf[..len.clamp(0, 8192) as usize].iter().map(|&c| c as u8).collect();
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// `MPI_Abort`.

@@ -186,7 +186,7 @@ macro_rules! p2p {
             let kind = unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
-            let done = Completion::Request(unsafe { AppArg::new(&scope, request, 1) });
+            let done = Completion::Request(unsafe { AppArg::new(&scope, request) });
             enqueue!($isend, comm, [count], kind, done)
         }
 
@@ -207,7 +207,7 @@ macro_rules! p2p {
             let kind = unsafe { Kind::Recv { buf: Pending::new(buf), count, dt: Datatype(datatype), source, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
-            let done = Completion::Request(unsafe { AppArg::new(&scope, request, 1) });
+            let done = Completion::Request(unsafe { AppArg::new(&scope, request) });
             enqueue!($irecv, comm, [count], kind, done)
         }
     };

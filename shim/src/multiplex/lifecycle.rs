@@ -81,8 +81,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
             crate::standard_abi::mpix::comm_create_multiplex(
                 comm,
                 count,
-                mpixstream_wrappers::app::AppIn::new(&scope, array_of_streams.cast(), count as i64),
-                AppArg::new(&scope, newcomm.cast(), 1),
+                mpixstream_wrappers::app::AppInArray::new(&scope, array_of_streams.cast(), count as i64),
+                AppArg::new(&scope, newcomm.cast()),
             )
         });
     }
@@ -303,7 +303,7 @@ pub unsafe extern "C" fn MPIX_Comm_multiplex_tag_ub(comm: WideHandle, tag_ub: *m
         // SAFETY: the application's argument, passed on unchanged (the standard ABI's implementation).
         return crate::runtime::standard_entry(F, || unsafe {
             let scope = mpixstream_wrappers::app::CallScope::new();
-            crate::standard_abi::multiplex::tag_ub(comm, AppArg::new(&scope, tag_ub, 1))
+            crate::standard_abi::multiplex::tag_ub(comm, AppArg::new(&scope, tag_ub))
         });
     }
     let comm = comm as MPI_Comm;

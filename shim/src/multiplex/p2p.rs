@@ -348,7 +348,7 @@ macro_rules! indexed_p2p {
                         let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::send(
                             stringify!($send),
-                            mpixstream_wrappers::app::AppIn::new(&scope, buf, 0),
+                            mpixstream_wrappers::app::AppIn::new(&scope, buf),
                             $n(count),
                             datatype,
                             dest,
@@ -397,7 +397,7 @@ macro_rules! indexed_p2p {
                             Ok(Some((MPI_COMM_NULL, t))) => match registry::lookup(comm) {
                                 Some(mx) => mailbox::send(
                                     &mx,
-                                    AppIn::new(&CallScope::new(), buf, 0),
+                                    AppIn::new(&CallScope::new(), buf),
                                     count as MPI_Count,
                                     datatype,
                                     t,
@@ -446,7 +446,7 @@ macro_rules! indexed_p2p {
                         let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::isend(
                             stringify!($isend),
-                            mpixstream_wrappers::app::AppIn::new(&scope, buf, 0),
+                            mpixstream_wrappers::app::AppIn::new(&scope, buf),
                             $n(count),
                             datatype,
                             dest,
@@ -454,7 +454,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast(), 1),
+                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast()),
                         )
                     });
                 }
@@ -505,7 +505,7 @@ macro_rules! indexed_p2p {
                                 Some(mx) => {
                                     let scope = CallScope::new();
                                     let (si, di) = (si as usize, di as usize);
-                                    let (buf, request) = (AppIn::new(&scope, buf, 0), Some(AppArg::new(&scope, request, 1)));
+                                    let (buf, request) = (AppIn::new(&scope, buf), Some(AppArg::new(&scope, request)));
                                     mailbox::send(&mx, buf, count as MPI_Count, datatype, t, si, di, request)
                                 }
                                 None => MPI_ERR_COMM,
@@ -548,7 +548,7 @@ macro_rules! indexed_p2p {
                         let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::recv(
                             stringify!($recv),
-                            mpixstream_wrappers::app::AppArg::new(&scope, buf, 0),
+                            mpixstream_wrappers::app::AppArg::new(&scope, buf),
                             $n(count),
                             datatype,
                             source,
@@ -556,7 +556,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            mpixstream_wrappers::app::AppArg::statuses(&scope, status.cast(), 1),
+                            mpixstream_wrappers::app::AppArg::new(&scope, status.cast()),
                         )
                     });
                 }
@@ -605,7 +605,7 @@ macro_rules! indexed_p2p {
                         let scope = mpixstream_wrappers::app::CallScope::new();
                         crate::standard_abi::multiplex::irecv(
                             stringify!($irecv),
-                            mpixstream_wrappers::app::AppArg::new(&scope, buf, 0),
+                            mpixstream_wrappers::app::AppArg::new(&scope, buf),
                             $n(count),
                             datatype,
                             source,
@@ -613,7 +613,7 @@ macro_rules! indexed_p2p {
                             comm,
                             source_stream_index,
                             dest_stream_index,
-                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast(), 1),
+                            mpixstream_wrappers::app::AppArg::new(&scope, request.cast()),
                         )
                     });
                 }

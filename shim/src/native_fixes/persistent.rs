@@ -25,7 +25,7 @@ use crate::streams;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use crate::forward;
-use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::app::{AppArg, AppArray};
 use mpixstream_wrappers::interpose::PersistentKind;
 use mpixstream_wrappers::mpi::Request;
 use std::os::raw::c_int;
@@ -82,7 +82,7 @@ fn forget(request: MPI_Request) {
 
 /// The endpoints `requests` enter, as a bit set of stream slots (`streams::ClaimSet`), and those of
 /// the recorded persistent requests among them (which a completion call must turn itself).
-fn endpoints_of(rt: &Runtime, requests: AppArg<MPI_Request>) -> (u64, u64) {
+fn endpoints_of(rt: &Runtime, requests: AppArray<MPI_Request>) -> (u64, u64) {
     let mut all = 0u64;
     for r in requests.iter() {
         if let Some(i) = rt.streams.of_request(r) {
@@ -110,7 +110,7 @@ fn turn(rt: &Runtime, mut slots: u64) {
 }
 
 /// Whether a recorded partitioned request is among `requests`.
-fn any_partitioned(requests: AppArg<MPI_Request>) -> bool {
+fn any_partitioned(requests: AppArray<MPI_Request>) -> bool {
     let map = recorded();
     requests.iter().any(|r| map.get(&r).is_some_and(|e| e.1))
 }
@@ -157,7 +157,7 @@ pub fn persistent_created(
 
 /// (status, whether every one of `requests` is complete), asked without completing any
 /// (`MPI_Request_get_status`; a null or inactive request counts as complete). An error ends the wait.
-fn all_complete(requests: AppArg<MPI_Request>) -> (c_int, bool) {
+fn all_complete(requests: AppArray<MPI_Request>) -> (c_int, bool) {
     for r in requests.iter() {
         match Request(r).status() {
             Err(rc) => return (rc, true),
@@ -182,7 +182,7 @@ pub fn completion_passes() -> bool {
 /// `MPI_Test*`: `test`, MPICH's call through the next definition, inside the endpoints its requests
 /// enter, after a turn of the recorded persistent requests' streams. `requests`: the application's
 /// array (read before `test` changes it).
-pub fn completion_test(requests: AppArg<MPI_Request>, test: impl FnOnce() -> c_int) -> c_int {
+pub fn completion_test(requests: AppArray<MPI_Request>, test: impl FnOnce() -> c_int) -> c_int {
     let Some(rt) = runtime::active() else { return test() };
     let (all, persistent) = endpoints_of(rt, requests);
     let _claims = rt.streams.claim_set(all);
@@ -198,7 +198,7 @@ pub fn completion_test(requests: AppArg<MPI_Request>, test: impl FnOnce() -> c_i
 /// partitioned request ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
 /// `requests`: the application's array, read between the calls of `wait` and `test` that change it.
 pub fn completion_wait(
-    requests: AppArg<MPI_Request>,
+    requests: AppArray<MPI_Request>,
     all: bool,
     wait: impl FnOnce() -> c_int,
     mut test: impl FnMut() -> (c_int, bool),

@@ -23,7 +23,7 @@ use crate::runtime;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn};
+use mpixstream_wrappers::app::{AppArg, AppIn, AppInArray};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -106,10 +106,10 @@ twin_constructor!(
     dist_graph_create => MPI_Dist_graph_create(
         comm_old: MPI_Comm,
         n: c_int,
-        sources: AppIn<c_int>,
-        degrees: AppIn<c_int>,
-        destinations: AppIn<c_int>,
-        weights: AppIn<c_int>,
+        sources: AppInArray<c_int>,
+        degrees: AppInArray<c_int>,
+        destinations: AppInArray<c_int>,
+        weights: AppInArray<c_int>,
         info: MPI_Info,
         reorder: c_int,
         comm_dist_graph: AppArg<MPI_Comm>,

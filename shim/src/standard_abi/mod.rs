@@ -25,17 +25,8 @@ use std::os::raw::{c_char, c_int};
 
 /// What the program's MPI library is, for the banner and the refusal: its first version line and file.
 fn library() -> String {
-    let mut buf = vec![0 as c_char; 8192];
-    let mut len = 0;
-    // MPI_Get_library_version takes no handle: callable on either ABI, before MPI_Init too (`buf` has
-    // room for `MPI_MAX_LIBRARY_VERSION_STRING`, 8192, characters).
-    let version = crate::forward::MPI_Get_library_version(AppArg::local_slice(&mut buf), AppArg::local(&mut len));
-    let text = if version == 0 {
-        let bytes: Vec<u8> = buf[..len.clamp(0, 8192) as usize].iter().map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    } else {
-        String::new()
-    };
+    // MPI_Get_library_version takes no handle: callable before MPI_Init too.
+    let text = mpi::mpi().ok().and_then(|m| m.library_version().ok()).unwrap_or_default();
     let path = abi::library_path();
     mpixstream_wrappers::mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref())
 }

@@ -11,7 +11,7 @@ use super::errors::{agree, mpi_live, raise, Class};
 use super::mpi::{self, H};
 use super::multiplex;
 use super::streams::{self, Record};
-use mpixstream_wrappers::app::{AppArg, AppIn};
+use mpixstream_wrappers::app::{AppArg, AppInArray};
 use std::os::raw::c_int;
 
 /// The table and state, or the error to return: before `MPI_Init` and after `MPI_Finalize` a call is
@@ -236,7 +236,7 @@ pub fn stream_progress(stream: H) -> c_int {
 
 /// `MPIX_Stream_comm_create_multiplex`: `array`, the program's `count` handles (a count out of
 /// `0..=multiplex::MAX_WIDTH` is refused unread).
-pub fn comm_create_multiplex(comm: H, count: c_int, array: AppIn<H>, newcomm: AppArg<H>) -> c_int {
+pub fn comm_create_multiplex(comm: H, count: c_int, array: AppInArray<H>, newcomm: AppArg<H>) -> c_int {
     if let Err(rc) = ready("MPIX_Stream_comm_create_multiplex") {
         return rc;
     }

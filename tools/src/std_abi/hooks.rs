@@ -7,7 +7,7 @@
 //! statuses `mpi_abi.h`'s (`MPI_STATUS(ES)_IGNORE`: none to read); `call` makes the call itself, which
 //! fills what it is given (our own status where the program passed none).
 use super::*;
-use mpixstream_wrappers::app::AppArg;
+use mpixstream_wrappers::app::{AppArg, AppArray};
 
 fn count_send(r: &CommRec, count: i64, datatype: H) {
     let size = match mpi() {
@@ -283,8 +283,8 @@ fn tracked_among(handles: impl Iterator<Item = H>) -> Vec<(usize, H, (&'static C
 fn completed_all(
     name: &'static str,
     n: c_int,
-    requests: AppArg<H>,
-    statuses: AppArg<Status>,
+    requests: AppArray<H>,
+    statuses: AppArray<Status>,
     flag: Option<AppArg<c_int>>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
@@ -326,8 +326,8 @@ fn completed_all(
 pub fn waitall(
     name: &'static str,
     n: c_int,
-    requests: AppArg<H>,
-    statuses: AppArg<Status>,
+    requests: AppArray<H>,
+    statuses: AppArray<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     completed_all(name, n, requests, statuses, None, call)
@@ -337,9 +337,9 @@ pub fn waitall(
 pub fn testall(
     name: &'static str,
     n: c_int,
-    requests: AppArg<H>,
+    requests: AppArray<H>,
     flag: AppArg<c_int>,
-    statuses: AppArg<Status>,
+    statuses: AppArray<Status>,
     call: impl FnOnce(*mut MPI_Status) -> c_int,
 ) -> c_int {
     completed_all(name, n, requests, statuses, Some(flag), call)

@@ -86,12 +86,12 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
         "counting::std_abi::isend(\"MPI_Isend\", ::core::convert::Into::into(comm), \
          ::core::convert::Into::into(count), ::core::convert::Into::into(datatype), \
          ::core::convert::Into::into(dest), ::core::convert::Into::into($crate::app::AppArg::new(&scope, \
-         request.cast::<$crate::ffi::WideHandle>(), 1)), move || next("
+         request.cast::<$crate::ffi::WideHandle>())), move || next("
     ));
     assert!(tools.contains(
         "counting::waitall(\"MPI_Waitall\", ::core::convert::Into::into(count), ::core::convert::Into::into(\
-         $crate::app::AppArg::new(&scope, array_of_requests, count as i64)), ::core::convert::Into::into(\
-         $crate::app::AppArg::statuses(&scope, array_of_statuses, count as i64)), move |array_of_statuses: "
+         $crate::app::AppArray::new(&scope, array_of_requests, count as i64)), ::core::convert::Into::into(\
+         $crate::app::AppArray::new(&scope, array_of_statuses, count as i64)), move |array_of_statuses: "
     ));
     assert!(tools.contains(&format!(
         "fn MPI_Probe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, comm: {wide}, status: \
@@ -105,7 +105,7 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
         "if $crate::abi::standard() {\nuse $hooks as hooks;\nreturn unsafe {\n\
          let scope = $crate::app::CallScope::new();\nhooks::std_comm_constructed(\
          $crate::interpose::CommCtor::Dup, comm, $crate::app::AppArg::new(&scope, \
-         newcomm.cast::<$crate::ffi::WideHandle>(), 1), || unsafe { \
+         newcomm.cast::<$crate::ffi::WideHandle>()), || unsafe { \
          $crate::next_wide!(MPI_Comm_dup)(comm, newcomm) })\n};\n}\n"
     ));
     // Every exported interposer of both libraries checks, but MPI_Init* and the completion rows.
@@ -128,10 +128,10 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
         }
     }
     assert!(checked > 250, "{checked}");
-    assert!(lean.contains("fn MPI_Init(argc: *mut ::std::os::raw::c_int, argv: *mut *mut *mut ::std::os::raw::c_char) -> ::std::os::raw::c_int {\nuse $hooks as hooks;\nunsafe {\nlet scope = $crate::app::CallScope::new();\nhooks::init($crate::app::AppArg::new(&scope, argc, 1), $crate::app::AppArg::new(&scope, argv, 0), None)"));
+    assert!(lean.contains("fn MPI_Init(argc: *mut ::std::os::raw::c_int, argv: *mut *mut *mut ::std::os::raw::c_char) -> ::std::os::raw::c_int {\nuse $hooks as hooks;\nunsafe {\nlet scope = $crate::app::CallScope::new();\nhooks::init($crate::app::AppArg::new(&scope, argc), $crate::app::AppArg::new(&scope, argv), None)"));
     // A fix gets every argument, its pointers wrapped; a hook without pointers no scope.
-    assert!(lean.contains("fixes::iprobe(source, tag, comm, $crate::app::AppArg::new(&scope, flag, 1), \
-         $crate::app::AppArg::statuses(&scope, status, 1))"));
+    assert!(lean.contains("fixes::iprobe(source, tag, comm, $crate::app::AppArg::new(&scope, flag), \
+         $crate::app::AppArg::new(&scope, status))"));
     assert!(lean.contains("unsafe {\nhooks::finalize()\n}"));
     let forwarders = generate_forwarders(&rows).unwrap();
     assert!(forwarders.contains("pub fn MPI_Iprobe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, \
@@ -159,11 +159,11 @@ fn completion_rows_generate_their_polls() {
     let rows = parse(include_str!("../../mpi.prototypes")).unwrap();
     let lean = generate_lean(&rows).unwrap();
     assert!(lean.contains(
-        "fixes::completion_wait($crate::app::AppArg::new(&scope, array_of_requests, count as i64), true,"
+        "fixes::completion_wait($crate::app::AppArray::new(&scope, array_of_requests, count as i64), true,"
     ));
     assert!(lean.contains("$crate::next!(MPI_Testall)(count, array_of_requests, &mut flag, array_of_statuses);"));
     assert!(lean.contains("(rc, *outcount != 0)"));
-    assert!(lean.contains("fixes::completion_test($crate::app::AppArg::new(&scope, request, 1),"));
+    assert!(lean.contains("fixes::completion_test($crate::app::AppArray::new(&scope, request, 1),"));
     let bad = parse(concat!(
         "int MPI_Test(MPI_Request *request, int *flag);  pmpi\n",
         "int MPI_Wait(MPI_Request *request);  lean:wait(request, MPI_Test)"

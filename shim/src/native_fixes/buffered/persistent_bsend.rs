@@ -4,7 +4,7 @@ use super::route::send_routed;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, Pending};
+use mpixstream_wrappers::app::{AppArg, AppArray, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use std::collections::HashMap;
@@ -117,14 +117,14 @@ pub fn start(request: AppArg<MPI_Request>) -> c_int {
 }
 
 /// `MPI_Startall`: `MPI_Start` of each, where one of them is ours.
-pub fn startall(count: c_int, requests: AppArg<MPI_Request>) -> c_int {
+pub fn startall(count: c_int, requests: AppArray<MPI_Request>) -> c_int {
     if (none_live() && persistent::none_recorded()) || requests.is_empty() {
         return forward::MPI_Startall(count, requests);
     }
     // Out of line, so that the pass-through path above needs no stack frame.
     #[cold]
     #[inline(never)]
-    fn slow(count: c_int, requests: AppArg<MPI_Request>) -> c_int {
+    fn slow(count: c_int, requests: AppArray<MPI_Request>) -> c_int {
         ffi_guard("MPI_Startall", || {
             if requests.iter().all(|r| recorded(r).is_none() && persistent::stream_of(r).is_none()) {
                 return forward::MPI_Startall(count, requests);
