@@ -245,7 +245,7 @@ impl<'call, T> AppArray<'call, T> {
     }
 }
 
-impl<T: Copy> AppArray<'_, T> {
+impl<'call, T: Copy> AppArray<'call, T> {
     /// Element `i`, `None` where the pointer is null or `i` past the end.
     #[inline(always)]
     pub fn at(self, i: usize) -> Option<T> {
@@ -258,14 +258,10 @@ impl<T: Copy> AppArray<'_, T> {
         self.element(i).is_some_and(|e| e.set(v))
     }
 
-    /// The elements, each copied when reached.
+    /// The elements, each copied when reached (the iterator, like the argument, lasts for the call only).
     #[inline(always)]
-    pub fn iter(self) -> impl Iterator<Item = T> + 'static
-    where
-        T: 'static,
-    {
-        let this = AppArray { p: self.p, len: self.len(), _call: PhantomData::<&'static mut [T]> };
-        (0..this.len).filter_map(move |i| this.at(i))
+    pub fn iter(self) -> impl Iterator<Item = T> + 'call {
+        (0..self.len()).filter_map(move |i| self.at(i))
     }
 }
 
@@ -306,7 +302,7 @@ impl<'call, T> AppInArray<'call, T> {
     }
 }
 
-impl<T: Copy> AppInArray<'_, T> {
+impl<'call, T: Copy> AppInArray<'call, T> {
     #[inline(always)]
     pub fn at(self, i: usize) -> Option<T> {
         if i >= self.len() {
@@ -317,14 +313,10 @@ impl<T: Copy> AppInArray<'_, T> {
         Some(unsafe { self.p.add(i).read() })
     }
 
-    /// The elements, each copied when reached.
+    /// The elements, each copied when reached (the iterator, like the argument, lasts for the call only).
     #[inline(always)]
-    pub fn iter(self) -> impl Iterator<Item = T> + 'static
-    where
-        T: 'static,
-    {
-        let this = AppInArray { p: self.p, len: self.len(), _call: PhantomData::<&'static [T]> };
-        (0..this.len).filter_map(move |i| this.at(i))
+    pub fn iter(self) -> impl Iterator<Item = T> + 'call {
+        (0..self.len()).filter_map(move |i| self.at(i))
     }
 }
 
