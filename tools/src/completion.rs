@@ -16,23 +16,23 @@ pub fn wait(
     name: &'static str,
     request: AppArg<MPI_Request>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     let (req, app) = (request, status);
     let Some(h) = req.get() else {
-        return call(status.ptr());
+        return call(status);
     };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
-        return call(status.ptr());
+        return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
     let mut local = [MPI_Status::default()];
     let ours = status.is_empty() && info.recv;
-    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
+    let rc = call(if ours { AppArg::local(&mut local[0]) } else { status });
     if rc == MPI_SUCCESS && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent) {
         finish(h, info, rc, || status_of(ours, &local, app.as_array(), 0));
     }
@@ -44,23 +44,23 @@ pub fn test(
     request: AppArg<MPI_Request>,
     flag: AppArg<c_int>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     let (req, app) = (request, status);
     let Some(h) = req.get() else {
-        return call(status.ptr());
+        return call(status);
     };
     let Some(info) = tracked(h) else {
         let _p = entry::enter_untracked(h);
-        return call(status.ptr());
+        return call(status);
     };
     let _g = entry::enter(name, Some(info.rec));
     let mut local = [MPI_Status::default()];
     let ours = status.is_empty() && info.recv;
-    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
+    let rc = call(if ours { AppArg::local(&mut local[0]) } else { status });
     if rc == MPI_SUCCESS
         && flag.get().is_some_and(|f| f != 0)
         && (req.get() == Some(MPI_REQUEST_NULL) || info.persistent)
@@ -114,19 +114,19 @@ pub fn waitall(
     n: c_int,
     requests: AppArray<MPI_Request>,
     statuses: AppArray<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
+    let rc = call(if ours { AppArray::local_slice(&mut local) } else { statuses });
     if rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS {
         finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
@@ -139,19 +139,19 @@ pub fn testall(
     requests: AppArray<MPI_Request>,
     flag: AppArg<c_int>,
     statuses: AppArray<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
+    let rc = call(if ours { AppArray::local_slice(&mut local) } else { statuses });
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && flag.get().is_some_and(|f| f != 0) {
         finish_completed(reqs, &infos, rc, (ours, &local, app));
     }
@@ -165,15 +165,15 @@ fn any_common(
     index: AppArg<c_int>,
     flag: Option<AppArg<c_int>>,
     app: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(app.ptr());
+        return call(app);
     }
     let mut local = [MPI_Status::default()];
     let ours = report_on() && infos.iter().any(|x| x.2.recv) && app.is_empty();
-    let rc = call(if ours { local.as_mut_ptr() } else { app.ptr() });
+    let rc = call(if ours { AppArg::local(&mut local[0]) } else { app });
     let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
     if let Some(k) = (rc == MPI_SUCCESS && done).then(|| index.get()).flatten().filter(|&k| k != MPI_UNDEFINED) {
         if let Some(&(_, h, info)) = infos.iter().find(|x| x.0 == k as usize) {
@@ -189,10 +189,10 @@ pub fn waitany(
     requests: AppArray<MPI_Request>,
     index: AppArg<c_int>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     any_common(name, requests, index, None, status, call)
 }
@@ -204,10 +204,10 @@ pub fn testany(
     index: AppArg<c_int>,
     flag: AppArg<c_int>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     any_common(name, requests, index, Some(flag), status, call)
 }
@@ -220,19 +220,19 @@ fn some_common(
     outcount: AppArg<c_int>,
     indices: AppArray<c_int>,
     statuses: AppArray<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let (reqs, app) = (requests, statuses);
     let (infos, _g) = enter_tracked(name, reqs);
     if infos.is_empty() {
-        return call(statuses.ptr());
+        return call(statuses);
     }
     let mut local = Statuses::new();
     let ours = own_statuses(n, statuses, &infos, &mut local);
-    let rc = call(if ours { local.as_mut_ptr() } else { statuses.ptr() });
+    let rc = call(if ours { AppArray::local_slice(&mut local) } else { statuses });
     let done = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS).then(|| outcount.get()).flatten();
     if let Some(done) = done.filter(|&c| c != MPI_UNDEFINED) {
         // The j-th completed request is indices[j]; its status is the j-th status.
@@ -253,7 +253,7 @@ pub fn waitsome(
     outcount: AppArg<c_int>,
     indices: AppArray<c_int>,
     statuses: AppArray<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<MPI_Status>) -> c_int,
 ) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)
 }
@@ -265,7 +265,7 @@ pub fn testsome(
     outcount: AppArg<c_int>,
     indices: AppArray<c_int>,
     statuses: AppArray<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<MPI_Status>) -> c_int,
 ) -> c_int {
     some_common(name, n, requests, outcount, indices, statuses, call)
 }

@@ -136,10 +136,10 @@ pub fn recv(
     name: &'static str,
     comm: MPI_Comm,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     counted_recv(name, rec(comm), status, call)
 }
@@ -151,12 +151,12 @@ fn counted_recv(
     name: &'static str,
     r: Option<&'static CommRec>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     let _g = entry::enter(name, r);
     let mut local = [MPI_Status::default()];
     let ours = status.is_empty() && report_on();
-    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
+    let rc = call(if ours { AppArg::local(&mut local[0]) } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         r.count_recv(status_of(ours, &local, status.as_array(), 0).as_ref());
     }
@@ -200,17 +200,17 @@ pub fn sendrecv(
     datatype: MPI_Datatype,
     dest: c_int,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     let app = status;
     let r = rec(comm);
     let _g = entry::enter(name, r);
     let mut local = [MPI_Status::default()];
     let ours = status.is_empty() && report_on();
-    let rc = call(if ours { local.as_mut_ptr() } else { status.ptr() });
+    let rc = call(if ours { AppArg::local(&mut local[0]) } else { status });
     if let (Some(r), true) = (r, rc == MPI_SUCCESS && report_on()) {
         if dest != MPI_PROC_NULL {
             r.count_send(count, datatype);
@@ -287,10 +287,10 @@ pub fn mrecv(
     name: &'static str,
     message: AppArg<MPI_Message>,
     status: AppArg<MPI_Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<MPI_Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr());
+        return call(status);
     }
     // The message read before the call, the status after it.
     counted_recv(name, take_message(message.get()), status, call)

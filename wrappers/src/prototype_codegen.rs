@@ -598,13 +598,22 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
     );
     for r in rows {
         let Some((hook, args)) = &r.tools else { continue };
-        let mut closure_params = Vec::new();
+        // The statuses the hook passes `call`: the application's, or its own (a status argument, as the
+        // hook received it: `app`).
+        let (mut closure_params, mut closure_params_wide) = (Vec::new(), Vec::new());
         let (mut passed, mut passed_wide) = (Vec::new(), Vec::new());
+        let (mut call_args, mut call_args_wide): (Vec<String>, Vec<String>) =
+            r.params.iter().map(|p| (p.name.clone(), p.name.clone())).unzip();
         for a in args {
             passed.push(format!("::core::convert::Into::into({})", app_arg(r, a, false)?));
             passed_wide.push(format!("::core::convert::Into::into({})", app_arg(r, a, true)?));
             if r.param(a)?.c_type == "MPI_Status *" {
-                closure_params.push(format!("{a}: *mut $crate::ffi::MPI_Status"));
+                let wrapper = if a.starts_with("array_of_") { "AppArray" } else { "AppArg" };
+                closure_params.push(format!("{a}: $crate::app::{wrapper}<'_, $crate::ffi::MPI_Status>"));
+                closure_params_wide.push(format!("{a}: $crate::app::{wrapper}<'_, $crate::abi::Status>"));
+                let i = r.params.iter().position(|p| &p.name == a).expect("a parameter of the row");
+                call_args[i] = format!("{a}.ptr()");
+                call_args_wide[i] = format!("{a}.ptr().cast()");
             }
         }
         // On the standard ABI: the hooks the standard ABI's counting serves (`counting::std_abi`, keyed by
@@ -619,8 +628,8 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
                  counting::std_abi::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}});\n}}\n",
                 name = r.name,
                 passed = passed_wide.iter().map(|p| format!("{p}, ")).collect::<String>(),
-                cp = closure_params.join(", "),
-                all = all_args(r),
+                cp = closure_params_wide.join(", "),
+                all = call_args_wide.join(", "),
             );
             p.push_str(&abi_prologue(r, false));
             p
@@ -640,7 +649,7 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
             name = r.name,
             passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
             cp = closure_params.join(", "),
-            all = all_args(r),
+            all = call_args.join(", "),
         )
         .unwrap();
     }

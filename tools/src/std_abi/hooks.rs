@@ -61,11 +61,11 @@ fn track(request: Option<H>, r: &'static CommRec, recv: bool) {
 }
 
 /// The status a call fills: the program's, or `local` where it passed `MPI_STATUS_IGNORE`.
-fn status_or(status: AppArg<Status>, local: &mut Status) -> *mut MPI_Status {
+fn status_or<'a>(status: AppArg<'a, Status>, local: &'a mut Status) -> AppArg<'a, Status> {
     if status.is_empty() {
-        (local as *mut Status).cast()
+        AppArg::local(local)
     } else {
-        status.ptr().cast()
+        status
     }
 }
 
@@ -118,10 +118,10 @@ pub fn recv(
     name: &'static str,
     comm: H,
     status: AppArg<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr().cast());
+        return call(status);
     }
     let p = rec(comm);
     let _g = crate::entry::enter(name, p.map(|p| p.recv));
@@ -155,10 +155,10 @@ pub fn sendrecv(
     datatype: H,
     dest: c_int,
     status: AppArg<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr().cast());
+        return call(status);
     }
     let p = rec(comm);
     let _g = crate::entry::enter(name, p.map(|p| p.send));
@@ -202,13 +202,13 @@ pub fn mrecv(
     name: &'static str,
     message: AppArg<H>,
     status: AppArg<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr().cast());
+        return call(status);
     }
     let mut local = Status::default();
-    let Some(h) = message.get() else { return call(status.ptr().cast()) };
+    let Some(h) = message.get() else { return call(status) };
     let r = take(&MESSAGES, h);
     let _g = crate::entry::enter(name, r);
     let rc = call(status_or(status, &mut local));
@@ -223,17 +223,17 @@ pub fn wait(
     name: &'static str,
     request: AppArg<H>,
     status: AppArg<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr().cast());
+        return call(status);
     }
     let mut local = Status::default();
-    let Some(h) = request.get() else { return call(status.ptr().cast()) };
+    let Some(h) = request.get() else { return call(status) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
-        return call(status.ptr().cast());
+        return call(status);
     };
     let _g = crate::entry::enter(name, Some(r));
     let rc = call(status_or(status, &mut local));
@@ -249,17 +249,17 @@ pub fn test(
     request: AppArg<H>,
     flag: AppArg<c_int>,
     status: AppArg<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArg<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(status.ptr().cast());
+        return call(status);
     }
     let mut local = Status::default();
-    let Some(h) = request.get() else { return call(status.ptr().cast()) };
+    let Some(h) = request.get() else { return call(status) };
     let Some((r, recv)) = tracked(h) else {
         // The serial model: every request is on the one shared endpoint.
         let _p = crate::profile::enter([0]);
-        return call(status.ptr().cast());
+        return call(status);
     };
     let _g = crate::entry::enter(name, Some(r));
     let rc = call(status_or(status, &mut local));
@@ -286,24 +286,24 @@ fn completed_all(
     requests: AppArray<H>,
     statuses: AppArray<Status>,
     flag: Option<AppArg<c_int>>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<Status>) -> c_int,
 ) -> c_int {
     if !on() {
-        return call(statuses.ptr().cast());
+        return call(statuses);
     }
     let infos = tracked_among(requests.iter());
     if infos.is_empty() {
         let _p = crate::profile::enter([0]);
-        return call(statuses.ptr().cast());
+        return call(statuses);
     }
     let _g = crate::entry::enter_many(name, infos.iter().map(|x| x.2 .0));
     let mut local = Vec::new();
     let ours = statuses.is_empty();
     let rc = if ours {
         local.resize(n.max(0) as usize, Status::default());
-        call(local.as_mut_ptr().cast())
+        call(AppArray::local_slice(&mut local))
     } else {
-        call(statuses.ptr().cast())
+        call(statuses)
     };
     let done = flag.is_none_or(|f| f.get().is_some_and(|f| f != 0));
     if done && (rc == SUCCESS || rc == ERR_IN_STATUS) {
@@ -328,7 +328,7 @@ pub fn waitall(
     n: c_int,
     requests: AppArray<H>,
     statuses: AppArray<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<Status>) -> c_int,
 ) -> c_int {
     completed_all(name, n, requests, statuses, None, call)
 }
@@ -340,7 +340,7 @@ pub fn testall(
     requests: AppArray<H>,
     flag: AppArg<c_int>,
     statuses: AppArray<Status>,
-    call: impl FnOnce(*mut MPI_Status) -> c_int,
+    call: impl FnOnce(AppArray<Status>) -> c_int,
 ) -> c_int {
     completed_all(name, n, requests, statuses, Some(flag), call)
 }

@@ -20,7 +20,6 @@
 use crate::profile::ThreadSet;
 use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::state::{CommRec, Counters, MultiplexPart, VciSource};
-use mpixstream_wrappers::ffi::MPI_Status;
 use mpixstream_wrappers::mpi::Opaque;
 use mpixstream_wrappers::std_mpi::{self, Mpi};
 use std::cell::Cell;

@@ -91,7 +91,8 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
     assert!(tools.contains(
         "counting::waitall(\"MPI_Waitall\", ::core::convert::Into::into(count), ::core::convert::Into::into(\
          $crate::app::AppArray::new(&scope, array_of_requests, count as i64)), ::core::convert::Into::into(\
-         $crate::app::AppArray::new(&scope, array_of_statuses, count as i64)), move |array_of_statuses: "
+         $crate::app::AppArray::new(&scope, array_of_statuses, count as i64)), move |array_of_statuses: \
+         $crate::app::AppArray<'_, $crate::ffi::MPI_Status>| next(count, array_of_requests, array_of_statuses.ptr()))"
     ));
     assert!(tools.contains(&format!(
         "fn MPI_Probe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, comm: {wide}, status: \
