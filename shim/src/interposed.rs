@@ -9,10 +9,10 @@ use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
 use crate::ctor_plan::{self, Parent, Plan};
 use crate::errors::{self, Errors};
+use crate::forward;
 use crate::policy;
 use crate::runtime::{self, Runtime};
 use crate::streams::{RequestPools, StreamTable};
-use crate::forward;
 use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
@@ -75,12 +75,9 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let rc = match thread {
             None if multiple => mpi::env::init_thread(argc, argv, MPI_THREAD_MULTIPLE).err().unwrap_or(MPI_SUCCESS),
             None => mpi::env::init(argc, argv).err().unwrap_or(MPI_SUCCESS),
-            Some((required, provided)) => forward::MPI_Init_thread(
-                argc,
-                argv,
-                if multiple { MPI_THREAD_MULTIPLE } else { required },
-                provided,
-            ),
+            Some((required, provided)) => {
+                forward::MPI_Init_thread(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
+            }
         };
         if rc != MPI_SUCCESS {
             return rc;

@@ -163,12 +163,7 @@ fn counted_recv(
     rc
 }
 
-pub fn irecv(
-    name: &'static str,
-    comm: MPI_Comm,
-    request: AppArg<MPI_Request>,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+pub fn irecv(name: &'static str, comm: MPI_Comm, request: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }
@@ -237,12 +232,7 @@ fn remember_message(r: Option<&'static CommRec>, message: Option<MPI_Message>) {
     }
 }
 
-pub fn mprobe(
-    name: &'static str,
-    comm: MPI_Comm,
-    message: AppArg<MPI_Message>,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+pub fn mprobe(name: &'static str, comm: MPI_Comm, message: AppArg<MPI_Message>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }

@@ -53,8 +53,8 @@ mod hooks {
 }
 mpixstream_wrappers::comm_call_interposers!(crate::hooks);
 
-use mpixstream_wrappers::lean_query;
 use mpixstream_wrappers::guard::guard_with;
+use mpixstream_wrappers::lean_query;
 
 /// Called by the lean library at the end of `MPI_Init*`.
 #[no_mangle]

@@ -17,7 +17,12 @@ use std::os::raw::c_int;
 /// A persistent request's constructor (`MPI_Send_init`… `MPI_Psend_init`, the persistent collectives,
 /// their `_c` forms): checked on its communicator; the request is remembered with its communicator's
 /// record and what it starts (by the constructor's name), for `start` and `startall`.
-pub fn persistent(name: &'static str, comm: MPI_Comm, request: AppArg<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
+pub fn persistent(
+    name: &'static str,
+    comm: MPI_Comm,
+    request: AppArg<MPI_Request>,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     created(name, comm, request, None, call)
 }
 
@@ -100,7 +105,12 @@ pub fn start(name: &'static str, request: AppArg<MPI_Request>, call: impl FnOnce
 }
 
 /// `MPI_Startall` (`requests`: the application's `count`).
-pub fn startall(name: &'static str, _count: c_int, requests: AppArray<MPI_Request>, call: impl FnOnce() -> c_int) -> c_int {
+pub fn startall(
+    name: &'static str,
+    _count: c_int,
+    requests: AppArray<MPI_Request>,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     if !on() {
         return call();
     }

@@ -7,10 +7,10 @@
 use crate::json::{self, opt, traffic};
 use crate::profile;
 use crate::profile_report;
-use mpixstream_wrappers::lean_query;
 use crate::state::{CommRec, MultiplexPart, Setup, StartKind};
 use crate::text::{cstr, truncate};
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::lean_query;
 use mpixstream_wrappers::mpi::Comm;
 use mpixstream_wrappers::tools::Description;
 use std::collections::BTreeMap;

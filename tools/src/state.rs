@@ -6,16 +6,16 @@
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
 use crate::profile::{self, Slot, ThreadSet};
 use crate::round_robin::{self, Made};
-use mpixstream_wrappers::lean_query;
-use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::thread::thread_id;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::{self, RequestPools};
+use mpixstream_wrappers::lean_query;
 use mpixstream_wrappers::mpi::{self, comm, Comm, Datatype, Opaque};
 use mpixstream_wrappers::pmpi;
 use mpixstream_wrappers::settings::{Check, Config, Report};
 use mpixstream_wrappers::tools::Description;
+use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};

@@ -271,7 +271,12 @@ unsafe impl Sync for PinnedWords {}
 
 impl PinnedWords {
     /// `len` words, word `i` initialised to `init(i)`, in the current context `ctx`.
-    pub fn alloc(ctx: Context, _current: &Current, len: usize, init: impl Fn(usize) -> u32) -> Result<PinnedWords, String> {
+    pub fn alloc(
+        ctx: Context,
+        _current: &Current,
+        len: usize,
+        init: impl Fn(usize) -> u32,
+    ) -> Result<PinnedWords, String> {
         let mut host: *mut c_void = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: the driver writes the new allocation's address into a live local.
@@ -328,7 +333,10 @@ impl PinnedBuf {
     pub fn alloc(_current: &Current, cap: usize) -> Result<PinnedBuf, String> {
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: the driver writes the new allocation's address into a live local.
-        check(unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) }, "cuMemHostAlloc (staging)")?;
+        check(
+            unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) },
+            "cuMemHostAlloc (staging)",
+        )?;
         Ok(PinnedBuf { ptr: host as *mut u8, cap })
     }
 
@@ -358,5 +366,5 @@ pub fn pointer_attribute(attr: sys::CUpointer_attribute, addr: u64) -> Option<u3
     (r == Status::CUDA_SUCCESS).then_some(value)
 }
 
-pub use sys::CUpointer_attribute as PointerAttribute;
 pub use sys::CUmemorytype as MemoryType;
+pub use sys::CUpointer_attribute as PointerAttribute;

@@ -658,4 +658,5 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[path = "prototype_codegen/tests.rs"]
 mod tests;

@@ -397,7 +397,8 @@ impl Mpi {
         if self.comm_rank(comm)? == root {
             let size = self.comm_size(comm)? as usize;
             assert!(lens.len() == size && displs.len() == size, "gatherv: one length and displacement per process");
-            let fits = lens.iter().zip(displs).all(|(&l, &d)| l >= 0 && d >= 0 && (d as usize + l as usize) <= recv.len());
+            let fits =
+                lens.iter().zip(displs).all(|(&l, &d)| l >= 0 && d >= 0 && (d as usize + l as usize) <= recv.len());
             assert!(fits, "gatherv: a part outside the receive buffer");
         }
         check(call!(self.Gatherv(

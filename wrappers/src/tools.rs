@@ -53,9 +53,15 @@ impl ToolsEntries {
             ToolsEntries {
                 init: transmute::<usize, Option<extern "C" fn()>>(a[0]),
                 finalize: transmute::<usize, Option<extern "C" fn()>>(a[1]),
-                request_replaced: transmute::<usize, Option<extern "C" fn(crate::ffi::MPI_Request, crate::ffi::MPI_Request)>>(a[2]),
+                request_replaced: transmute::<
+                    usize,
+                    Option<extern "C" fn(crate::ffi::MPI_Request, crate::ffi::MPI_Request)>,
+                >(a[2]),
                 contended: transmute::<usize, Option<extern "C" fn(crate::ffi::MPI_Comm, *const c_char)>>(a[3]),
-                comm_created: transmute::<usize, Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>>(a[4]),
+                comm_created: transmute::<
+                    usize,
+                    Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>,
+                >(a[4]),
             }
         }
     }

@@ -144,7 +144,8 @@ macro_rules! p2p {
         ) -> c_int {
             let count = count as MPI_Count;
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+            let kind =
+                unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
             enqueue!($send, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -183,7 +184,8 @@ macro_rules! p2p {
         ) -> c_int {
             let count = count as MPI_Count;
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+            let kind =
+                unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
             let done = Completion::Request(unsafe { AppArg::new(&scope, request) });
@@ -232,7 +234,8 @@ macro_rules! collectives {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Allreduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op } };
+            let kind =
+                unsafe { Kind::Allreduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op } };
             enqueue!($allreduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -267,7 +270,8 @@ macro_rules! collectives {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Reduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op, root } };
+            let kind =
+                unsafe { Kind::Reduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op, root } };
             enqueue!($reduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -286,7 +290,9 @@ macro_rules! collectives {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
             let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Allgather { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype } };
+            let kind = unsafe {
+                Kind::Allgather { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype }
+            };
             enqueue!($allgather, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -305,7 +311,9 @@ macro_rules! collectives {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
             let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Alltoall { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype } };
+            let kind = unsafe {
+                Kind::Alltoall { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype }
+            };
             enqueue!($alltoall, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
     };

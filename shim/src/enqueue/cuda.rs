@@ -202,10 +202,9 @@ impl CudaQueue {
     pub fn idle(&self) -> bool {
         match self.current() {
             // A failed context runs nothing more; a destroyed stream may still (not idle).
-            Ok(current) => !matches!(
-                self.stream.query(&current),
-                Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE
-            ),
+            Ok(current) => {
+                !matches!(self.stream.query(&current), Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE)
+            }
             Err(_) => true,
         }
     }

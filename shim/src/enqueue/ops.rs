@@ -287,8 +287,9 @@ mod tests {
     #[test]
     fn buffers_follow_in_place_and_root() {
         // SAFETY: addresses only: no operation is started on them.
-        let (s, r, in_place) =
-            unsafe { (Pending::new(0x10 as *mut c_void), Pending::new(0x20 as *mut c_void), Pending::new(MPI_IN_PLACE)) };
+        let (s, r, in_place) = unsafe {
+            (Pending::new(0x10 as *mut c_void), Pending::new(0x20 as *mut c_void), Pending::new(MPI_IN_PLACE))
+        };
         let k = Kind::Allreduce { sbuf: in_place, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM };
         assert_eq!(
             k.buffers(0, 2),

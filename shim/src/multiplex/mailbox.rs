@@ -46,15 +46,13 @@ pub fn send(
     mx.engines[di].deliver_local(mx, si as c_int, tag, data.into_boxed_slice());
     match request {
         // A send to MPI_PROC_NULL: a request MPICH completes at once, with the usual status.
-        Some(r) => {
-            match comm.completed_request(0) {
-                Ok(req) => {
-                    r.set(req.raw());
-                    MPI_SUCCESS
-                }
-                Err(rc) => forward(mx.comm, rc),
+        Some(r) => match comm.completed_request(0) {
+            Ok(req) => {
+                r.set(req.raw());
+                MPI_SUCCESS
             }
-        }
+            Err(rc) => forward(mx.comm, rc),
+        },
         None => MPI_SUCCESS,
     }
 }

@@ -121,7 +121,6 @@ pub struct RecvOp {
     outcome: OnceLock<Outcome>,
 }
 
-
 #[derive(Clone, Copy, Default)]
 pub struct Outcome {
     /// The receive's status, with the user's tag.
@@ -505,7 +504,8 @@ fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &M
     let mut req = MPI_REQUEST_NULL;
     // `op`'s buffer is the application's, writable until the receive completes, which is no earlier than
     // this request's completion (`drive` finishes the receive then).
-    let rc = forward::MPI_Imrecv_c(op.buf.arg(), op.count, op.datatype, AppArg::local(&mut msg), AppArg::local(&mut req));
+    let rc =
+        forward::MPI_Imrecv_c(op.buf.arg(), op.count, op.datatype, AppArg::local(&mut msg), AppArg::local(&mut req));
     if rc != MPI_SUCCESS {
         let mut got = *status;
         got.MPI_TAG = tag;

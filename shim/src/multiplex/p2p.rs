@@ -26,9 +26,9 @@ use super::matching::{lock, Outcome, RecvOp};
 use super::{mailbox, registry, requests, Multiplex, MPIX_ANY_INDEX};
 use crate::errors::{raise, Class};
 use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn, CallScope, Pending};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
+use mpixstream_wrappers::app::{AppArg, AppIn, CallScope, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
 use mpixstream_wrappers::mpi::{Datatype, MpiResult};
@@ -247,7 +247,8 @@ fn recv(
             RecvOut::Blocking(status) => {
                 let mut st = MPI_Status::default();
                 // Into the application's receive buffer, with the matched message and a local status.
-                let rc = forward::MPI_Mrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(&mut st));
+                let rc =
+                    forward::MPI_Mrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(&mut st));
                 st.MPI_SOURCE = got.MPI_SOURCE;
                 st.MPI_TAG = user_tag;
                 if let Some(status) = status {
@@ -260,7 +261,8 @@ fn recv(
             // user's tag; ranks are the communicator's): MPICH's own request, no generalized one.
             RecvOut::Nonblocking(request) if got.MPI_TAG == user_tag => {
                 // Into the application's receive buffer and request argument, with the matched message.
-                let started = forward::MPI_Imrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(request));
+                let started =
+                    forward::MPI_Imrecv_c(buf.arg(), count, datatype, AppArg::local(&mut msg), AppArg::local(request));
                 return forward(comm, started);
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.

@@ -18,11 +18,11 @@ pub mod plain_twin;
 pub mod sendrecv_requests;
 pub mod wrapped_collectives;
 
+use crate::forward;
 use crate::streams::StreamSlot;
+use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{MpiResult, Request};
-use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};

@@ -18,14 +18,14 @@
 //! recorded (always, under `implicit` without the MPIX API), each completion interposer is two relaxed
 //! loads and a call through `next!`; with reserved endpoints, a look at each request's handle and the
 //! claims of the endpoints found ([performance.md](../../docs/performance.md)).
+use crate::forward;
 use crate::native_fixes::native_streams::{native_record_of, native_stream_index_of, progress_turn};
 use crate::native_fixes::wrapped_collectives;
 use crate::runtime::{self, Runtime};
 use crate::streams;
 use dashmap::DashMap;
-use mpixstream_wrappers::ffi::*;
-use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppArray};
+use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::PersistentKind;
 use mpixstream_wrappers::mpi::Request;
 use std::os::raw::c_int;

@@ -18,12 +18,12 @@
 //! invalid handles (MPICH reports the error as it would), the call goes straight on.
 use crate::backend::Backend;
 use crate::comms::Origin;
+use crate::forward;
 use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
+use mpixstream_wrappers::app::{AppArg, AppIn, AppInArray};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
-use crate::forward;
-use mpixstream_wrappers::app::{AppArg, AppIn, AppInArray};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -30,16 +30,16 @@
 //!
 //! Cost on everything else: the four interposers are `native_stream_of` and a call through `next!`;
 //! `MPI_Request_free` one relaxed load while no routed request is open.
+use crate::forward;
 use crate::native_fixes::greq::{Open, Operation, Shared};
 use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn};
 use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
-use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
+use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::next;
 use std::os::raw::{c_int, c_void};
 
@@ -390,7 +390,9 @@ pub fn isendrecv_replace(
     request: AppArg<MPI_Request>,
 ) -> c_int {
     match native_stream_index_of(comm).filter(|_| !request.is_empty()) {
-        Some(slot) => replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request),
+        Some(slot) => {
+            replace_on_stream(slot, buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
+        }
         None => forward::MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request),
     }
 }

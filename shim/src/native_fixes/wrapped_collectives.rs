@@ -182,7 +182,12 @@ unsafe extern "C" fn wrapped_query(extra: *mut c_void, status: *mut MPI_Status) 
     mpixstream_wrappers::guard::ffi_guard("nonblocking collective (query)", || {
         // SAFETY: MPICH calls the query function with the request's extra state only until it ran the
         // free function (`greq`), and with a status of its own, valid for writes.
-        unsafe { request::collective_status(status, kept::lend::<Shared<WrappedCollective>, _>(extra, |shared| shared.op().error)) }
+        unsafe {
+            request::collective_status(
+                status,
+                kept::lend::<Shared<WrappedCollective>, _>(extra, |shared| shared.op().error),
+            )
+        }
     })
 }
 

@@ -18,9 +18,9 @@ pub mod multiplex;
 pub mod policy;
 pub mod streams;
 
-use mpixstream_wrappers::app::AppArg;
 use crate::config::{Check, Config, Policy, Report};
 use mpixstream_wrappers::abi;
+use mpixstream_wrappers::app::AppArg;
 use std::os::raw::{c_char, c_int};
 
 /// What the program's MPI library is, for the banner and the refusal: its first version line and file.
@@ -104,7 +104,8 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         return rc;
     }
     streams::set_capacity(config.streams);
-    let world = |f: fn(&mpi::Mpi, mpi::H) -> mpi::MpiResult<c_int>| mpi::mpi().ok().and_then(|m| f(m, mpi::COMM_WORLD).ok());
+    let world =
+        |f: fn(&mpi::Mpi, mpi::H) -> mpi::MpiResult<c_int>| mpi::mpi().ok().and_then(|m| f(m, mpi::COMM_WORLD).ok());
     let (rank, size) = (world(mpi::Mpi::comm_rank).unwrap_or(0), world(mpi::Mpi::comm_size).unwrap_or(0));
     let level = mpi::mpi().map_or(0, |m| m.query_thread());
     let tools = tools_preloaded();

@@ -20,11 +20,11 @@
 //! The indexed calls read the multiplex communicator's layout while its record is lent
 //! (`streams::with_record`): what they need (the pair's communicator, or the destination index's pairs) is
 //! taken out and the checks' errors carried out as values, then the calls and the error handlers run.
-use mpixstream_wrappers::app::{AppArg, AppIn};
 use super::errors::{forward, raise, Class};
 pub use super::mpi::N;
 use super::mpi::{self, Status, H};
 use super::streams::{self, Record};
+use mpixstream_wrappers::app::{AppArg, AppIn};
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;

@@ -9,9 +9,9 @@
 //! dup of a stream communicator: the library copied its record) keeps it; a nonblocking constructor or an
 //! intercommunicator is left without one, and so is every communicator once the pool is exhausted, as on
 //! MPICH's ABI. The communicators the MPIX implementation makes itself are `PMPI_*` calls, never seen here.
-use mpixstream_wrappers::app::AppArg;
 use super::mpi::{self, H};
 use super::streams::{self, Record};
+use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::interpose::CommCtor;
 use mpixstream_wrappers::tools::Description;
 use std::os::raw::{c_char, c_int};

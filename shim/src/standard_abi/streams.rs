@@ -9,12 +9,12 @@
 //!   of ours: the library runs its delete callback on every destruction path of the communicator, so the
 //!   record goes with it, and its copy callback on `MPI_Comm_dup`, so a dup of a stream communicator
 //!   keeps the stream (as native MPICH's does).
-use mpixstream_wrappers::mpi::kept;
-use std::sync::Arc;
 use super::errors::Class;
 use super::mpi::{self, H};
+use mpixstream_wrappers::mpi::kept;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// The most streams a pool can have (MPICH's limit on VCIs: `MPIXSTREAM_STREAMS` is below it).

@@ -114,12 +114,7 @@ pub fn isend(
 }
 
 /// `MPI_Recv` and the blocking receives.
-pub fn recv(
-    name: &'static str,
-    comm: H,
-    status: AppArg<Status>,
-    call: impl FnOnce(AppArg<Status>) -> c_int,
-) -> c_int {
+pub fn recv(name: &'static str, comm: H, status: AppArg<Status>, call: impl FnOnce(AppArg<Status>) -> c_int) -> c_int {
     if !on() {
         return call(status);
     }
@@ -360,12 +355,7 @@ pub fn collective(name: &'static str, comm: H, call: impl FnOnce() -> c_int) -> 
 }
 
 /// The nonblocking collectives.
-pub fn icollective(
-    name: &'static str,
-    comm: H,
-    request: AppArg<H>,
-    call: impl FnOnce() -> c_int,
-) -> c_int {
+pub fn icollective(name: &'static str, comm: H, request: AppArg<H>, call: impl FnOnce() -> c_int) -> c_int {
     if !on() {
         return call();
     }

@@ -18,10 +18,10 @@
 //! handles passed are only this ABI's predefined constants and the program's own, from the call being
 //! counted (MPI requires them valid: the program's call passes them to the library just the same).
 use crate::profile::ThreadSet;
-use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use crate::state::{CommRec, Counters, MultiplexPart, VciSource};
 use mpixstream_wrappers::mpi::Opaque;
 use mpixstream_wrappers::std_mpi::{self, Mpi};
+use mpixstream_wrappers::tools::StreamOrigin as Origin;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};

@@ -76,13 +76,7 @@ impl Comm {
     }
 
     /// `MPI_Ibcast_c`.
-    pub fn ibcast(
-        self,
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-        root: c_int,
-    ) -> MpiResult<Request> {
+    pub fn ibcast(self, buf: Pending<c_void>, count: MPI_Count, datatype: Datatype, root: c_int) -> MpiResult<Request> {
         start!(PMPI_Ibcast_c(buf.ptr(), count, datatype.0, root, self.0))
     }
 

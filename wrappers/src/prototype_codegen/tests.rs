@@ -43,8 +43,9 @@ fn the_list_parses_and_generates() {
     generate_fn_types(&rows).unwrap();
     generate_lean(&rows).unwrap();
     generate_tools(&rows).unwrap();
-    assert!(generate_pmpi_table(&rows)
-        .contains("pub PMPIX_Stream_create: Option<crate::fn_types::MPIX_Stream_create>,"));
+    assert!(
+        generate_pmpi_table(&rows).contains("pub PMPIX_Stream_create: Option<crate::fn_types::MPIX_Stream_create>,")
+    );
 }
 
 /// The standard ABI: every interposer takes its handles passed by value register-wide, forwards them
@@ -131,13 +132,17 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
     assert!(checked > 250, "{checked}");
     assert!(lean.contains("fn MPI_Init(argc: *mut ::std::os::raw::c_int, argv: *mut *mut *mut ::std::os::raw::c_char) -> ::std::os::raw::c_int {\nuse $hooks as hooks;\nunsafe {\nlet scope = $crate::app::CallScope::new();\nhooks::init($crate::app::AppArg::new(&scope, argc), $crate::app::AppArg::new(&scope, argv), None)"));
     // A fix gets every argument, its pointers wrapped; a hook without pointers no scope.
-    assert!(lean.contains("fixes::iprobe(source, tag, comm, $crate::app::AppArg::new(&scope, flag), \
-         $crate::app::AppArg::new(&scope, status))"));
+    assert!(lean.contains(
+        "fixes::iprobe(source, tag, comm, $crate::app::AppArg::new(&scope, flag), \
+         $crate::app::AppArg::new(&scope, status))"
+    ));
     assert!(lean.contains("unsafe {\nhooks::finalize()\n}"));
     let forwarders = generate_forwarders(&rows).unwrap();
-    assert!(forwarders.contains("pub fn MPI_Iprobe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, \
+    assert!(forwarders.contains(
+        "pub fn MPI_Iprobe(source: ::std::os::raw::c_int, tag: ::std::os::raw::c_int, \
          comm: $crate::ffi::MPI_Comm, flag: $crate::app::AppArg<'_, ::std::os::raw::c_int>, \
-         status: $crate::app::AppArg<'_, $crate::ffi::MPI_Status>) -> ::std::os::raw::c_int {"));
+         status: $crate::app::AppArg<'_, $crate::ffi::MPI_Status>) -> ::std::os::raw::c_int {"
+    ));
     assert!(forwarders.contains("unsafe { $crate::next!(MPI_Iprobe)(source, tag, comm, flag.ptr(), status.ptr()) }"));
     assert!(lean.contains("if $crate::abi::standard() {\nreturn $crate::next_wide!(MPI_Wait)(request, status);\n}"));
     // The wide twins of the function types.
@@ -146,10 +151,11 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
         "    pub type MPI_Comm_set_errhandler = unsafe extern \"C\" fn(crate::ffi::WideHandle, crate::ffi::WideHandle) \
          -> ::std::os::raw::c_int;"
     ));
-    assert!(types.contains("pub type MPI_Comm_set_errhandler = unsafe extern \"C\" fn(crate::ffi::MPI_Comm, crate::ffi::MPI_Errhandler)"));
+    assert!(types.contains(
+        "pub type MPI_Comm_set_errhandler = unsafe extern \"C\" fn(crate::ffi::MPI_Comm, crate::ffi::MPI_Errhandler)"
+    ));
     // A completion row may not take a handle by value: its pass-through would not narrow it.
-    let bad =
-        parse("int MPI_Test(MPI_Request *request, int *flag, MPI_Comm comm);  pmpi lean:test(request)").unwrap();
+    let bad = parse("int MPI_Test(MPI_Request *request, int *flag, MPI_Comm comm);  pmpi lean:test(request)").unwrap();
     assert!(generate_lean(&bad).unwrap_err().contains("may not take a handle by value"));
 }
 
@@ -159,9 +165,8 @@ fn interposers_pass_the_standard_abi_through_with_wide_handles() {
 fn completion_rows_generate_their_polls() {
     let rows = parse(include_str!("../../mpi.prototypes")).unwrap();
     let lean = generate_lean(&rows).unwrap();
-    assert!(lean.contains(
-        "fixes::completion_wait($crate::app::AppArray::new(&scope, array_of_requests, count as i64), true,"
-    ));
+    assert!(lean
+        .contains("fixes::completion_wait($crate::app::AppArray::new(&scope, array_of_requests, count as i64), true,"));
     assert!(lean.contains("$crate::next!(MPI_Testall)(count, array_of_requests, &mut flag, array_of_statuses);"));
     assert!(lean.contains("(rc, *outcount != 0)"));
     assert!(lean.contains("fixes::completion_test($crate::app::AppArray::new(&scope, request, 1),"));

@@ -49,8 +49,8 @@ mod route;
 pub use persistent_bsend::{freed, freeing, persistent_bsend_created, start, startall};
 pub use route::{buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c};
 
-use crate::native_fixes::native_streams::native_stream_of;
 use crate::forward;
+use crate::native_fixes::native_streams::native_stream_of;
 use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
@@ -59,12 +59,21 @@ use route::send_routed;
 use std::os::raw::{c_int, c_void};
 
 /// `MPI_Bsend`: on a native stream communicator, the routed buffered send.
-pub fn bsend(buf: AppIn<c_void>, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+pub fn bsend(
+    buf: AppIn<c_void>,
+    count: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> c_int {
     if native_stream_of(comm).is_none() {
         return forward::MPI_Bsend(buf, count, datatype, dest, tag, comm);
     }
     ffi_guard("MPI_Bsend", || {
-        send_routed(buf, count.into(), datatype, dest, tag, comm, || forward::MPI_Bsend(buf, count, datatype, dest, tag, comm))
+        send_routed(buf, count.into(), datatype, dest, tag, comm, || {
+            forward::MPI_Bsend(buf, count, datatype, dest, tag, comm)
+        })
     })
 }
 
@@ -81,7 +90,9 @@ pub fn bsend_c(
         return forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm);
     }
     ffi_guard("MPI_Bsend_c", || {
-        send_routed(buf, count, datatype, dest, tag, comm, || forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm))
+        send_routed(buf, count, datatype, dest, tag, comm, || {
+            forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm)
+        })
     })
 }
 
@@ -161,7 +172,11 @@ pub fn ibsend_c(
             comm,
             tag,
             request,
-            || send_routed(buf, count, datatype, dest, tag, comm, || forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm)),
+            || {
+                send_routed(buf, count, datatype, dest, tag, comm, || {
+                    forward::MPI_Bsend_c(buf, count, datatype, dest, tag, comm)
+                })
+            },
             mpich,
         )
     })

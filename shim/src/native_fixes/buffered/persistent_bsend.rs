@@ -1,9 +1,9 @@
 //! Persistent buffered sends made on a native stream communicator (`MPI_Bsend_init(_c)`): recorded, and
 //! each `MPI_Start`/`MPI_Startall` of one is the routed buffered send with the recorded arguments.
 use super::route::send_routed;
+use crate::forward;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
-use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppArray, Pending};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;

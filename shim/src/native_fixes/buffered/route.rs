@@ -1,9 +1,9 @@
 //! The routed buffered send itself (pack, `MPI_Isend_c`, one test, then an orphan until it completes)
 //! and the attached buffer whose size bounds the routed messages' space.
+use crate::forward;
 use crate::native_fixes::native_streams::native_stream_index_of;
 use crate::orphans::{self, MayPoll, Orphan};
 use crate::runtime;
-use crate::forward;
 use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Datatype, Request};
@@ -170,7 +170,8 @@ pub(super) fn send_routed(
             let bytes = memory.len() as MPI_Count;
             // SAFETY: the send reads the `bytes` packed into `memory`, which the orphan made of it keeps
             // (moving a Vec moves no heap memory) until the request completed (below).
-            rc = unsafe { next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request) };
+            rc =
+                unsafe { next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request) };
         }
         if rc == MPI_SUCCESS {
             // It is ours to complete from here on (the tools library must not keep an entry for it:
