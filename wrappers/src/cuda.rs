@@ -333,10 +333,8 @@ impl PinnedBuf {
     pub fn alloc(_current: &Current, cap: usize) -> Result<PinnedBuf, String> {
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: the driver writes the new allocation's address into a live local.
-        check(
-            unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) },
-            "cuMemHostAlloc (staging)",
-        )?;
+        let r = unsafe { sys::cuMemHostAlloc(&mut host, cap, sys::CU_MEMHOSTALLOC_PORTABLE) };
+        check(r, "cuMemHostAlloc (staging)")?;
         Ok(PinnedBuf { ptr: host as *mut u8, cap })
     }
 
