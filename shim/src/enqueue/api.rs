@@ -143,8 +143,8 @@ macro_rules! p2p {
             comm: MPI_Comm,
         ) -> c_int {
             let count = count as MPI_Count;
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
             let kind =
+                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
                 unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
             enqueue!($send, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
@@ -183,8 +183,8 @@ macro_rules! p2p {
             request: *mut MPI_Request,
         ) -> c_int {
             let count = count as MPI_Count;
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
             let kind =
+                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
                 unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
@@ -233,8 +233,8 @@ macro_rules! collectives {
         ) -> c_int {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
             let kind =
+                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
                 unsafe { Kind::Allreduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op } };
             enqueue!($allreduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
@@ -269,8 +269,8 @@ macro_rules! collectives {
         ) -> c_int {
             let count = count as MPI_Count;
             let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
             let kind =
+                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
                 unsafe { Kind::Reduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op, root } };
             enqueue!($reduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
