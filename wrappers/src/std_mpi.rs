@@ -41,6 +41,8 @@ pub const ERRORS_ARE_FATAL: H = 0x141;
 pub const ERRORS_ABORT: H = 0x142;
 pub const ERRORS_RETURN: H = 0x143;
 pub const MESSAGE_NULL: H = 0x128;
+pub const MESSAGE_NO_PROC: H = 0x129;
+pub const REQUEST_NULL: H = 0x180;
 pub const INT: H = 0x209;
 pub const BYTE: H = 0x247;
 pub const MIN: H = 0x22;
@@ -55,6 +57,7 @@ pub const ERR_RANK: c_int = 6;
 pub const ERR_ARG: c_int = 13;
 pub const ERR_OTHER: c_int = 16;
 pub const ERR_PENDING: c_int = 18;
+pub const ERR_IN_STATUS: c_int = 19;
 pub const ERR_UNSUPPORTED_OPERATION: c_int = abi::MPI_ERR_UNSUPPORTED_OPERATION;
 
 // Other constants.

@@ -35,16 +35,10 @@ type H = usize;
 
 pub use mpixstream_wrappers::abi::Status;
 
-const SUCCESS: c_int = 0;
-const ERR_IN_STATUS: c_int = 19;
-const PROC_NULL: c_int = -3;
-const COMM_NULL: H = 0x100;
-const COMM_WORLD: H = 0x101;
-const COMM_SELF: H = 0x102;
-const REQUEST_NULL: H = 0x180;
-const MESSAGE_NULL: H = 0x128;
-const MESSAGE_NO_PROC: H = 0x129;
-const BYTE: H = 0x247;
+use std_mpi::{
+    BYTE, COMM_NULL, COMM_SELF, COMM_WORLD, ERR_IN_STATUS, MESSAGE_NO_PROC, MESSAGE_NULL, PROC_NULL, REQUEST_NULL,
+    SUCCESS,
+};
 
 /// The standard ABI's table (`mpixstream_wrappers::std_mpi`), where the program's library serves it.
 fn mpi() -> Option<&'static Mpi> {
