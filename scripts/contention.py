@@ -89,7 +89,25 @@ def summarize(report):
         "note": mpich_note(report),
         "calls": sum(e["calls"] for r in ranks for e in r["endpoints"]),
         "ranks": ranks,
+        "guided": guided_section(report),
     }
+
+
+def guided_section(report):
+    """What the guided policy (MPIXSTREAM_POLICY=guided, MPIXSTREAM_PROFILE=profile.json) reads: per rank,
+    the identity of every communicator it made and of those the verdict says the explicit policy would
+    separate (threads met inside their shared endpoint, each on a communicator of its own); `select`, the
+    union over the ranks (every member of a communicator must decide alike)."""
+    ranks, select = [], set()
+    for r in report.get("ranks", []):
+        p = r.get("profile") or {}
+        comms = {c["id"]: c for c in r.get("comms", [])}
+        mine = sorted({comms[i]["identity"] for i in p.get("verdict", {}).get("separable", [])
+                       if comms.get(i, {}).get("identity")})
+        select.update(mine)
+        ranks.append({"rank": r["rank"], "made": p.get("identities", []), "select": mine})
+    return {"version": 1, "policy": report.get("policy"), "nranks": report.get("nranks"),
+            "select": sorted(select), "ranks": ranks}
 
 
 def print_table(s, command=""):
@@ -143,6 +161,10 @@ def print_table(s, command=""):
         print(f"  rank {first['rank']}{others}: {first['verdict'][0]}")
         for line in first["verdict"][1:]:
             print(f"    {line.strip()}")
+    g = s.get("guided") or {}
+    if g.get("policy") == "implicit":
+        chosen = ", ".join(g["select"]) or "none (no threads met on communicators of their own)"
+        print(f"\nthe guided policy (MPIXSTREAM_POLICY=guided) would give a stream to: {chosen}")
 
 
 def timeline_rows(report):

@@ -55,6 +55,11 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
                 std::process::exit(1);
             }
         };
+        // The guided policy's profile, read before the pool is sized (an unreadable one stops here).
+        if let Err(e) = policy::guided::load(&config) {
+            eprintln!("mpixstream: {e}");
+            std::process::exit(1);
+        }
         let detected = match backend::detect(p, &config) {
             Ok(d) => d,
             Err(e) => {
@@ -306,74 +311,101 @@ pub fn comm_constructed(
                 Err(_) => MPI_ERR_OTHER,
             };
         };
-        let action = decide(facts(rt, kind, parent));
+        // The child's identity from run to run, where identities are kept (the guided policy's key).
+        let pending = if policy::identity::on(rt) { policy::identity::begin(rt, kind, parent) } else { None };
+        let action = decide(facts(rt, kind, parent, pending));
         let _claim = crate::native_fixes::native_streams::native_stream_of(parent).map(|s| s.claim());
-        match action {
-            Action::Refuse => crate::errors::raise(
-                parent,
-                crate::errors::Class::Unsupported,
-                kind.name(),
-                "a nonblocking dup of a multiplex communicator is not supported on the split backend (its hidden \
-                 communicators' thread-split endpoints are agreed with blocking collectives); use MPI_Comm_dup",
-            ),
-            // The policy's blocking dup on the native backend: the stream communicator made from `parent`
-            // directly, so that MPICH copies the attributes once, into the communicator the application
-            // gets.
-            Action::PolicyDup => match newcomm.get() {
-                Some(mut out) => {
-                    let rc = policy::dup_directly(rt, parent, &mut out, info);
-                    newcomm.set(out);
-                    rc
-                }
-                // MPICH's own dup reports the null argument.
-                None => create(pmpi()),
-            },
-            // The policy's idup of one of its communicators: the child is not on the parent's stream.
-            Action::IdupOfBase => {
-                let rc = crate::policy::base::idup(rt, kind, parent, newcomm, info, request, create);
-                if rc == MPI_SUCCESS {
-                    policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
-                }
-                rc
-            }
-            Action::Create { agree_first, then } => {
-                // The split backend's endpoint for the new communicator, agreed over `parent` first.
-                let agreed = agree_first.then(|| policy::endpoint_before(rt, parent));
-                let rc = create(pmpi());
-                // What MPICH's constructor has just written where it succeeded.
-                let made = if rc == MPI_SUCCESS { newcomm.get() } else { None };
-                if let Some(made) = made {
-                    // The tools library (if loaded) counts what MPICH made, as its round robin over its
-                    // implicit VCIs does (`MPI_COMM_NULL`: this process got none).
-                    crate::tools_link::tools_comm_created(kind, parent, made);
-                }
-                let Some(mut child) = made.filter(|&c| c != MPI_COMM_NULL) else {
-                    policy::give_back(rt, agreed);
-                    return rc;
-                };
-                match then {
-                    Then::Nothing => rc,
-                    Then::CountNonblocking => {
-                        policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
-                        rc
-                    }
-                    Then::Inherit => inherit(rt, parent, child, rc),
-                    Then::AttachStream => {
-                        let rc = policy::attach_stream(rt, &mut child, agreed);
-                        newcomm.set(child);
-                        rc
-                    }
-                    Then::Multiplex => {
-                        crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request).unwrap_or(rc)
-                    }
-                }
+        let rc = carry_out(rt, action, kind, parent, newcomm, info, request, create);
+        if let Some(p) = pending.filter(|_| rc == MPI_SUCCESS) {
+            if let Some(child) = newcomm.get() {
+                policy::identity::made(p, kind, child);
             }
         }
+        rc
     })
 }
 
-/// The facts of a constructor of `parent` that every member shares (`ctor_plan`).
-fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Facts {
+/// What [`comm_constructed`] does once the action is decided: one arm per action.
+#[allow(clippy::too_many_arguments)]
+fn carry_out(
+    rt: &'static Runtime,
+    action: Action,
+    kind: CommCtor,
+    parent: MPI_Comm,
+    newcomm: AppArg<MPI_Comm>,
+    info: Option<MPI_Info>,
+    request: Option<AppArg<MPI_Request>>,
+    create: &dyn Fn(&Pmpi) -> c_int,
+) -> c_int {
+    match action {
+        Action::Refuse => crate::errors::raise(
+            parent,
+            crate::errors::Class::Unsupported,
+            kind.name(),
+            "a nonblocking dup of a multiplex communicator is not supported on the split backend (its hidden \
+                 communicators' thread-split endpoints are agreed with blocking collectives); use MPI_Comm_dup",
+        ),
+        // The policy's blocking dup on the native backend: the stream communicator made from `parent`
+        // directly, so that MPICH copies the attributes once, into the communicator the application
+        // gets.
+        Action::PolicyDup => match newcomm.get() {
+            Some(mut out) => {
+                let rc = policy::dup_directly(rt, parent, &mut out, info);
+                newcomm.set(out);
+                rc
+            }
+            // MPICH's own dup reports the null argument.
+            None => create(pmpi()),
+        },
+        // The policy's idup of one of its communicators: the child is not on the parent's stream.
+        Action::IdupOfBase => {
+            let rc = crate::policy::base::idup(rt, kind, parent, newcomm, info, request, create);
+            if rc == MPI_SUCCESS {
+                policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
+            }
+            rc
+        }
+        Action::Create { agree_first, then } => {
+            // The split backend's endpoint for the new communicator, agreed over `parent` first.
+            let agreed = agree_first.then(|| policy::endpoint_before(rt, parent));
+            let rc = create(pmpi());
+            // What MPICH's constructor has just written where it succeeded.
+            let made = if rc == MPI_SUCCESS { newcomm.get() } else { None };
+            if let Some(made) = made {
+                // The tools library (if loaded) counts what MPICH made, as its round robin over its
+                // implicit VCIs does (`MPI_COMM_NULL`: this process got none).
+                crate::tools_link::tools_comm_created(kind, parent, made);
+            }
+            let Some(mut child) = made.filter(|&c| c != MPI_COMM_NULL) else {
+                policy::give_back(rt, agreed);
+                return rc;
+            };
+            match then {
+                Then::Nothing => rc,
+                Then::CountNonblocking => {
+                    policy::STATS.nonblocking.fetch_add(1, Ordering::Relaxed);
+                    rc
+                }
+                Then::Inherit => inherit(rt, parent, child, rc),
+                Then::AttachStream => {
+                    let rc = policy::attach_stream(rt, &mut child, agreed);
+                    newcomm.set(child);
+                    rc
+                }
+                Then::Multiplex => crate::multiplex::comm_constructed(rt, kind, parent, newcomm, request).unwrap_or(rc),
+            }
+        }
+    }
+}
+
+/// The facts of a constructor of `parent` that every member shares (`ctor_plan`); `pending`: the
+/// child's identity, where kept (the guided policy decides by it: `guided::policy_for`).
+fn facts(
+    rt: &Runtime,
+    kind: CommCtor,
+    parent: MPI_Comm,
+    pending: Option<policy::identity::Pending>,
+) -> ctor_plan::Facts {
     let class = if crate::multiplex::registry::lookup(parent).is_some() {
         Parent::Multiplex
     } else {
@@ -385,11 +417,11 @@ fn facts(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> ctor_plan::Facts {
             _ => Parent::Plain,
         }
     };
+    let policy = policy::guided::policy_for(rt.config.policy, class, kind, pending.map(|p| p.selected()));
     // Only the policy's plans look at it (one query of MPICH's, the same on every member; a failed one
     // counts as an intracommunicator).
-    let inter =
-        rt.config.policy == Policy::Explicit && parent != MPI_COMM_NULL && Comm(parent).is_inter().unwrap_or(false);
-    ctor_plan::Facts { backend: rt.backend, policy: rt.config.policy, kind, parent: class, intercomm: inter }
+    let inter = policy == Policy::Explicit && parent != MPI_COMM_NULL && Comm(parent).is_inter().unwrap_or(false);
+    ctor_plan::Facts { backend: rt.backend, policy, kind, parent: class, intercomm: inter }
 }
 
 /// `child` carries the record of `parent` on this member: its stream, or none (every member records

@@ -46,6 +46,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         d.policy = match rt.config.policy {
             Policy::Implicit => 0,
             Policy::Explicit => 1,
+            Policy::Guided => 2,
         };
         d.pool = rt.streams.capacity() as c_int;
         d.implicit_vcis = rt.backend.implicit_vcis() as c_int;
@@ -62,6 +63,13 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
         d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
         d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
+        if let Some(p) = policy::guided::profile() {
+            d.guided_selected = policy::guided::STATS.selected.load(Ordering::Relaxed);
+            d.guided_unseen = policy::guided::STATS.unseen.load(Ordering::Relaxed);
+            d.guided_unidentified = policy::guided::STATS.unidentified.load(Ordering::Relaxed);
+            d.guided_nranks = p.nranks as c_int;
+            copy_str(&mut d.guided_profile, &p.path);
+        }
         copy_str(&mut d.library, &rt.library);
         copy_str(&mut d.backend_reason, &rt.backend_reason);
         0
@@ -214,5 +222,52 @@ pub unsafe extern "C" fn mpixstream_std_multiplex_of(comm: usize, user: *mut usi
             }
         }
         1
+    })
+}
+
+/// The node of `comm`'s identity (`policy::identity`: root, constructors, numbers of the calls), or -1
+/// where it has none or identities are not kept. With [`mpixstream_identity_parent`] and
+/// [`mpixstream_identity_step`] the tools library writes it as a path (`comm_identity::format`).
+#[no_mangle]
+pub extern "C" fn mpixstream_comm_identity(comm: MPI_Comm) -> c_int {
+    mpixstream_wrappers::guard::guard_with("mpixstream_comm_identity", -1, || {
+        let Some(rt) = runtime::active() else { return -1 };
+        if !policy::identity::on(rt) {
+            return -1;
+        }
+        policy::identity::node_of(comm).map_or(-1, |n| n as c_int)
+    })
+}
+
+/// How many identity nodes this process made (the roots `MPI_COMM_WORLD` 0 and `MPI_COMM_SELF` 1
+/// included; the others in order of creation).
+#[no_mangle]
+pub extern "C" fn mpixstream_identity_count() -> c_int {
+    mpixstream_wrappers::guard::guard_with("mpixstream_identity_count", 0, || {
+        runtime::active().filter(|rt| policy::identity::on(rt)).map_or(0, |_| policy::identity::count() as c_int)
+    })
+}
+
+/// The parent node of identity node `node`, or -1 (a root, or no such node).
+#[no_mangle]
+pub extern "C" fn mpixstream_identity_parent(node: c_int) -> c_int {
+    mpixstream_wrappers::guard::guard_with("mpixstream_identity_parent", -1, || {
+        let parts = u32::try_from(node).ok().and_then(policy::identity::parts);
+        parts.and_then(|(parent, _)| parent).map_or(-1, |p| p as c_int)
+    })
+}
+
+/// The step that made identity node `node`: its constructor's position in `CommCtor::ALL` times 2^32
+/// plus the number of the call on its parent; -1 for `MPI_COMM_WORLD`, -2 for `MPI_COMM_SELF`, -3 for
+/// no such node.
+#[no_mangle]
+pub extern "C" fn mpixstream_identity_step(node: c_int) -> i64 {
+    mpixstream_wrappers::guard::guard_with("mpixstream_identity_step", -3, || {
+        match u32::try_from(node).ok().and_then(policy::identity::parts) {
+            None => -3,
+            Some((_, Some(step))) => ((step.kind as i64) << 32) | step.seq as i64,
+            Some((_, None)) if node == 1 => -2,
+            Some((_, None)) => -1,
+        }
     })
 }

@@ -38,11 +38,18 @@ pub struct Endpoint {
     state: AtomicU64,
     overlap: AtomicU64,
     excess: AtomicU64,
+    /// Entries that found another thread inside: a call that sees it move while inside met another.
+    meetings: AtomicU64,
 }
 
 impl Endpoint {
     const fn new() -> Endpoint {
-        Endpoint { state: AtomicU64::new(0), overlap: AtomicU64::new(0), excess: AtomicU64::new(0) }
+        Endpoint {
+            state: AtomicU64::new(0),
+            overlap: AtomicU64::new(0),
+            excess: AtomicU64::new(0),
+            meetings: AtomicU64::new(0),
+        }
     }
 
     /// One thread enters (`up`) or leaves at `now` (ticks since the clock's origin); returns how many
@@ -113,6 +120,9 @@ pub struct Usage {
     pub ticks: AtomicU64,
     /// Calls that found another thread inside the endpoint when they entered.
     pub contended: AtomicU64,
+    /// Calls that met another thread inside the endpoint: found one there, or one came in while inside
+    /// (the guided policy's evidence, the same for both threads of a meeting).
+    pub met: AtomicU64,
 }
 
 /// One call of the timeline (ticks since the clock's origin).
@@ -228,14 +238,15 @@ pub struct Inside {
     me: Option<&'static ThreadProfile>,
     start: u64,
     n: u8,
-    slots: [(Slot, bool); PER_CALL],
+    /// Each endpoint entered: whether another thread was inside, and its meetings count at the entry.
+    slots: [(Slot, bool, u64); PER_CALL],
 }
 
 impl Inside {
     /// Nothing entered (the profile is off, or the call is inside another).
     #[inline]
     pub fn none() -> Inside {
-        Inside { me: None, start: 0, n: 0, slots: [(0, false); PER_CALL] }
+        Inside { me: None, start: 0, n: 0, slots: [(0, false, 0); PER_CALL] }
     }
 }
 
@@ -268,12 +279,18 @@ fn enter_as(slots: impl IntoIterator<Item = Slot>, set: Option<&ThreadSet>) -> I
     }
     me.inside.set(true);
     let start = clock::now().wrapping_sub(clock::origin());
-    let mut inside = Inside { me: Some(me), start, n: 0, slots: [(0, false); PER_CALL] };
+    let mut inside = Inside { me: Some(me), start, n: 0, slots: [(0, false, 0); PER_CALL] };
     for s in slots {
         let n = inside.n as usize;
         if n < PER_CALL && inside.slots[..n].iter().all(|x| x.0 != s) {
-            let others = ENDPOINTS[s as usize].change(start, true);
-            inside.slots[n] = (s, others > 0);
+            let e = &ENDPOINTS[s as usize];
+            // Read before entering: any thread that enters after this one and finds it inside counts.
+            let meetings = e.meetings.load(Ordering::Relaxed);
+            let others = e.change(start, true);
+            if others > 0 {
+                e.meetings.fetch_add(1, Ordering::Relaxed);
+            }
+            inside.slots[n] = (s, others > 0, meetings);
             inside.n += 1;
         }
     }
@@ -285,14 +302,21 @@ impl Drop for Inside {
     fn drop(&mut self) {
         let Some(me) = self.me else { return };
         let end = clock::now().wrapping_sub(clock::origin()).max(self.start);
-        for &(s, contended) in &self.slots[..self.n as usize] {
-            ENDPOINTS[s as usize].change(end, false);
+        for &(s, contended, meetings) in &self.slots[..self.n as usize] {
+            let e = &ENDPOINTS[s as usize];
+            // Met: found another inside, or another entry found others inside meanwhile (this one's own
+            // entry moved the count by one where it was contended).
+            let met = contended || e.meetings.load(Ordering::Relaxed) > meetings;
+            e.change(end, false);
             let u = &me.usage[s as usize];
             // Written by this thread alone: no read-modify-write needed.
             u.calls.store(u.calls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             u.ticks.store(u.ticks.load(Ordering::Relaxed) + (end - self.start), Ordering::Relaxed);
             if contended {
                 u.contended.store(u.contended.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            if met {
+                u.met.store(u.met.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
             me.record(Event { start: self.start, end, slot: s, contended });
         }
@@ -394,8 +418,10 @@ mod tests {
         let contended: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
         let inside: u64 = threads().iter().map(|t| t.usage[slot as usize].ticks.load(Ordering::Relaxed)).sum();
         let (busy, overlap) = endpoint(slot).times(inside);
-        // Both were inside for about 5 ms together: one of the two found the other there.
+        // Both were inside for about 5 ms together: one of the two found the other there, and both met.
         assert_eq!(contended, 1);
+        let met: u64 = threads().iter().map(|t| t.usage[slot as usize].met.load(Ordering::Relaxed)).sum();
+        assert_eq!(met, 2);
         assert!(overlap > 0 && overlap <= busy, "busy {busy} overlap {overlap}");
         let set = ThreadSet::default();
         drop(enter_comm(slot, &set));

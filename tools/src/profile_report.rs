@@ -64,11 +64,12 @@ pub fn comm_fields(r: &CommRec, explicit_policy: bool) -> String {
     let seen: Vec<String> = r.seen_vcis().iter().map(|v| v.to_string()).collect();
     let ts: Vec<String> = threads.iter().map(|t| t.to_string()).collect();
     format!(
-        "\"vci_source\":\"{}\",\"vci_seen\":[{}],\"seq\":{},\"made_by\":{},\"threads\":[{}],\"more_threads\":{more},{}",
+        "\"vci_source\":\"{}\",\"vci_seen\":[{}],\"seq\":{},\"made_by\":{},\"identity\":{},\"threads\":[{}],\"more_threads\":{more},{}",
         r.vci_source.name(),
         seen.join(","),
         opt(r.made.filter(|m| m.numbered).map(|m| m.seq)),
         r.made.map_or("null".to_string(), |m| json::string(m.call)),
+        r.identity.as_deref().map_or("null".to_string(), json::string),
         ts.join(","),
         explicit_json(explicit_of(r, explicit_policy))
     )
@@ -152,6 +153,7 @@ pub fn rank_profile(
                     calls,
                     ns: u.ticks.load(Ordering::Relaxed) as f64 * ns,
                     contended: u.contended.load(Ordering::Relaxed),
+                    met: u.met.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -218,8 +220,8 @@ pub fn rank_profile(
             .iter()
             .map(|u| {
                 format!(
-                    "{{\"thread\":{},\"calls\":{},\"in_mpi_ns\":{:.0},\"contended_calls\":{}}}",
-                    u.thread, u.calls, u.ns, u.contended
+                    "{{\"thread\":{},\"calls\":{},\"in_mpi_ns\":{:.0},\"contended_calls\":{},\"met_calls\":{}}}",
+                    u.thread, u.calls, u.ns, u.contended, u.met
                 )
             })
             .collect();
@@ -251,7 +253,18 @@ pub fn rank_profile(
         );
     }
     let lines: Vec<String> = v.lines.iter().map(|l| json::string(l)).collect();
-    let _ = write!(j, "],\"verdict\":{{\"outcome\":\"{}\",\"lines\":[{}]}},", v.outcome, lines.join(","));
+    let separable: Vec<String> = v.separable.iter().map(|&i| records[i].id.to_string()).collect();
+    let _ = write!(
+        j,
+        "],\"verdict\":{{\"outcome\":\"{}\",\"lines\":[{}],\"separable\":[{}]}},",
+        v.outcome,
+        lines.join(","),
+        separable.join(",")
+    );
+    // Every identity this rank made (used or not), for the guided policy: what the profile saw.
+    let made: Vec<String> =
+        mpixstream_wrappers::lean_query::get().identities().iter().map(|s| json::string(s)).collect();
+    let _ = write!(j, "\"identities\":[{}],", made.join(","));
     j.push_str(&timeline_json(&threads, &slots, ns));
     j.push('}');
     (j, t, v.lines)

@@ -34,6 +34,7 @@ fn policy_name(d: Option<&Description>) -> &'static str {
     match d.map(|d| d.policy) {
         Some(0) => "implicit",
         Some(1) => "explicit",
+        Some(2) => "guided",
         _ => "unknown",
     }
 }
@@ -148,9 +149,18 @@ fn rank_part(
     let _ = write!(j, "{{\"rank\":{rank}");
     match d {
         Some(d) => {
+            // The guided policy's counters, under it only.
+            let guided = if d.guided_nranks > 0 {
+                format!(
+                    ",\"guided\":{{\"selected\":{},\"unseen\":{},\"unidentified\":{}}}",
+                    d.guided_selected, d.guided_unseen, d.guided_unidentified
+                )
+            } else {
+                String::new()
+            };
             let _ = write!(
                 j,
-                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"unserved\":{},\"retired\":{},\"twins\":{}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
+                ",\"streams_in_use\":{},\"policy_stats\":{{\"attached\":{},\"exhausted\":{},\"nonblocking\":{},\"intercomm\":{},\"unserved\":{},\"retired\":{},\"twins\":{}{guided}}},\"multiplex\":{{\"on_streams\":{},\"pooled\":{}}}",
                 d.streams_in_use,
                 d.policy_attached,
                 d.policy_exhausted,
@@ -405,7 +415,7 @@ pub fn write_with(
         doc,
         "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"abi\":\"{abi_name}\",\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
          \"policy\":\"{}\",\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
-         \"thread_level\":\"{}\",\"check\":\"{}\",\"ranks\":[{}]}}",
+         \"thread_level\":\"{}\",\"check\":\"{}\",\"guided\":{},\"ranks\":[{}]}}",
         json::string(&library),
         json::string(&reason),
         policy_name(d.as_ref()),
@@ -415,6 +425,12 @@ pub fn write_with(
         json::string(vci_basis),
         thread_level_name(d.map_or(-1, |d| d.thread_level)),
         check_name(check_mode),
+        d.filter(|d| d.guided_nranks > 0).map_or("null".to_string(), |d| format!(
+            "{{\"profile\":{},\"profile_nranks\":{},\"follows\":{}}}",
+            json::string(&cstr(&d.guided_profile)),
+            d.guided_nranks,
+            d.guided_nranks == size
+        )),
         jsons.join(",")
     );
     let written = std::fs::write(&path, doc.as_bytes());
@@ -480,10 +496,23 @@ pub fn write_with(
         }
     }
     if let Some(d) = d {
-        if d.policy == 1 {
+        if d.policy == 2 {
+            let profile = cstr(&d.guided_profile);
             let _ = writeln!(
                 out,
-                "explicit policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
+                "guided policy (rank 0): profile {profile} ({} ranks): {} communicators selected by it; left implicit: {} the profile never saw, {} without an identity{}",
+                d.guided_nranks,
+                d.guided_selected,
+                d.guided_unseen,
+                d.guided_unidentified,
+                if d.guided_nranks != size { format!("; the profile's rank count is not this job's ({size}): every communicator left implicit") } else { String::new() }
+            );
+        }
+        if d.policy != 0 {
+            let _ = writeln!(
+                out,
+                "{} policy (rank 0): {} communicators given a stream; left implicit: {} (pool exhausted), {} (nonblocking constructor), {} (intercommunicator); {} streams retired with their communicators",
+                policy_name(Some(&d)),
                 d.policy_attached, d.policy_exhausted, d.policy_nonblocking, d.policy_intercomm, d.policy_retired
             );
             if d.policy_unserved > 0 {

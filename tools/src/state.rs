@@ -132,6 +132,9 @@ pub struct CommRec {
     pub seen: AtomicU64,
     /// How MPICH's round robin numbered it, where the model knows (`round_robin`).
     pub made: Option<Made>,
+    /// Its identity from run to run (`comm_identity`: root, constructors, numbers of the calls), where
+    /// the lean library keeps one: the guided policy's key.
+    pub identity: Option<String>,
     /// The profile's endpoint slot for its calls: its VCI's, or an unnamed one; moved to the VCI its
     /// requests name where that differs.
     pub endpoint: AtomicU16,
@@ -242,6 +245,7 @@ impl CommRec {
             vci_source: VciSource::Unknown,
             seen: AtomicU64::new(0),
             made: None,
+            identity: None,
             endpoint: AtomicU16::new(0),
             threads: ThreadSet::default(),
             checked_stream: None,
@@ -331,6 +335,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
     let d = setup().and_then(|st| st.description);
     let split = d.is_some_and(|d| d.backend == 2);
     let made = round_robin::of(comm);
+    let identity = s.comm_identity(comm);
     let (vci, vci_source) = match stream {
         Some(_) if part.is_some() && split => (None, VciSource::Unknown),
         Some(i) => (s.stream_vci(i), VciSource::Stream),
@@ -377,6 +382,7 @@ fn rec_slow(comm: MPI_Comm) -> Option<&'static CommRec> {
                 vci_source,
                 seen: AtomicU64::new(0),
                 made,
+                identity,
                 endpoint: AtomicU16::new(vci.map_or_else(profile::unnamed, profile::named)),
                 threads: ThreadSet::default(),
                 checked_stream,

@@ -24,6 +24,8 @@ pub struct Use {
     pub calls: u64,
     pub ns: f64,
     pub contended: u64,
+    /// Calls that met another thread inside (found one, or one came in).
+    pub met: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -76,6 +78,9 @@ pub struct Verdict {
     /// policy, threads still met inside an endpoint), `separate` (under the explicit policy, none did).
     pub outcome: &'static str,
     pub lines: Vec<String>,
+    /// The communicators (indices into the rows) the explicit policy would separate where threads met:
+    /// what the guided policy gives a stream (`shim/src/policy/guided.rs`).
+    pub separable: Vec<usize>,
 }
 
 fn threads(ts: &[u32]) -> String {
@@ -91,6 +96,7 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
     let explicit_policy = f.policy == "explicit";
     let mut lines = Vec::new();
     let (mut helps, mut cannot, mut met, mut shared_any) = (false, false, false, false);
+    let mut separable_all: Vec<usize> = Vec::new();
     for e in endpoints {
         let users: Vec<u32> = e.users.iter().filter(|u| u.calls > 0).map(|u| u.thread).collect();
         if users.len() < 2 {
@@ -132,6 +138,21 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         }
         let alone: Vec<&&CommRow> = on_it.iter().filter(|c| c.threads.len() == 1 && !c.more).collect();
         let separable: Vec<&&&CommRow> = alone.iter().filter(|c| c.explicit == Explicit::OwnStream).collect();
+        // For the guided policy: those of threads that met another inside this endpoint.
+        let met_threads: Vec<u32> = e.users.iter().filter(|u| u.met > 0).map(|u| u.thread).collect();
+        let separable_here: Vec<usize> = e
+            .comms
+            .iter()
+            .copied()
+            .filter(|&i| {
+                comms.get(i).is_some_and(|c| {
+                    c.threads.len() == 1
+                        && !c.more
+                        && c.explicit == Explicit::OwnStream
+                        && met_threads.contains(&c.threads[0])
+                })
+            })
+            .collect();
         let mut sep_threads: Vec<u32> = separable.iter().map(|c| c.threads[0]).collect();
         sep_threads.sort_unstable();
         sep_threads.dedup();
@@ -165,6 +186,7 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         // such threads here, or one beside others whose communicators keep this endpoint.
         if !sep_threads.is_empty() && (sep_threads.len() >= 2 || users.len() > sep_threads.len()) {
             helps = true;
+            separable_all.extend(separable_here);
             let names: Vec<String> = separable.iter().map(|c| format!("{} (T{})", c.label, c.threads[0])).collect();
             let names = names.join(", ");
             lines.push(match f.mpi {
@@ -205,7 +227,9 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         _ => "threads still met inside an endpoint under the explicit policy".to_string(),
     };
     lines.insert(0, head);
-    Verdict { outcome, lines }
+    separable_all.sort_unstable();
+    separable_all.dedup();
+    Verdict { outcome, lines, separable: separable_all }
 }
 
 #[cfg(test)]
@@ -215,7 +239,7 @@ mod tests {
     fn ep(users: &[u32], overlap: f64, comms: &[usize]) -> EndpointRow {
         EndpointRow {
             label: "VCI 0".into(),
-            users: users.iter().map(|&t| Use { thread: t, calls: 10, ns: 1e6, contended: 3 }).collect(),
+            users: users.iter().map(|&t| Use { thread: t, calls: 10, ns: 1e6, contended: 3, met: 3 }).collect(),
             busy_ns: 2e6,
             overlap_ns: overlap,
             comms: comms.to_vec(),
@@ -235,6 +259,7 @@ mod tests {
         let v = verdict(IMPLICIT, &[ep(&[1, 2], 5e5, &[0, 1])], &comms);
         assert_eq!(v.outcome, "explicit_helps");
         assert!(v.lines.iter().any(|l| l.contains("dup a (T1), dup b (T2) an endpoint each")), "{v:?}");
+        assert_eq!(v.separable, [0, 1]);
         // On the serial backend the same program is told that this MPICH cannot separate them.
         let deb = Facts { backend: "serial", policy: "implicit", mpi: Endpoints::OneOnly };
         let v = verdict(deb, &[ep(&[1, 2], 5e5, &[0, 1])], &comms);
@@ -247,12 +272,14 @@ mod tests {
         let v = verdict(IMPLICIT, &[ep(&[0, 1, 2], 5e5, &[0])], &comms);
         assert_eq!(v.outcome, "explicit_cannot_help");
         assert!(v.lines.iter().any(|l| l.contains("one communicator per thread")), "{v:?}");
+        assert!(v.separable.is_empty());
     }
 
     #[test]
     fn turns_are_not_contention_and_explicit_names_what_still_shares() {
         let comms = [comm("dup a", &[1], Explicit::OwnStream), comm("dup b", &[2], Explicit::OwnStream)];
-        assert_eq!(verdict(IMPLICIT, &[ep(&[1, 2], 0.0, &[0, 1])], &comms).outcome, "in_turns");
+        let turns = verdict(IMPLICIT, &[ep(&[1, 2], 0.0, &[0, 1])], &comms);
+        assert_eq!((turns.outcome, turns.separable.len()), ("in_turns", 0));
         assert_eq!(verdict(IMPLICIT, &[ep(&[1], 0.0, &[0])], &comms).outcome, "none");
         let ex = Facts { backend: "native", policy: "explicit", mpi: Endpoints::Native };
         assert_eq!(verdict(ex, &[ep(&[1], 0.0, &[0]), ep(&[2], 0.0, &[1])], &comms).outcome, "separate");
@@ -260,6 +287,21 @@ mod tests {
         let v = verdict(ex, &[ep(&[1, 2], 1e5, &[0])], &world);
         assert_eq!(v.outcome, "still_shared");
         assert!(v.lines.iter().any(|l| l.contains("still shared under the explicit policy: MPI_COMM_WORLD")), "{v:?}");
+    }
+
+    /// The guided policy's selection: only the communicators of threads that met another inside.
+    #[test]
+    fn only_threads_that_met_are_separable() {
+        let comms = [
+            comm("dup a", &[1], Explicit::OwnStream),
+            comm("dup b", &[2], Explicit::OwnStream),
+            comm("split c", &[0], Explicit::OwnStream),
+        ];
+        let mut e = ep(&[0, 1, 2], 5e5, &[0, 1, 2]);
+        e.users[0].met = 0;
+        e.users[0].contended = 0;
+        let v = verdict(IMPLICIT, &[e], &comms);
+        assert_eq!((v.outcome, v.separable.as_slice()), ("explicit_helps", &[0, 1][..]));
     }
 
     #[test]
@@ -270,6 +312,7 @@ mod tests {
             comm("MPI_COMM_WORLD", &[3, 4], Explicit::StaysImplicit("MPI_COMM_WORLD")),
         ];
         let eps = [ep(&[1, 2], 1e5, &[0, 1]), ep(&[3, 4], 1e5, &[2])];
-        assert_eq!(verdict(IMPLICIT, &eps, &comms).outcome, "partly");
+        let v = verdict(IMPLICIT, &eps, &comms);
+        assert_eq!((v.outcome, v.separable.as_slice()), ("partly", &[0, 1][..]));
     }
 }

@@ -14,6 +14,8 @@ type VciFn = extern "C" fn(c_int) -> c_int;
 type MultiplexOfFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int;
 type StdCommStreamFn = unsafe extern "C" fn(WideHandle, *mut c_int) -> c_int;
 type StdMultiplexOfFn = unsafe extern "C" fn(WideHandle, *mut WideHandle, *mut [c_int; 4]) -> c_int;
+type CountFn = extern "C" fn() -> c_int;
+type StepFn = extern "C" fn(c_int) -> i64;
 
 /// The query entries the lean library defines (each `None` where it is absent).
 pub struct LeanQuery {
@@ -25,6 +27,10 @@ pub struct LeanQuery {
     multiplex_of: Option<MultiplexOfFn>,
     std_comm_stream: Option<StdCommStreamFn>,
     std_multiplex_of: Option<StdMultiplexOfFn>,
+    comm_identity: Option<CommFn>,
+    identity_count: Option<CountFn>,
+    identity_parent: Option<VciFn>,
+    identity_step: Option<StepFn>,
 }
 
 /// The process's symbol `name` as a `T`, `None` where no object defines it.
@@ -52,6 +58,10 @@ pub fn get() -> &'static LeanQuery {
             multiplex_of: sym(c"mpixstream_multiplex_of"),
             std_comm_stream: sym(c"mpixstream_std_comm_stream"),
             std_multiplex_of: sym(c"mpixstream_std_multiplex_of"),
+            comm_identity: sym(c"mpixstream_comm_identity"),
+            identity_count: sym(c"mpixstream_identity_count"),
+            identity_parent: sym(c"mpixstream_identity_parent"),
+            identity_step: sym(c"mpixstream_identity_step"),
         }
     })
 }
@@ -117,5 +127,38 @@ impl LeanQuery {
         // SAFETY: the lean library's `mpixstream_std_multiplex_of`, given a handle and two live out
         // values of its parameter types.
         (unsafe { f(comm, &mut user, &mut ix) } == 1).then_some((user, ix))
+    }
+
+    /// `comm`'s identity from run to run (`comm_identity`), where the lean library keeps one.
+    pub fn comm_identity(&self, comm: MPI_Comm) -> Option<String> {
+        let n = self.comm_identity.map_or(-1, |f| f(comm));
+        (n >= 0).then(|| self.identity_path(n)).flatten()
+    }
+
+    /// Every identity this process made, in order of creation (the roots left out).
+    pub fn identities(&self) -> Vec<String> {
+        let n = self.identity_count.map_or(0, |f| f());
+        (2..n).filter_map(|i| self.identity_path(i)).collect()
+    }
+
+    /// The path of the lean library's identity node `node`, from its parents' steps.
+    fn identity_path(&self, node: c_int) -> Option<String> {
+        let (parent, step) = (self.identity_parent?, self.identity_step?);
+        let mut steps = Vec::new();
+        let mut at = node;
+        let root = loop {
+            match step(at) {
+                -1 => break crate::comm_identity::Root::World,
+                -2 => break crate::comm_identity::Root::SelfComm,
+                code if code >= 0 => {
+                    let kind = *crate::interpose::CommCtor::ALL.get((code >> 32) as usize)?;
+                    steps.push(crate::comm_identity::Step { kind, seq: code as u32 });
+                    at = parent(at);
+                }
+                _ => return None,
+            }
+        };
+        steps.reverse();
+        Some(crate::comm_identity::format(root, &steps))
     }
 }

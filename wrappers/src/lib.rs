@@ -17,6 +17,7 @@
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
 //!   libraries;
 //! - [`app`]: the application's pointer arguments, as an interposer hands them on;
+//! - [`comm_identity`]: a communicator's identity from run to run (the guided policy's key);
 //! - [`std_mpi`]: the MPI standard ABI's table and the typed functions over it;
 //! - [`os`], [`dl`]: the operating system and the dynamic linker; `cuda` (feature `cuda`, the lean
 //!   library's): the CUDA driver.
@@ -25,6 +26,7 @@
 
 pub mod abi;
 pub mod app;
+pub mod comm_identity;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod dl;

@@ -37,7 +37,8 @@ pub const SETTINGS: &[Setting] = &[
         "a whole number from 1 to 63",
     ),
     lib("MPIXSTREAM_IMPLICIT_VCIS", "MPICH's (1)", "a whole number from 1 to 63"),
-    lib("MPIXSTREAM_POLICY", "`implicit`", "implicit or explicit"),
+    lib("MPIXSTREAM_POLICY", "`implicit`", "implicit, explicit or guided"),
+    lib("MPIXSTREAM_PROFILE", "none", "the path of a profile.json written by `mpixrun --profile`"),
     lib("MPIXSTREAM_VERBOSE", "`0`", "0 or 1"),
     lib("MPIXSTREAM_REPORT", "off", "0, 1 or a file path"),
     lib("MPIXSTREAM_CHECK", "off", "0, 1, policy or all"),
@@ -76,6 +77,16 @@ pub enum Policy {
     Implicit,
     /// Each communicator the application creates gets its own stream (dedicated endpoint).
     Explicit,
+    /// As `Explicit`, but only for the communicators on which a contention profile
+    /// (`MPIXSTREAM_PROFILE`) saw threads meet; every other one as under `Implicit`.
+    Guided,
+}
+
+impl Policy {
+    /// Whether the policy gives communicators streams at all (the pool, the progress helper).
+    pub fn makes_streams(self) -> bool {
+        self != Policy::Implicit
+    }
 }
 
 impl fmt::Display for Policy {
@@ -83,6 +94,7 @@ impl fmt::Display for Policy {
         f.write_str(match self {
             Policy::Implicit => "implicit",
             Policy::Explicit => "explicit",
+            Policy::Guided => "guided",
         })
     }
 }
@@ -142,6 +154,9 @@ pub struct Config {
     /// Size of MPICH's implicit pool on the native backend (`MPIR_CVAR_CH4_NUM_VCIS`); None: MPICH's default.
     pub implicit_vcis: Option<u32>,
     pub policy: Policy,
+    /// `MPIXSTREAM_PROFILE`: the contention profile the guided policy follows (set exactly when the
+    /// policy is `Guided`).
+    pub profile: Option<String>,
     pub verbose: bool,
     pub report: Report,
     pub check: Check,
@@ -207,8 +222,29 @@ impl Config {
             ("serial", BackendChoice::Serial),
             ("split", BackendChoice::Split),
         ])?;
-        let policy =
-            var("MPIXSTREAM_POLICY").choice(&[("implicit", Policy::Implicit), ("explicit", Policy::Explicit)])?;
+        let policy = var("MPIXSTREAM_POLICY").choice(&[
+            ("implicit", Policy::Implicit),
+            ("explicit", Policy::Explicit),
+            ("guided", Policy::Guided),
+        ])?;
+        // The profile and the guided policy go together: one without the other is a mistake, said at once.
+        let profile_var = var("MPIXSTREAM_PROFILE");
+        let profile = profile_var.value.filter(|v| !v.is_empty()).map(str::to_string);
+        match (policy, &profile) {
+            (Policy::Guided, None) => {
+                return Err(format!(
+                    "MPIXSTREAM_POLICY=guided needs MPIXSTREAM_PROFILE: {}",
+                    profile_var.setting.accepted
+                ))
+            }
+            (Policy::Implicit | Policy::Explicit, Some(_)) => {
+                return Err(format!(
+                    "{}, and only under MPIXSTREAM_POLICY=guided (the policy is {policy})",
+                    profile_var.bad()
+                ))
+            }
+            _ => {}
+        }
         let streams_var = var("MPIXSTREAM_STREAMS");
         let streams = streams_var.count(1, (MAX_VCIS - 1) as u64)?.map_or(DEFAULT_STREAMS, |n| n as u32);
         let implicit_vcis = var("MPIXSTREAM_IMPLICIT_VCIS").count(1, (MAX_VCIS - 1) as u64)?.map(|n| n as u32);
@@ -263,6 +299,7 @@ impl Config {
             streams_set: streams_var.value.is_some(),
             implicit_vcis,
             policy,
+            profile,
             verbose,
             report,
             check,
@@ -322,6 +359,19 @@ mod tests {
             .contains("limit of 64"));
         assert!(cfg(&[("MPIXSTREAM_VERBOSE", "maybe")]).is_err());
         assert!(cfg(&[("MPIXSTREAM_POLICY", "hash")]).is_err());
+    }
+
+    /// The guided policy and its profile go together; either alone is an error naming the variable.
+    #[test]
+    fn guided_needs_its_profile_and_the_profile_needs_guided() {
+        let err = cfg(&[("MPIXSTREAM_POLICY", "guided")]).unwrap_err();
+        assert!(err.contains("MPIXSTREAM_PROFILE") && err.contains("MPIXSTREAM_POLICY=guided"), "{err}");
+        let err = cfg(&[("MPIXSTREAM_POLICY", "explicit"), ("MPIXSTREAM_PROFILE", "p.json")]).unwrap_err();
+        assert!(err.starts_with("MPIXSTREAM_PROFILE=p.json: expected ") && err.contains("explicit"), "{err}");
+        let c = cfg(&[("MPIXSTREAM_POLICY", "guided"), ("MPIXSTREAM_PROFILE", "out/profile.json")]).unwrap();
+        assert_eq!((c.policy, c.profile.as_deref()), (Policy::Guided, Some("out/profile.json")));
+        assert!(c.policy.makes_streams() && Policy::Explicit.makes_streams() && !Policy::Implicit.makes_streams());
+        assert_eq!(cfg(&[]).unwrap().profile, None);
     }
 
     #[test]

@@ -116,7 +116,7 @@ pub struct Description {
     pub size: c_int,
     /// 0 serial, 1 native.
     pub backend: c_int,
-    /// 0 implicit, 1 explicit.
+    /// 0 implicit, 1 explicit, 2 guided.
     pub policy: c_int,
     /// Streams in the explicit pool (native: `MPIR_CVAR_CH4_RESERVE_VCIS`).
     pub pool: c_int,
@@ -143,6 +143,14 @@ pub struct Description {
     /// (the serial backend, `MPIX_STREAM_NULL` entries, or past a bound on hidden communicators).
     pub multiplex_on_streams: u64,
     pub multiplex_pooled: u64,
+    /// The guided policy (`shim/src/policy/guided.rs`): constructors whose communicator its profile
+    /// selected; constructors the profile never saw; communicators without an identity; the profile's
+    /// rank count (0: no guided policy) and path (NUL-terminated).
+    pub guided_selected: u64,
+    pub guided_unseen: u64,
+    pub guided_unidentified: u64,
+    pub guided_nranks: c_int,
+    pub guided_profile: [c_char; 256],
     /// The MPI build (version, netmod, library path: `mpich_build::describe`), NUL-terminated.
     pub library: [c_char; 256],
     pub backend_reason: [c_char; 256],
@@ -169,6 +177,11 @@ impl Default for Description {
             policy_twins: 0,
             multiplex_on_streams: 0,
             multiplex_pooled: 0,
+            guided_selected: 0,
+            guided_unseen: 0,
+            guided_unidentified: 0,
+            guided_nranks: 0,
+            guided_profile: [0; 256],
             library: [0; 256],
             backend_reason: [0; 256],
         }

@@ -9,7 +9,7 @@
 //! memory" once it exceeds 2 GiB. Other builds lay their memory out differently (4.1.3 crashes in UCX at
 //! 2 ranks with 30 reserved, 4.2.3 and 4.3.2 start with 31): the default uses this model everywhere as an
 //! estimate; the refusal applies where it was measured exact, MPICH 5.
-use crate::config::{Config, Policy, DEFAULT_STREAMS};
+use crate::config::{Config, DEFAULT_STREAMS};
 
 /// Shared memory the default pool may make MPICH map per node: 256 MiB (about 1.5 s of start-up on
 /// the machine above), and at most an eighth of the free space in `/dev/shm`.
@@ -99,10 +99,10 @@ fn slurm_busiest_node(per_node: &str) -> Option<u64> {
         .filter(|&n| n >= 1)
 }
 
-/// Whether the pool is wanted at all: always under `explicit` (the policy makes the streams), or when
+/// Whether the pool is wanted at all: always under `explicit` and `guided` (the policy makes the streams), or when
 /// the user sized it; under `implicit` only if the program can create a stream (`program_uses_streams`).
 pub fn wanted(config: &Config, user_sized: bool, program_uses_streams: impl FnOnce() -> bool) -> bool {
-    config.policy == Policy::Explicit || user_sized || program_uses_streams()
+    config.policy.makes_streams() || user_sized || program_uses_streams()
 }
 
 #[cfg(test)]

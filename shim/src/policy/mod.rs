@@ -2,6 +2,9 @@
 //! gets its own stream, so codes that give each thread its own communicator get dedicated endpoints.
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
 pub mod base;
+pub mod guided;
+pub mod identity;
+mod json_read;
 
 use crate::backend::Backend;
 use crate::comms::{Base, CommRecord, Origin, Route};

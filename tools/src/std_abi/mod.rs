@@ -171,6 +171,7 @@ fn new_rec(
         vci_source: VciSource::Unknown,
         seen: AtomicU64::new(0),
         made: None,
+        identity: None,
         // The serial model: every communicator and stream on the MPI library's shared endpoint.
         endpoint: AtomicU16::new(0),
         threads: ThreadSet::default(),
