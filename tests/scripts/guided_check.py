@@ -13,7 +13,7 @@
   guided_check.py mismatch REPORT
         the report says the profile's rank count is not the job's, and nothing got a stream
   guided_check.py unseen REPORT N
-        rank 0 counted at least N constructors the profile never saw
+        every rank counted exactly N constructors the profile never saw
 Prints what it compared; exit status 1 on a mismatch.
 """
 import json
@@ -90,9 +90,13 @@ def mismatch(path):
 
 def unseen(path, n):
     r = load(path)
-    g = r["ranks"][0]["policy_stats"].get("guided") or {}
-    print(f"rank 0 guided counters: {g}")
-    return 0 if g.get("unseen", 0) >= n else fail(f"fewer than {n} unseen")
+    bad = 0
+    for rank in r["ranks"]:
+        g = rank["policy_stats"].get("guided") or {}
+        print(f"rank {rank['rank']} guided counters: {g}")
+        if g.get("unseen") != n:
+            bad |= fail(f"rank {rank['rank']}: not {n} unseen")
+    return bad
 
 
 def main(argv):

@@ -8,8 +8,10 @@
  * threads 0 and 1 run ROUNDS rounds in which rank 1's two threads wait in MPI_Recv on a and b at the
  * same time until rank 0's threads send, HOLD_MS milliseconds after the round began: on one shared
  * endpoint they are inside it at once, so the profile selects a and b, and only them.
- * GUIDED_EXTRA=1: one more MPI_Comm_split of MPI_COMM_WORLD at the end (world/split:3), a constructor a
- * profile made without it never saw. Prints " No Errors" on rank 0. */
+ * After the threads: an MPI_Comm_idup of MPI_COMM_WORLD (world/idup:3: numbered, never given an identity
+ * of its own, so never selected nor "unseen"). GUIDED_EXTRA=1: one more MPI_Comm_split of MPI_COMM_WORLD
+ * at the end (world/split:4), a constructor a profile made without it never saw. Prints " No Errors" on
+ * rank 0. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,6 +83,12 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 2; t++) pthread_create(&th[t], NULL, body, (void *)(long)t);
     for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
     pthread_barrier_destroy(&round_start);
+    MPI_Comm f;
+    MPI_Request req;
+    MPI_Comm_idup(MPI_COMM_WORLD, &f, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Barrier(f);
+    MPI_Comm_free(&f);
     const char *extra = getenv("GUIDED_EXTRA");
     if (extra && atoi(extra) == 1) {
         MPI_Comm e;
