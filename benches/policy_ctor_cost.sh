@@ -4,7 +4,9 @@
 # ring (whose base gets a copy of the topology), each created and freed, 2 ranks): the
 # same binary without the library, with it under implicit, and under explicit with this build and with
 # an earlier one (--lib-before PATH, e.g. a copy of target/release/libmpixstream.so of an earlier
-# commit), alternating within each repetition. Prints the medians of microseconds per create + free.
+# commit), and under the guided policy with this program's own profile (one thread: it selects nothing,
+# so the guided runs are implicit's plus the identity each constructor computes), alternating within
+# each repetition. Prints the medians of microseconds per create + free.
 #   benches/policy_ctor_cost.sh [--mpich 5|deb] [--reps N] [--rounds N] [--lib-before PATH]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +26,11 @@ cargo build --release --quiet || exit 1
 mpich_select "$mpich"
 bin=$root/build/bench/policy_ctor_cost-$mpich; mkdir -p "$root/build/bench"
 "$MPICC" -O2 -Wall benches/policy_ctor_cost.c -o "$bin" || exit 1
-variants="none implicit explicit${before:+ explicit-before}"
+# The guided policy's profile of this program (made once, not timed).
+timeout 120 scripts/mpixrun --profile --out "$root/build/bench/policy_ctor_cost-profile-$mpich" -n 2 "$bin" 20 \
+  >/dev/null 2>&1 </dev/null || { echo "benches/policy_ctor_cost.sh: the profile run failed" >&2; exit 1; }
+profile=$root/build/bench/policy_ctor_cost-profile-$mpich/profile.json
+variants="none implicit explicit guided${before:+ explicit-before}"
 rows=()
 for r in $(seq "$reps"); do
   for v in $variants; do
@@ -32,6 +38,7 @@ for r in $(seq "$reps"); do
       none) line=$(timeout 120 "$MPIEXEC" -n 2 "$bin" "$rounds" </dev/null 2>/dev/null | grep '^RESULT') ;;
       implicit) line=$(MPIXSTREAM_POLICY=implicit timeout 120 scripts/mpixrun -n 2 "$bin" "$rounds" </dev/null 2>/dev/null | grep '^RESULT') ;;
       explicit) line=$(MPIXSTREAM_POLICY=explicit timeout 120 scripts/mpixrun -n 2 "$bin" "$rounds" </dev/null 2>/dev/null | grep '^RESULT') ;;
+      guided) line=$(MPIXSTREAM_POLICY=guided MPIXSTREAM_PROFILE=$profile timeout 120 scripts/mpixrun -n 2 "$bin" "$rounds" </dev/null 2>/dev/null | grep '^RESULT') ;;
       explicit-before) line=$(MPIXSTREAM_POLICY=explicit timeout 120 scripts/mpixrun --lib "$before" -n 2 "$bin" "$rounds" </dev/null 2>/dev/null | grep '^RESULT') ;;
     esac
     [ -n "$line" ] && rows+=("$v $line") || bash scripts/shm_cleanup.sh
