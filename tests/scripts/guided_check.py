@@ -2,8 +2,8 @@
 """Checks for tests/scripts/guided_policy.sh (the guided policy, docs/policy.md "The guided policy").
 
   guided_check.py select PROFILE_JSON ID...
-        profile.json's guided section selects exactly these identities (none: nothing), and every rank's
-        `made` lists the identities of its communicators
+        profile.json's guided section selects exactly these identities (none: nothing), with one entry
+        per rank, whose selection is among the identities it made
   guided_check.py streams REPORT ID...
         under the guided policy, on every rank: the communicators whose identity is one of ID carry a
         policy stream, each its own, and every other communicator carries none; the guided counters
@@ -37,8 +37,10 @@ def select(path, ids):
     print(f"select: {g['select']} (expected {sorted(ids)}); made per rank: {[r['made'] for r in g['ranks']]}")
     if sorted(g["select"]) != sorted(ids):
         return fail("the selection differs")
-    if len(g["ranks"]) != g["nranks"] or any(not r["made"] for r in g["ranks"]):
-        return fail("a rank lists no identity")
+    if len(g["ranks"]) != g["nranks"]:
+        return fail("not one entry per rank")
+    if any(i not in r["made"] for r in g["ranks"] for i in r["select"]):
+        return fail("a rank selects an identity it did not make")
     return 0
 
 

@@ -6,7 +6,10 @@
 #      exactly a and b (world/dup:0, world/dup:1) and prints the guided command; that command, run as
 #      printed, gives a and b a policy stream each and leaves c and d (and MPI_COMM_WORLD) implicit;
 #   2. a single-threaded program (benches/paper_msgrate.c with 1 thread): the profile selects nothing and
-#      the guided policy gives no communicator a stream, as the implicit policy;
+#      the guided policy gives no communicator a stream, as the implicit policy; the same benchmark with 2
+#      threads (one dup each, threads meet): both dups selected and given a stream each; profile_pattern.c
+#      with the threads in turns (never inside at once), and both on MPI_COMM_WORLD (one communicator):
+#      nothing selected, no stream;
 #   3. the 2-rank profile of 1 on 3 ranks: said on stderr and in the report, and nothing gets a stream;
 #   4. a constructor the profile never saw (GUIDED_EXTRA=1: one more split at the end): said once on
 #      stderr and counted (it alone: not the idup before it), while a and b keep their streams;
@@ -85,6 +88,34 @@ verdict "single-threaded under guided: runs (rc=$rc)" $(( rc != 0 || $? != 0 ))
 expect "single-threaded under guided: no communicator has a stream" nostreams "$out/single.json"
 job single-implicit MPIXSTREAM_POLICY=implicit -- -n 2 "$paper" 1 8 0.2 0.05
 expect "single-threaded under implicit: the same (no stream)" nostreams "$out/single-implicit.json"
+
+# 2b. The other profile tests' programs: threads meeting on dups; in turns; on one communicator.
+pattern=$out/profile_pattern
+"$MPICC" -O2 "$root/tests/scripts/programs/profile_pattern.c" -o "$pattern" -lpthread
+verdict "compile profile_pattern.c" $?
+while IFS='|' read -r name envs args expected; do
+  # shellcheck disable=SC2086
+  env $envs timeout 120 "$mpixrun" --profile --out "$out/prof-$name" -n 2 $args >"$out/prof-$name.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && bash "$root/scripts/shm_cleanup.sh"
+  verdict "[$name] mpixrun --profile: exit 0 (rc=$rc)" $rc
+  # shellcheck disable=SC2086
+  expect "[$name] the profile selects: ${expected:-nothing}" select "$out/prof-$name/profile.json" $expected
+  # shellcheck disable=SC2086
+  job "$name" $envs MPIXSTREAM_POLICY=guided MPIXSTREAM_PROFILE="$out/prof-$name/profile.json" -- -n 2 $args
+  valid "$out/$name.json"
+  verdict "[$name] under guided: runs, valid report (rc=$rc)" $(( rc != 0 || $? != 0 ))
+  if [ -n "$expected" ]; then
+    # shellcheck disable=SC2086
+    expect "[$name] under guided: a stream each for $expected, nothing else" streams "$out/$name.json" $expected
+  else
+    expect "[$name] under guided: no stream" nostreams "$out/$name.json"
+  fi
+done <<EOF
+paper-T2||$paper 2 8 0.3 0.05|world/dup:0 world/dup:1
+pattern-turns|PROFILE_MODE=turns PROFILE_COMMS=dup|$pattern|
+pattern-world|PROFILE_MODE=once PROFILE_COMMS=world|$pattern|
+EOF
 
 # 3. Another rank count.
 job ranks3 MPIXSTREAM_POLICY=guided MPIXSTREAM_PROFILE="$out/prof/profile.json" -- -n 3 "$sel"
