@@ -64,6 +64,9 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
         copy_str(&mut d.library, &rt.library);
         copy_str(&mut d.backend_reason, &rt.backend_reason);
+        if let Some((requested, why)) = rt.inert {
+            copy_str(&mut d.policy_inert, &format!("{requested} requested; inert: {}", why.describe()));
+        }
         0
     })
 }
