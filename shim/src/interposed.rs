@@ -60,7 +60,8 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let mpi_code = p.PMPI_Init as usize;
         let streams_named = std::cell::OnceCell::new();
         let names_streams = || *streams_named.get_or_init(|| program_scan::names_streams(mpi_code));
-        let inert = demand::decide(&config, thread.map(|(required, _)| required), names_streams, || {
+        let spawned = demand::spawned(|k| std::env::var(k).ok());
+        let inert = demand::decide(&config, thread.map(|(required, _)| required), spawned, names_streams, || {
             program_scan::names_blocking_constructor(mpi_code)
         });
         let requested_policy = config.policy;

@@ -7,6 +7,8 @@
 #     reserved (MPI_T reads MPIR_CVAR_CH4_RESERVE_VCIS = 0), no helper thread runs (the process has as
 #     many threads as without the library), and the banner and the report say the policy is inert and why;
 #   - under `explicit`, a program at MPI_THREAD_MULTIPLE that names no communicator constructor: the same;
+#   - under `explicit`, a process started by MPI_Comm_spawn gets no pool, while its parent (the same
+#     program) does (MPICH 5.0.2);
 #   - the controls, which must differ: a program below MULTIPLE that names MPIX_Stream_create gets
 #     MPI_THREAD_MULTIPLE, the pool and the helper thread; one at MULTIPLE that names MPI_Comm_dup gets the
 #     explicit policy's pool.
@@ -93,6 +95,12 @@ PY
     verdict "5 control: a program naming MPIX_Stream_create gets MULTIPLE, the pool and the helper thread" $?
     [ "$(field "$b/dup-explicit.out" reserve)" = 8 ]
     verdict "5 control: a program at MULTIPLE naming MPI_Comm_dup gets the explicit policy's pool" $?
+    "$MPICC" "$root/tests/scripts/programs/spawn_reserve.c" -o "$b/spawn_reserve" &&
+      env LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=explicit timeout 60 "$MPIEXEC" -n 1 "$b/spawn_reserve" \
+        >"$b/spawn.out" 2>"$b/spawn.log"
+    rc=$?
+    [ $rc -eq 0 ] && grep -qx "parent reserve 8" "$b/spawn.out" && grep -qx "child reserve 0" "$b/spawn.out"
+    verdict "5 spawn: the parent gets the pool, the child it spawns none (exit $rc: $(tr '\n' ' ' <"$b/spawn.out"))" $?
   else
     ! grep -q "inert" "$b/streams-explicit.log" && ! grep -q "inert" "$b/dup-explicit.log"
     verdict "deb control: programs that can gain are not called inert" $?
