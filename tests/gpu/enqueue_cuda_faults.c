@@ -6,6 +6,8 @@
  *     queued receive completes with the data, and the communicator and stream are freed without the
  *     library touching the stale handle again (on a released stream the stand-in faults, as a driver
  *     reading freed memory may);
+ *   - a foreign handle: MPIX_Stream_create with a value that is no CUDA stream (0x1234) fails with
+ *     an MPI error naming the driver's answer, on every rank, and nothing crashes;
  *   - a context error mid-run (only with the CPU stand-in, whose test hook cuStandinFailContext
  *     makes the context fail as after a GPU fault): a receive queued behind a gate can never start;
  *     the next enqueue call reports it (MPI_ERR_OTHER, "never started", the CUDA error's name), the
@@ -86,6 +88,21 @@ static void destroyed_stream(void) {
     CU(cu.MemFreeHost(buf));
 }
 
+static void foreign_stream(void) {
+    MPI_Info info;
+    MPIX_Stream s = MPIX_STREAM_NULL;
+    void *foreign = (void *)0x1234;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "type", "cudaStream_t");
+    OK(MPIX_Info_set_hex(info, "value", &foreign, sizeof foreign));
+    int rc = MPIX_Stream_create(info, &s);
+    MPI_Info_free(&info);
+    char msg[MPI_MAX_ERROR_STRING];
+    error_text(rc, msg);
+    CHECK(rc != MPI_SUCCESS && strstr(msg, "not a CUDA stream"), "a foreign handle: rc %d, \"%s\"", rc, msg);
+    if (rc == MPI_SUCCESS) OK(MPIX_Stream_free(&s));
+}
+
 static void context_error(void) {
     CUresult (*fail)(CUcontext, CUresult);
     *(void **)&fail = dlsym(cu.lib, "cuStandinFailContext");
@@ -131,6 +148,7 @@ int main(int argc, char **argv) {
     cudatest_init(&argc, &argv);
     if (size >= 2) {
         destroyed_stream();
+        foreign_stream();
         context_error(); /* last: the context is unusable afterwards */
     }
     return cudatest_finish();

@@ -276,9 +276,12 @@ impl CudaQueue {
         let Ok(current) = self.current() else {
             return true;
         };
-        // A capture in progress is not queried (that would invalidate it): not idle.
-        if self.stream.capture(&current) != Ok(Capture::None) {
-            return self.lost();
+        match self.stream.capture(&current) {
+            Ok(Capture::None) => {}
+            // A capture in progress is not queried (that would invalidate it): not idle.
+            Ok(_) => return false,
+            // A refused handle (now lost) or a failed context: nothing more to wait for.
+            Err(r) => return self.answer(r, "cuStreamIsCapturing").is_err(),
         }
         match self.stream.query(&current) {
             Status::CUDA_ERROR_NOT_READY => false,
