@@ -65,8 +65,11 @@ else
 fi
 
 lib=${MPIXSTREAM_LIB:-$root/target/release/libmpixstream.so}
-nobuild=${GPU_CHECK_NO_BUILD:-${MPIXSTREAM_GPU_NO_BUILD:-0}}
-if command -v cargo >/dev/null 2>&1 && [ "$nobuild" != 1 ] && [ -z "${MPIXSTREAM_LIB:-}" ]; then
+# GPU_CHECK_NO_BUILD=1: nothing is built (binaries already in GPU_CHECK_BIN are used as they are);
+# MPIXSTREAM_GPU_NO_BUILD=1: no cargo build (the test binaries are still built).
+nobuild=${GPU_CHECK_NO_BUILD:-0}
+if command -v cargo >/dev/null 2>&1 && [ "$nobuild" != 1 ] && [ "${MPIXSTREAM_GPU_NO_BUILD:-0}" != 1 ] &&
+  [ -z "${MPIXSTREAM_LIB:-}" ]; then
   say "== cargo build --release"
   cargo build --release --quiet 2>&1 | tee -a "$log" || { say "0 passed, 1 failed"; exit 1; }
 fi
