@@ -21,7 +21,7 @@ use super::ops::Op;
 use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 struct Shared {
@@ -40,6 +40,19 @@ struct Shared {
     /// The watchdog's finding: the stream cannot reach its operations any more, and why.
     failure: Mutex<Option<String>>,
     failed: AtomicBool,
+    /// The watchdog thread, woken when operations start to wait for the stream (it sleeps otherwise).
+    watchdog: OnceLock<std::thread::Thread>,
+}
+
+impl Shared {
+    /// Publishes how many operations wait for the stream; wakes the watchdog when some start to.
+    fn set_unready(&self, n: usize) {
+        if self.unready.swap(n, Ordering::AcqRel) == 0 && n > 0 {
+            if let Some(w) = self.watchdog.get() {
+                w.unpark();
+            }
+        }
+    }
 }
 
 /// Whether the stream can still reach what is queued on it (Err: the reason it cannot).
@@ -72,6 +85,7 @@ impl CudaDriverThread {
             unready: AtomicUsize::new(0),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
+            watchdog: OnceLock::new(),
         });
         let s = shared.clone();
         let t = BackgroundThread::run(&name, move || run(s, driver, spin, yield_for))?;
@@ -80,6 +94,9 @@ impl CudaDriverThread {
         }
         let s = shared.clone();
         let w = BackgroundThread::run(&format!("{name}-watch"), move || watch(s, health))?;
+        if let Some(thread) = w.thread() {
+            let _ = shared.watchdog.set(thread.clone());
+        }
         Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)), watchdog: Mutex::new(Some(w)) })
     }
 
@@ -121,9 +138,13 @@ impl CudaDriverThread {
 }
 
 /// The watchdog: while operations wait for the stream, asks its health every `HEALTH_EVERY`; a
-/// failure is handed to the driver thread.
+/// failure is handed to the driver thread. Parked while none waits (no periodic wake-up then).
 fn watch(s: Arc<Shared>, health: Health) {
     while !s.stop.load(Ordering::Acquire) {
+        if s.unready.load(Ordering::Acquire) == 0 {
+            std::thread::park();
+            continue;
+        }
         std::thread::park_timeout(HEALTH_EVERY);
         if s.unready.load(Ordering::Acquire) == 0 || s.failed.load(Ordering::Acquire) {
             continue;
@@ -151,7 +172,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
             }
             drop(inbox);
             s.queued.fetch_sub(taken as isize, Ordering::AcqRel);
-            s.unready.store(waiting.len(), Ordering::Release);
+            s.set_unready(waiting.len());
         }
         if s.failed.load(Ordering::Acquire) {
             let reason = s.failure.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -160,7 +181,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
                 for op in waiting.drain(..) {
                     driver.fail(op, &reason);
                 }
-                s.unready.store(0, Ordering::Release);
+                s.set_unready(0);
             }
         }
         if s.abandon.load(Ordering::Acquire) {
@@ -184,7 +205,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
             progressed = true;
         }
         if progressed {
-            s.unready.store(waiting.len(), Ordering::Release);
+            s.set_unready(waiting.len());
         }
         progressed |= driver.poll();
         if progressed {
