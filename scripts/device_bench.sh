@@ -3,7 +3,8 @@
 # explicit / native streams, interleaved) on a machine with enough cores that 2 x T threads do not
 # oversubscribe them: the project's own machine has 2 cores, where from T = 2 on every thread that waits
 # in MPICH gives its core away with sched_yield on each turn, and a VCI per thread loses to one shared
-# VCI that any thread of the rank progresses (docs/performance.md, "IMB-MT's shape"). Short: T in
+# VCI that any thread of the rank progresses (docs/performance.md, "IMB-MT's shape"). scripts/device_check.sh
+# runs IMB-MT with implicit-T too, the paper benchmark and the GPU tests in one device run. Short: T in
 # {1 2 4 8}, 5 repetitions, about 2 minutes. Prints the machine and the table; ends with "done" or
 # "FAILED: why".
 #

@@ -98,7 +98,8 @@ install_prefix() { # dir
   install -m 755 "$rel/libmpixstream.so" "$rel/libmpixstream_tools.so" "$dir/lib/"
   install -m 644 "$root/include/mpix_stream.h" "$root/include/mpix_stream_abi.h" "$dir/include/"
   install -m 755 "$root/scripts/mpixrun" "$dir/bin/mpixrun"
-  install -m 644 "$root/scripts/compare.py" "$root/scripts/contention.py" "$dir/share/mpixstream/"
+  install -m 644 "$root/scripts/compare.py" "$root/scripts/contention.py" "$root/scripts/shm_cleanup.sh" \
+    "$dir/share/mpixstream/"
   echo "$version" >"$dir/share/mpixstream/version"
   # mpixrun's MPICH names (deb, 5, X.Y.Z) resolve in the checkout this prefix was installed from; a
   # prefix directory works anywhere.

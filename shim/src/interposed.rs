@@ -4,7 +4,7 @@
 //! application's arguments, and where one passes to MPICH unchanged (an output variable MPICH writes,
 //! `argc`/`argv`) the call is made with it as the application made it, in one `unsafe` block that says
 //! so. Everything else goes through the typed layer (`mpixstream_wrappers::mpi`).
-use crate::backend::{self, Backend};
+use crate::backend::{self, demand, program_scan, Backend};
 use crate::comms::{CommRecord, Origin};
 use crate::config::{Config, Policy};
 use crate::ctor_plan::{self, Parent, Plan};
@@ -48,19 +48,33 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
                 Some((required, provided)) => forward::MPI_Init_thread(argc, argv, required, provided),
             };
         }
-        let config = match Config::from_env() {
+        let mut config = match Config::from_env() {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("mpixstream: {e}");
                 std::process::exit(1);
             }
         };
-        // The guided policy's profile, read before the pool is sized (an unreadable one stops here).
+        // What the program can gain (`demand`): where nothing, every policy behaves as `implicit` and the
+        // backend reserves nothing. The scan of the loaded objects runs at most once.
+        let mpi_code = p.PMPI_Init as usize;
+        let streams_named = std::cell::OnceCell::new();
+        let names_streams = || *streams_named.get_or_init(|| program_scan::names_streams(mpi_code));
+        let spawned = demand::spawned(|k| std::env::var(k).ok());
+        let inert = demand::decide(&config, thread.map(|(required, _)| required), spawned, names_streams, || {
+            program_scan::names_blocking_constructor(mpi_code)
+        });
+        // The guided policy's profile, read before the pool is sized (an unreadable one stops here, inert
+        // or not).
         if let Err(e) = policy::guided::load(&config) {
             eprintln!("mpixstream: {e}");
             std::process::exit(1);
         }
-        let detected = match backend::detect(p, &config) {
+        let requested_policy = config.policy;
+        if inert.is_some() {
+            config.policy = Policy::Implicit;
+        }
+        let detected = match backend::detect(p, &config, inert, names_streams) {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("mpixstream: {e}");
@@ -87,7 +101,10 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         if rc != MPI_SUCCESS {
             return rc;
         }
-        match start_runtime(config, detected) {
+        if detected.backend == Backend::Native && detected.pool > 0 {
+            backend::shm_segments::remember();
+        }
+        match start_runtime(config, detected, inert.map(|why| (requested_policy, why))) {
             Ok(rt) => {
                 if rt.config.verbose {
                     // Collective: the hosts of the job and their pools, on rank 0.
@@ -109,7 +126,11 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
     })
 }
 
-fn start_runtime(config: Config, detected: backend::Detected) -> Result<&'static Runtime, String> {
+fn start_runtime(
+    config: Config,
+    detected: backend::Detected,
+    inert: Option<(Policy, demand::Inert)>,
+) -> Result<&'static Runtime, String> {
     // As before the typed layer: a failed query leaves the default.
     let rank = Comm::WORLD.rank().unwrap_or(0);
     let size = Comm::WORLD.size().unwrap_or(1);
@@ -134,6 +155,7 @@ fn start_runtime(config: Config, detected: backend::Detected) -> Result<&'static
         rank,
         size,
         thread_level: level,
+        inert,
         progress_comm,
         global_progress: Mutex::new(None),
         config,
@@ -142,14 +164,16 @@ fn start_runtime(config: Config, detected: backend::Detected) -> Result<&'static
 
 /// `hosts`: where the ranks run (`backend::hosts`), else their number alone.
 pub fn banner(rt: &Runtime, hosts: Option<&str>) -> String {
-    let level = ["MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"]
-        .get(rt.thread_level as usize)
-        .copied()
-        .unwrap_or("unknown");
+    let level = demand::level_name(rt.thread_level);
     let pool = rt.streams.capacity();
     let mapping = match rt.backend {
         Backend::Native => {
             format!("{pool} streams, each a native stream on its own reserved VCI (MPIR_CVAR_CH4_RESERVE_VCIS={pool})")
+        }
+        Backend::Serial if rt.inert.is_some() => {
+            format!(
+                "none reserved ({pool} streams of bookkeeping on MPICH's one endpoint, for a stream call made anyway)"
+            )
         }
         Backend::Serial => {
             format!("{pool} streams, all on MPICH's one endpoint (VCI 0): functionally complete, serialised")
@@ -160,8 +184,9 @@ pub fn banner(rt: &Runtime, hosts: Option<&str>) -> String {
         ),
     };
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
-    let progress = match crate::helper::banner_note(rt) {
-        Some(note) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
+    let progress = match (crate::helper::banner_note(rt), rt.inert) {
+        (_, Some((requested, why))) => format!(" ({requested} requested; inert: {})", why.describe()),
+        (Some(note), None) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
         _ => String::new(),
     };
     format!(
@@ -212,6 +237,7 @@ pub fn finalize() -> c_int {
         runtime::mark_finalized();
         errors::retire();
         let rc = mpi::env::finalize().err().unwrap_or(MPI_SUCCESS);
+        backend::shm_segments::remove_left();
         backend::close_tool_interface();
         if rc == MPI_SUCCESS && !drained {
             return MPI_ERR_PENDING;

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         d.policy_twins = plain_twin::TWINS.load(Ordering::Relaxed);
         d.multiplex_on_streams = endpoints::STATS.on_streams.load(Ordering::Relaxed);
         d.multiplex_pooled = endpoints::STATS.pooled.load(Ordering::Relaxed);
-        if let Some(p) = policy::guided::profile() {
+        if let Some(p) = policy::guided::in_force(rt) {
             d.guided_selected = policy::guided::STATS.selected.load(Ordering::Relaxed);
             d.guided_unseen = policy::guided::STATS.unseen.load(Ordering::Relaxed);
             d.guided_unidentified = policy::guided::STATS.unidentified.load(Ordering::Relaxed);
@@ -72,6 +72,9 @@ pub unsafe extern "C" fn mpixstream_describe(out: *mut Description) -> c_int {
         }
         copy_str(&mut d.library, &rt.library);
         copy_str(&mut d.backend_reason, &rt.backend_reason);
+        if let Some((requested, why)) = rt.inert {
+            copy_str(&mut d.policy_inert, &format!("{requested} requested; inert: {}", why.describe()));
+        }
         0
     })
 }

@@ -19,6 +19,9 @@ pub struct Runtime {
     pub rank: c_int,
     pub size: c_int,
     pub thread_level: c_int,
+    /// Where the program cannot gain from the library (`backend::demand`): the policy it asked for and
+    /// why it is inert (then `config.policy` is `implicit`).
+    pub inert: Option<(crate::config::Policy, crate::backend::demand::Inert)>,
     pub streams: StreamTable,
     pub comms: CommTable,
     /// The keyval under which each communicator's record is attached (`attach_record`); its delete

@@ -59,11 +59,16 @@ static inline int env_int(const char *name, int dflt) {
 }
 
 /* Under MPIXSTREAM_POLICY=explicit (after MPI_Init*): whether the policy gives this process's new
- * communicators streams. Not on a native MPICH without MPIX_Async_start (4.1, 4.2): the policy leaves
+ * communicators streams: at MPI_THREAD_MULTIPLE only. Not on a native MPICH without MPIX_Async_start (4.1, 4.2): the policy leaves
  * them implicit (shim/src/policy/progress_rule.rs, streams_served). */
 static inline int policy_gives_streams(void) {
     const char *policy = getenv("MPIXSTREAM_POLICY"), *backend = getenv("MPIXSTREAM_BACKEND");
     if (!policy || strcmp(policy, "explicit") != 0) return 0;
+    /* Below MPI_THREAD_MULTIPLE the policy is inert (shim/src/backend/demand.rs) for the tests that use
+     * it: none of them names MPIX_Stream_create, the one exception. */
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) return 0;
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(version, &len);

@@ -7,7 +7,8 @@
  *   - Isend/Irecv_enqueue + Waitall_enqueue exchanging 4 MiB device buffers both ways;
  *   - every collective on device buffers, in place too; pinned host buffers on a CUDA stream;
  *   - latency (MPIXTEST_LATENCY=1): 8-byte device-buffer ping-pong, MPIX_Send/Recv_enqueue queued
- *     back to back vs cuMemcpyAsync + cuStreamSynchronize + MPI_Send/MPI_Recv; medians of 7 runs.
+ *     back to back vs cuMemcpyAsync + cuStreamSynchronize + MPI_Send/MPI_Recv; medians of 7 runs of
+ *     MPIXTEST_LATENCY_ITERS round trips (default 1000).
  * Runs on a GPU (scripts/gpu_check.sh) and, in CI, on the CPU stand-in for the driver
  * (tests/cuda_standin, tests/scripts/enqueue_cuda_standin.sh).
  * Prints " No Errors" on success (MPICH test-suite convention). */
@@ -240,7 +241,9 @@ static int cmpd(const void *x, const void *y) {
 }
 
 static void latency(MPI_Comm c) {
-    enum { ITERS = 1000, REPS = 7 };
+    enum { REPS = 7 };
+    const char *it = getenv("MPIXTEST_LATENCY_ITERS");
+    const int ITERS = it && atoi(it) > 0 ? atoi(it) : 1000;
     CUdeviceptr d = dalloc(2, 0);
     long long *h;
     CU(cu.MemHostAlloc((void **)&h, 64, 1));

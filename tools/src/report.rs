@@ -398,6 +398,7 @@ pub fn write_with(
     }
     let library = d.map(|d| cstr(&d.library)).unwrap_or_default();
     let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
+    let inert = d.map(|d| cstr(&d.policy_inert)).filter(|s| !s.is_empty());
     let backend = backend_name(d.as_ref());
     // As MPICH runs it (read back), else as the lean library said.
     let implicit_vcis = crate::state::implicit_vcis().or(d.map(|d| d.implicit_vcis)).filter(|&v| v >= 0);
@@ -414,11 +415,12 @@ pub fn write_with(
     let _ = writeln!(
         doc,
         "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"abi\":\"{abi_name}\",\"library\":{},\"backend\":\"{backend}\",\"backend_reason\":{},\
-         \"policy\":\"{}\",\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
+         \"policy\":\"{}\",\"policy_inert\":{},\"pool\":{},\"implicit_vcis\":{},\"reserved_vci_base\":{},\"vci_basis\":{},\"nranks\":{size},\
          \"thread_level\":\"{}\",\"check\":\"{}\",\"guided\":{},\"ranks\":[{}]}}",
         json::string(&library),
         json::string(&reason),
         policy_name(d.as_ref()),
+        inert.as_deref().map_or("null".to_string(), json::string),
         d.map_or(0, |d| d.pool),
         opt(implicit_vcis),
         opt(reserved_base),
@@ -437,9 +439,10 @@ pub fn write_with(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "mpixstream report: backend {backend}{} ({library}); policy {}; pool {} streams{}; implicit VCIs {}; {size} ranks; {}; check {}",
+        "mpixstream report: backend {backend}{} ({library}); policy {}{}; pool {} streams{}; implicit VCIs {}; {size} ranks; {}; check {}",
         if abi == Abi::Standard { " on the MPI standard ABI" } else { "" },
         policy_name(d.as_ref()),
+        inert.as_deref().map_or(String::new(), |why| format!(" ({why})")),
         d.map_or(0, |d| d.pool),
         reserved_base.map_or(String::new(), |b| format!(" on reserved VCIs {b}..{}", b + d.map_or(0, |d| d.pool) - 1)),
         opt_dash(implicit_vcis.map(|v| v as u32)),

@@ -37,6 +37,7 @@ const SYMBOLS: &[&str] = &[
     "cuLaunchHostFunc",
     "cuStreamSynchronize",
     "cuStreamQuery",
+    "cuStreamIsCapturing",
 ];
 
 /// Whether the CUDA driver is usable in this process (checked once). The error names the cause.
@@ -82,6 +83,40 @@ pub fn error_name(r: Status) -> String {
         }
     }
     format!("CUDA error {}", r as u32)
+}
+
+/// Whether `r` is the driver refusing a stream handle: a destroyed stream (an NVIDIA H200's driver
+/// answered `CUDA_ERROR_INVALID_CONTEXT`), or a value that is not a stream of the context.
+pub fn refuses_handle(r: Status) -> bool {
+    matches!(
+        r,
+        Status::CUDA_ERROR_INVALID_HANDLE
+            | Status::CUDA_ERROR_INVALID_CONTEXT
+            | Status::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+/// Whether `r` is an error about stream capture (a call not allowed on a capturing stream).
+pub fn capture_error(r: Status) -> bool {
+    matches!(
+        r,
+        Status::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            | Status::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+            | Status::CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+            | Status::CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+            | Status::CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+            | Status::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+            | Status::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+    )
+}
+
+/// A stream's capture status (`cuStreamIsCapturing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capture {
+    None,
+    Active,
+    /// Captured, then invalidated: the capture still has to be ended.
+    Invalidated,
 }
 
 pub fn check(r: Status, what: &str) -> Result<(), String> {
@@ -164,15 +199,37 @@ impl Stream {
         unsafe { sys::cuStreamQuery(self.0) }
     }
 
+    /// `cuStreamIsCapturing` (its context current): whether work queued now would be recorded into a
+    /// graph instead of run. Allowed on a capturing stream (a query or synchronisation is not).
+    pub fn capture(self, _current: &Current) -> Result<Capture, Status> {
+        let mut status: u32 = 0;
+        // SAFETY: the driver checks the handle and writes a `CUstreamCaptureStatus` (a 32-bit enum) into
+        // a live local, read back as the integer it is (an unknown value is not an enum of ours).
+        let r = unsafe { sys::cuStreamIsCapturing(self.0, &mut status as *mut u32 as *mut sys::CUstreamCaptureStatus) };
+        if r != Status::CUDA_SUCCESS {
+            return Err(r);
+        }
+        Ok(match status {
+            0 => Capture::None,
+            1 => Capture::Active,
+            _ => Capture::Invalidated,
+        })
+    }
+
     /// `cuStreamSynchronize` (its context current).
-    pub fn synchronize(self, _current: &Current) -> Result<(), String> {
+    pub fn synchronize(self, current: &Current) -> Result<(), String> {
+        check(self.synchronize_status(current), "cuStreamSynchronize")
+    }
+
+    /// `cuStreamSynchronize` (its context current): the driver's answer.
+    pub fn synchronize_status(self, _current: &Current) -> Status {
         // SAFETY: waits on the stream handle, which the driver checks.
-        check(unsafe { sys::cuStreamSynchronize(self.0) }, "cuStreamSynchronize")
+        unsafe { sys::cuStreamSynchronize(self.0) }
     }
 
     /// Queues `f` on the stream: the driver calls it once, on its callback thread, when the stream gets
-    /// there (its context current); a launch that fails drops it here.
-    pub fn launch_host_fn(self, _current: &Current, f: Box<dyn FnOnce() + Send>) -> Result<(), String> {
+    /// there (its context current); a launch that fails drops it here. The driver's answer.
+    pub fn launch_host_fn(self, _current: &Current, f: Box<dyn FnOnce() + Send>) -> Status {
         let arg = Box::into_raw(Box::new(f));
         // SAFETY: `host_fn` takes exactly this boxed closure back, once; the driver checks the stream.
         let r = unsafe { sys::cuLaunchHostFunc(self.0, Some(host_fn), arg as *mut c_void) };
@@ -180,7 +237,7 @@ impl Stream {
             // SAFETY: not launched, so `host_fn` never runs: the box is still ours, and taken back once.
             drop(unsafe { Box::from_raw(arg) });
         }
-        check(r, "cuLaunchHostFunc")
+        r
     }
 
     /// The stream writes `value` into `word` when it gets there (its context current).

@@ -55,11 +55,12 @@ pub fn library_path_of(addr: usize) -> Option<String> {
     Some(resolved.to_string_lossy().into_owned())
 }
 
-/// Whether a loaded object names `name` in its dynamic string table (the names of the symbols it defines
-/// and of those it imports), among the objects that hold none of the addresses `defined_at` (the objects
-/// that define it, so a hit is an import) and whose file name does not start with `skip_file`.
-pub fn named_elsewhere(name: &CStr, defined_at: &[usize], skip_file: &[u8]) -> bool {
-    let mut scan = Scan { needle: name.to_bytes_with_nul(), defined_at, skip_file, found: false };
+/// Whether a loaded object names any of `names` in its dynamic string table (the names of the symbols it
+/// defines and of those it imports), among the objects that hold none of the addresses `defined_at` (the
+/// objects that define them, so a hit is an import) and whose file name does not start with `skip_file`.
+/// One walk of the loaded objects, however many names.
+pub fn named_elsewhere(names: &[&CStr], defined_at: &[usize], skip_file: &[u8]) -> bool {
+    let mut scan = Scan { names, defined_at, skip_file, found: false };
     // SAFETY: `visit` takes the `data` word as the `Scan` passed here, which lives (and nothing else
     // touches) until `dl_iterate_phdr` returns; the loader calls `visit` only during this call.
     unsafe { libc::dl_iterate_phdr(Some(visit), &mut scan as *mut Scan as *mut c_void) };
@@ -76,7 +77,7 @@ const DT_STRTAB: i64 = 5;
 const DT_STRSZ: i64 = 10;
 
 struct Scan<'a> {
-    needle: &'a [u8],
+    names: &'a [&'a CStr],
     defined_at: &'a [usize],
     skip_file: &'a [u8],
     found: bool,
@@ -140,7 +141,12 @@ unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, d
         // says), mapped with the object.
         let table = unsafe { std::slice::from_raw_parts(strtab as *const u8, strsz) };
         // A whole entry: the name preceded by the previous entry's NUL (the table starts with one).
-        if table.windows(scan.needle.len() + 1).any(|w| w[0] == 0 && &w[1..] == scan.needle) {
+        let names = scan.names;
+        let whole = |name: &&CStr| {
+            let needle = name.to_bytes_with_nul();
+            table.windows(needle.len() + 1).any(|w| w[0] == 0 && &w[1..] == needle)
+        };
+        if names.iter().any(whole) {
             scan.found = true;
             return 1;
         }

@@ -45,6 +45,29 @@ pub fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// The files under `/dev/shm` whose name starts with `prefix` that this process maps now (from
+/// `/proc/self/maps`), each once.
+pub fn mapped_shm(prefix: &str) -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut found: Vec<String> = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter(|path| path.strip_prefix("/dev/shm/").is_some_and(|name| name.starts_with(prefix)))
+        .map(str::to_string)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Runs `f` when the process exits normally (`exit`, or a return from `main`), after the handlers
+/// registered later. `false` where the C library has no room for another handler.
+pub fn at_exit(f: extern "C" fn()) -> bool {
+    // SAFETY: `f` is a plain function with no arguments, callable at any time, as `atexit` requires;
+    // registering it has no other effect.
+    unsafe { libc::atexit(f) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

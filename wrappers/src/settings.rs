@@ -33,7 +33,7 @@ pub const SETTINGS: &[Setting] = &[
     lib("MPIXSTREAM_BACKEND", "`auto`", "auto, native, serial or split (Intel MPI's thread-split endpoints)"),
     lib(
         "MPIXSTREAM_STREAMS",
-        "`8`, fewer with many ranks per node; none under `implicit` when nothing loaded names `MPIX_Stream_create`",
+        "`8`, fewer with many ranks per node; none where the program cannot gain (docs/policy.md, \"When the policy is inert\") or, under `implicit`, names no `MPIX_Stream_create`",
         "a whole number from 1 to 63",
     ),
     lib("MPIXSTREAM_IMPLICIT_VCIS", "MPICH's (1)", "a whole number from 1 to 63"),

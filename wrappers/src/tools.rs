@@ -154,6 +154,9 @@ pub struct Description {
     /// The MPI build (version, netmod, library path: `mpich_build::describe`), NUL-terminated.
     pub library: [c_char; 256],
     pub backend_reason: [c_char; 256],
+    /// Where the program cannot gain from the library (the lean library's `backend::demand`): the policy
+    /// it asked for and why the library is inert, NUL-terminated; empty otherwise.
+    pub policy_inert: [c_char; 256],
 }
 
 impl Default for Description {
@@ -184,6 +187,7 @@ impl Default for Description {
             guided_profile: [0; 256],
             library: [0; 256],
             backend_reason: [0; 256],
+            policy_inert: [0; 256],
         }
     }
 }

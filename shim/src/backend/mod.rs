@@ -9,11 +9,13 @@
 //!   number, a stream communicator a dup whose info names it.
 //!
 //! One code path for the API; the few operations that differ are here.
+pub mod demand;
 pub mod hosts;
 mod native;
 mod pool_size;
-mod program_scan;
+pub mod program_scan;
 mod serial;
+pub mod shm_segments;
 mod split;
 
 use crate::config::{BackendChoice, Config};
@@ -71,8 +73,16 @@ pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
 }
 
 /// Chooses the backend before `PMPI_Init*` and, for `native`, the VCI pool sizes to give MPICH (the same
-/// values on every rank of a node, from our variables and the node). Err: a pool MPICH cannot set up.
-pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
+/// values on every rank of a node, from our variables and the node). `inert`: the program cannot gain
+/// from the library (`demand`): no pool, no backend that changes MPICH's setup. `names_streams`: whether
+/// a loaded object names `MPIX_Stream_create` (`program_scan`, asked only where it decides). Err: a pool
+/// MPICH cannot set up.
+pub fn detect(
+    p: &Pmpi,
+    config: &Config,
+    inert: Option<demand::Inert>,
+    names_streams: impl FnOnce() -> bool,
+) -> Result<Detected, String> {
     let text = mpixstream_wrappers::mpi::env::library_version().unwrap_or_default();
     let path = mpich_build::library_path_of(p.PMPI_Init as usize);
     let library = mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref());
@@ -115,11 +125,11 @@ pub fn detect(p: &Pmpi, config: &Config) -> Result<Detected, String> {
     };
     // Under `implicit`, a program that cannot create a stream gets no reserved pool: MPICH would set
     // up its shared memory at MPI_Init for nothing (pool_size). Streams made anyway (dlsym) still work.
+    // A program that cannot gain from the library at all gets neither a pool nor Intel MPI's split mode.
     let user_sized = config.streams_set || native::user_reserve().is_some();
-    let (backend, reason) = if backend == Backend::Native
-        && !pool_size::wanted(config, user_sized, || {
-            program_scan::program_imports(c"MPIX_Stream_create", p.PMPI_Init as usize)
-        }) {
+    let (backend, reason) = if inert.is_some() && backend != Backend::Serial {
+        (Backend::Serial, "the program cannot gain from the library (see the policy): nothing reserved".to_string())
+    } else if backend == Backend::Native && !pool_size::wanted(config, user_sized, names_streams) {
         (
             Backend::Serial,
             "implicit policy and nothing loaded calls MPIX_Stream_create: no VCIs reserved \

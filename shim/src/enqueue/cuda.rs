@@ -12,10 +12,20 @@
 //!
 //! The flag block is never freed while the stream may still write or wait on it: it lives with the
 //! queue's `Flags`, which finalize leaks where operations were abandoned (`lifecycle`).
+//!
+//! A stream the application destroyed (or a handle that is not a stream of the context) is *lost* at
+//! the first call the driver refuses: the enqueue fails with that error, and no call of ours passes
+//! the handle to the driver again (the work already queued on it still runs, as the driver
+//! documents, but once it is done the handle is freed memory inside the driver: an NVIDIA H200's
+//! process died of a segmentation fault at a later call with it). A stream being captured into a CUDA
+//! graph is refused at the enqueue: an operation's sequence number is fixed when it is queued, so a
+//! graph could replay it only wrongly.
 use super::flags::{self, FlagMem, Flags, POSITION_WORD, READY_WORD, WORDS};
-use mpixstream_wrappers::cuda::{check, error_name, Context, Current, PinnedBuf, PinnedWords, Status, Stream};
+use mpixstream_wrappers::cuda::{
+    capture_error, error_name, refuses_handle, Capture, Context, Current, PinnedBuf, PinnedWords, Status, Stream,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use mpixstream_wrappers::cuda::probe;
 
@@ -60,6 +70,8 @@ pub struct CudaQueue {
     shared: Arc<Shared>,
     pub(super) gpu_aware: bool,
     pub(super) state: Mutex<Staging>,
+    /// Set at the first call the driver refused the stream's handle: why (the module doc).
+    lost: OnceLock<String>,
 }
 
 impl CudaQueue {
@@ -113,6 +125,7 @@ impl CudaQueue {
             shared,
             gpu_aware,
             state: Mutex::new(Staging { pool: Vec::new(), next_pos: 1 }),
+            lost: OnceLock::new(),
         };
         Ok((q, flags))
     }
@@ -130,9 +143,51 @@ impl CudaQueue {
         &self.shared.flags
     }
 
-    /// Makes the stream's context current on this thread for the guard's life.
+    /// Makes the stream's context current on this thread for the guard's life; refused once the
+    /// stream is lost (nothing may pass its handle to the driver then).
     pub(super) fn current(&self) -> Result<Current<'_>, String> {
+        if let Some(why) = self.lost.get() {
+            return Err(why.clone());
+        }
         self.ctx.make_current()
+    }
+
+    /// Whether the driver refused the stream's handle (the module doc).
+    pub fn lost(&self) -> bool {
+        self.lost.get().is_some()
+    }
+
+    /// The driver's answer `r` to `what` on the stream, as a result; a refused handle loses the stream.
+    pub(super) fn answer(&self, r: Status, what: &str) -> Result<(), String> {
+        if r == Status::CUDA_SUCCESS {
+            return Ok(());
+        }
+        if refuses_handle(r) {
+            let why = format!(
+                "the CUDA stream {:p} was destroyed, or is not a stream of this process: {what} answers {}; a \
+                 stream must stay alive until MPIX_Stream_free, and no further call of mpixstream uses its handle",
+                self.stream.handle(),
+                error_name(r)
+            );
+            return Err(self.lost.get_or_init(|| why).clone());
+        }
+        Err(format!("{what} failed: {}", error_name(r)))
+    }
+
+    /// Whether an operation may be enqueued now: not on a lost stream, nor on one being captured into
+    /// a CUDA graph (the module doc). Called first by every enqueue on the queue.
+    pub fn admit(&self) -> Result<(), String> {
+        let current = self.current()?;
+        match self.stream.capture(&current) {
+            Ok(Capture::None) => Ok(()),
+            Ok(status) => Err(format!(
+                "the CUDA stream {:p} is being captured into a CUDA graph (cuStreamIsCapturing: {status:?}): an \
+                 enqueued operation is bound to one sequence number when it is queued, so a launch of the graph \
+                 could not run it again; enqueue before or after the capture",
+                self.stream.handle()
+            )),
+            Err(r) => self.answer(r, "cuStreamIsCapturing"),
+        }
     }
 
     /// The stream writes `value` into flag word `word` when it gets there (the context is current).
@@ -141,11 +196,11 @@ impl CudaQueue {
         match self.flags().device_word(word).filter(|_| self.memops) {
             Some(at) => {
                 // SAFETY: the block lives with the flags, past every use the stream makes of it (module doc).
-                check(unsafe { self.stream.write_value32(current, at, value) }, "cuStreamWriteValue32")
+                self.answer(unsafe { self.stream.write_value32(current, at, value) }, "cuStreamWriteValue32")
             }
             None => {
                 let shared = self.shared.clone();
-                self.stream.launch_host_fn(
+                let r = self.stream.launch_host_fn(
                     current,
                     Box::new(move || {
                         // The fallback's "ready k" (or position) write, on the driver's callback thread.
@@ -155,7 +210,8 @@ impl CudaQueue {
                             shared.flags.word(word).store(value, Ordering::Release);
                         }
                     }),
-                )
+                );
+                self.answer(r, "cuLaunchHostFunc")
             }
         }
     }
@@ -170,48 +226,76 @@ impl CudaQueue {
         match self.flags().device_word(flags::done_word(seq)).filter(|_| self.memops) {
             Some(at) => {
                 // SAFETY: as in `write_word`: a done word of the block, which outlives the stream's use.
-                check(unsafe { self.stream.wait_value32(&current, at, seq) }, "cuStreamWaitValue32")
+                self.answer(unsafe { self.stream.wait_value32(&current, at, seq) }, "cuStreamWaitValue32")
             }
             None => {
                 let shared = self.shared.clone();
-                self.stream.launch_host_fn(
+                let r = self.stream.launch_host_fn(
                     &current,
                     Box::new(move || {
                         // The fallback's "wait for done k": it blocks the stream, never inside MPI.
                         let s = &shared;
                         s.flags.wait_until(|f| f.is_done(seq), &s.give_up, s.spin, s.yield_for);
                     }),
-                )
+                );
+                self.answer(r, "cuLaunchHostFunc")
             }
         }
     }
 
-    /// Whether the stream can still run what is queued on it: an error other than "not ready" from
-    /// `cuStreamQuery` is a context failure (a GPU fault is sticky: nothing queued will run). A
-    /// destroyed stream's handle is refused, but the work queued on it still runs (the driver's
-    /// documented behaviour), so that is not a failure.
+    /// Whether the stream can still run what is queued on it (asked by the queue's watchdog while
+    /// operations wait for the stream): an error other than "not ready" from `cuStreamQuery` is a
+    /// context failure (a GPU fault is sticky: nothing queued will run). A destroyed stream's handle is
+    /// refused, but the work queued on it still runs (the driver's documented behaviour): the stream is
+    /// lost, not failed, and never asked again. A capturing stream is not queried (a query would
+    /// invalidate the application's capture).
     pub fn health(&self) -> Result<(), String> {
+        if self.lost() {
+            return Ok(());
+        }
         let current = self.current()?;
-        match self.stream.query(&current) {
-            Status::CUDA_SUCCESS | Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE => Ok(()),
+        let r = match self.stream.capture(&current) {
+            Ok(Capture::None) => self.stream.query(&current),
+            Ok(_) => return Ok(()),
+            Err(r) => r,
+        };
+        match r {
+            Status::CUDA_SUCCESS | Status::CUDA_ERROR_NOT_READY => Ok(()),
+            r if capture_error(r) => Ok(()),
+            r if refuses_handle(r) => {
+                let _ = self.answer(r, "cuStreamQuery");
+                Ok(())
+            }
             r => Err(format!("the CUDA stream failed: cuStreamQuery returns {}", error_name(r))),
         }
     }
 
-    /// Whether the stream has run everything queued on it (the application's work too).
+    /// Whether the stream has run everything queued on it (the application's work too). A lost stream
+    /// cannot be asked: idle for the drain, but its memory is never freed (`release`).
     pub fn idle(&self) -> bool {
-        match self.current() {
-            // A failed context runs nothing more; a destroyed stream may still (not idle).
-            Ok(current) => {
-                !matches!(self.stream.query(&current), Status::CUDA_ERROR_NOT_READY | Status::CUDA_ERROR_INVALID_HANDLE)
-            }
-            Err(_) => true,
+        let Ok(current) = self.current() else {
+            return true;
+        };
+        match self.stream.capture(&current) {
+            Ok(Capture::None) => {}
+            // A capture in progress is not queried (that would invalidate it): not idle.
+            Ok(_) => return false,
+            // A refused handle (now lost) or a failed context: nothing more to wait for.
+            Err(r) => return self.answer(r, "cuStreamIsCapturing").is_err(),
+        }
+        match self.stream.query(&current) {
+            Status::CUDA_ERROR_NOT_READY => false,
+            r if refuses_handle(r) => self.answer(r, "cuStreamQuery").is_err(),
+            // Done, or a failed context (it runs nothing more).
+            _ => true,
         }
     }
 
+    /// `cuStreamSynchronize`; refused, without a call, on a lost stream.
     pub fn synchronize(&self) -> Result<(), String> {
         let current = self.current()?;
-        self.stream.synchronize(&current)
+        let r = self.stream.synchronize_status(&current);
+        self.answer(r, "cuStreamSynchronize")
     }
 
     /// Makes fallback host functions stop waiting (finalize after abandoning operations).
@@ -220,8 +304,14 @@ impl CudaQueue {
         self.shared.flags.wake_all();
     }
 
-    /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`).
+    /// Frees the staging buffers; only when the stream no longer uses them (after `synchronize`). A
+    /// lost stream was never synchronised and may still run our waits and copies: its staging buffers
+    /// and flag words are left allocated (the flags' count is raised for good).
     pub fn release(&self) {
+        if self.lost() {
+            std::mem::forget(self.shared.flags.clone());
+            return;
+        }
         let Ok(current) = self.current() else {
             return;
         };

@@ -7,7 +7,7 @@ use super::cuda::{CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
 use mpixstream_wrappers::app::Pending;
-use mpixstream_wrappers::cuda::{check, pointer_attribute, Current, MemoryType, PinnedBuf, PointerAttribute};
+use mpixstream_wrappers::cuda::{pointer_attribute, Current, MemoryType, PinnedBuf, PointerAttribute};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
 use std::os::raw::c_void;
@@ -61,7 +61,7 @@ impl CudaQueue {
                 // left alone until the operation is done; the source is a device address, which only the
                 // driver touches (a bad one is a CUDA error, or a fault of the stream's context).
                 let r = unsafe { self.stream.copy_from_device(&current, &st.pool[idx].host, dev, bytes) };
-                check(r, "cuMemcpyDtoHAsync (staging)")?;
+                self.answer(r, "cuMemcpyDtoHAsync (staging)")?;
             }
             let sb = &mut st.pool[idx];
             sb.seq = seq;
@@ -92,7 +92,7 @@ impl CudaQueue {
             // passed this copy (the position written below); the destination is a device address, which
             // only the driver touches.
             let r = unsafe { self.stream.copy_to_device(&current, c.dev, &st.pool[c.buf].host, c.bytes) };
-            check(r, "cuMemcpyHtoDAsync (staging)")?;
+            self.answer(r, "cuMemcpyHtoDAsync (staging)")?;
         }
         let pos = st.next_pos;
         st.next_pos = st.next_pos.wrapping_add(1);

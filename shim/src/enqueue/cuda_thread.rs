@@ -3,16 +3,25 @@
 //! its inbox in sequence order, starts each once the stream reached it, completes it (writing its
 //! done word, which releases the stream's wait), batching every ready operation per turn. It spins,
 //! then yields, then sleeps: parked until a submission while it has nothing, polling every 50 µs
-//! while it waits for a busy GPU stream or a late peer. While operations wait for the stream it asks
-//! the stream's health every 10 ms: after a context failure (sticky: the stream runs nothing more)
-//! they are failed with that reason instead of waiting forever.
+//! while it waits for a busy GPU stream or a late peer.
+//!
+//! The driver thread never calls the CUDA driver. The stream waits for it (a done word, or with host
+//! functions a host function blocking CUDA's one callback thread), and a CUDA call may block behind a
+//! launch that waits for that very host function: with host functions, the launches queued behind a
+//! blocked one fill the driver's queue, the enqueuing thread blocks inside cuLaunchHostFunc holding
+//! the context's driver lock, and a CUDA call of the driver thread would wait for it forever (the
+//! 8-byte latency run with host functions did not finish on an NVIDIA H200; tests/gpu/
+//! enqueue_cuda_backlog.c is its shape). So the stream's health is asked by a watchdog thread of the
+//! queue: every 10 ms while operations wait for the stream; after a context failure (sticky: the
+//! stream runs nothing more) the driver thread fails them with that reason instead of waiting forever.
+//! A watchdog blocked in a CUDA call blocks nobody.
 use super::driver::Driver;
 use super::flags::Flags;
 use super::ops::Op;
 use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 struct Shared {
@@ -26,6 +35,24 @@ struct Shared {
     abandon: AtomicBool,
     /// Operations abandoned at finalize that MPICH still held: their done words were never written.
     stuck: AtomicBool,
+    /// Operations handed over and not yet seen ready (published by the driver thread for the watchdog).
+    unready: AtomicUsize,
+    /// The watchdog's finding: the stream cannot reach its operations any more, and why.
+    failure: Mutex<Option<String>>,
+    failed: AtomicBool,
+    /// The watchdog thread, woken when operations start to wait for the stream (it sleeps otherwise).
+    watchdog: OnceLock<std::thread::Thread>,
+}
+
+impl Shared {
+    /// Publishes how many operations wait for the stream; wakes the watchdog when some start to.
+    fn set_unready(&self, n: usize) {
+        if self.unready.swap(n, Ordering::AcqRel) == 0 && n > 0 {
+            if let Some(w) = self.watchdog.get() {
+                w.unpark();
+            }
+        }
+    }
 }
 
 /// Whether the stream can still reach what is queued on it (Err: the reason it cannot).
@@ -36,6 +63,7 @@ const HEALTH_EVERY: Duration = Duration::from_millis(10);
 pub struct CudaDriverThread {
     shared: Arc<Shared>,
     thread: Mutex<Option<BackgroundThread>>,
+    watchdog: Mutex<Option<BackgroundThread>>,
 }
 
 impl CudaDriverThread {
@@ -54,13 +82,22 @@ impl CudaDriverThread {
             stop: AtomicBool::new(false),
             abandon: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
+            unready: AtomicUsize::new(0),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            watchdog: OnceLock::new(),
         });
         let s = shared.clone();
-        let t = BackgroundThread::run(&name, move || run(s, driver, health, spin, yield_for))?;
+        let t = BackgroundThread::run(&name, move || run(s, driver, spin, yield_for))?;
         if let Some(thread) = t.thread() {
             shared.flags.set_engine(thread.clone());
         }
-        Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)) })
+        let s = shared.clone();
+        let w = BackgroundThread::run(&format!("{name}-watch"), move || watch(s, health))?;
+        if let Some(thread) = w.thread() {
+            let _ = shared.watchdog.set(thread.clone());
+        }
+        Ok(CudaDriverThread { shared, thread: Mutex::new(Some(t)), watchdog: Mutex::new(Some(w)) })
     }
 
     /// Hands operation `op` over (before the stream can signal it ready).
@@ -81,19 +118,47 @@ impl CudaDriverThread {
         self.shared.stuck.load(Ordering::Acquire)
     }
 
-    /// Stops the thread once everything handed over is complete (or abandoned) and joins it.
+    /// Stops the thread once everything handed over is complete (or abandoned) and joins it. The
+    /// watchdog is told to stop and left to end by itself: it may be inside a CUDA call that waits for
+    /// the stream (the module doc), which nothing here may wait for.
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.flags.wake_engine();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.join();
         }
+        if let Some(w) = self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(thread) = w.thread() {
+                thread.unpark();
+            }
+            // Detached, not joined (dropping it would join).
+            std::mem::forget(w);
+        }
     }
 }
 
-fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for: Duration) {
+/// The watchdog: while operations wait for the stream, asks its health every `HEALTH_EVERY`; a
+/// failure is handed to the driver thread. Parked while none waits (no periodic wake-up then).
+fn watch(s: Arc<Shared>, health: Health) {
+    while !s.stop.load(Ordering::Acquire) {
+        if s.unready.load(Ordering::Acquire) == 0 {
+            std::thread::park();
+            continue;
+        }
+        std::thread::park_timeout(HEALTH_EVERY);
+        if s.unready.load(Ordering::Acquire) == 0 || s.failed.load(Ordering::Acquire) {
+            continue;
+        }
+        if let Err(reason) = health() {
+            *s.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+            s.failed.store(true, Ordering::Release);
+            s.flags.wake_engine();
+        }
+    }
+}
+
+fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
     let mut waiting: VecDeque<Op> = VecDeque::with_capacity(256);
-    let mut health_checked = Instant::now();
     let mut idle: u32 = 0;
     let mut idle_since = Instant::now();
     loop {
@@ -107,6 +172,17 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
             }
             drop(inbox);
             s.queued.fetch_sub(taken as isize, Ordering::AcqRel);
+            s.set_unready(waiting.len());
+        }
+        if s.failed.load(Ordering::Acquire) {
+            let reason = s.failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+            s.failed.store(false, Ordering::Release);
+            if let Some(reason) = reason {
+                for op in waiting.drain(..) {
+                    driver.fail(op, &reason);
+                }
+                s.set_unready(0);
+            }
         }
         if s.abandon.load(Ordering::Acquire) {
             let left = driver.abandon();
@@ -127,6 +203,9 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
             let Some(op) = waiting.pop_front() else { break };
             driver.start(op);
             progressed = true;
+        }
+        if progressed {
+            s.set_unready(waiting.len());
         }
         progressed |= driver.poll();
         if progressed {
@@ -152,15 +231,6 @@ fn run(s: Arc<Shared>, mut driver: Driver, health: Health, spin: u32, yield_for:
             std::thread::park_timeout(Duration::from_millis(20));
         } else {
             // A GPU stream busy with the application's work, or a late peer.
-            if !waiting.is_empty() && health_checked.elapsed() >= HEALTH_EVERY {
-                health_checked = Instant::now();
-                if let Err(reason) = health() {
-                    for op in waiting.drain(..) {
-                        driver.fail(op, &reason);
-                    }
-                    continue;
-                }
-            }
             std::thread::sleep(Duration::from_micros(50));
         }
     }

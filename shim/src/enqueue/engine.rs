@@ -108,6 +108,8 @@ impl QueueEngine {
                 Ok(())
             }
             Queue::Cuda { queue, thread, flags } => {
+                // Not on a stream the driver refused, nor on one being captured into a graph.
+                queue.admit().map_err(|e| (Class::Other, e))?;
                 if !flags.slot_free(seq) {
                     // RING operations outstanding: wait for the oldest (the queue keeps running meanwhile).
                     let never = AtomicBool::new(false);
@@ -147,7 +149,10 @@ impl QueueEngine {
     /// `statuses[i]` (null: ignored) when the operation completes.
     pub fn wait_requests(&self, requests: &[MPI_Request], statuses: &[StatusDst]) -> Result<(), (Class, String)> {
         let _order = self.enq.lock().unwrap_or_else(|e| e.into_inner());
-        let mut result = Ok(());
+        let mut result = match &self.queue {
+            Queue::Cuda { queue, .. } => queue.admit().map_err(|e| (Class::Other, e)),
+            Queue::Host(_) => Ok(()),
+        };
         for (i, &h) in requests.iter().enumerate() {
             let dst = statuses.get(i).copied().unwrap_or(StatusDst::NOWHERE);
             // None: a duplicate in the array.

@@ -213,6 +213,11 @@ pub fn profile() -> Option<&'static Profile> {
     PROFILE.get()
 }
 
+/// The profile, where the guided policy is in force (not where the program is inert: `demand`).
+pub fn in_force(rt: &Runtime) -> Option<&'static Profile> {
+    profile().filter(|_| rt.config.policy == Policy::Guided)
+}
+
 /// How many streams the guided policy's selection needs on this process at most: the communicators of
 /// this rank (Hydra's `PMI_RANK`; without it, of the busiest rank) that the profile selected, and the
 /// dups of those. `None` where the policy is not guided; 0 where the job's rank count (`PMI_SIZE`)

@@ -110,7 +110,7 @@ pub fn begin(rt: &Runtime, kind: CommCtor, parent: MPI_Comm) -> Option<Pending> 
         (step, (node.profile != NONE).then_some(node.profile))
     };
     // An idup's result has no node (`made`), so the profile never lists it: not looked up, not unseen.
-    let looked_up = kind.is_blocking() && guided::profile().is_some();
+    let looked_up = kind.is_blocking() && guided::in_force(rt).is_some();
     let profile = looked_up.then(|| guided::child(rt, parent_profile, step, || path(p))).flatten();
     Some(Pending { parent: p, step, profile })
 }
