@@ -38,7 +38,13 @@ pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result
     let (pool, variable) = match user_reserve() {
         Some(n) if !config.streams_set => (n, RESERVE),
         _ => {
-            let n = if config.streams_set { config.streams } else { node.default_reserve(implicit) };
+            // Under `guided`, no more than the profile's selection can use (`guided::streams_wanted`).
+            let n = if config.streams_set {
+                config.streams
+            } else {
+                let selected = crate::policy::guided::streams_wanted().unwrap_or(u32::MAX);
+                node.default_reserve(implicit).min(selected).max(1)
+            };
             writes.push((RESERVE, n));
             (n, "MPIXSTREAM_STREAMS")
         }

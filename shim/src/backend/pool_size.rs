@@ -99,10 +99,12 @@ fn slurm_busiest_node(per_node: &str) -> Option<u64> {
         .filter(|&n| n >= 1)
 }
 
-/// Whether the pool is wanted at all: always under `explicit` and `guided` (the policy makes the streams), or when
-/// the user sized it; under `implicit` only if the program can create a stream (`program_uses_streams`).
+/// Whether the pool is wanted at all: under `explicit`, and under `guided` where the profile selected
+/// a communicator (the policy makes the streams); when the user sized it; under `implicit` only if the
+/// program can create a stream (`program_uses_streams`).
 pub fn wanted(config: &Config, user_sized: bool, program_uses_streams: impl FnOnce() -> bool) -> bool {
-    config.policy.makes_streams() || user_sized || program_uses_streams()
+    let policy_needs = config.policy.makes_streams() && crate::policy::guided::streams_wanted() != Some(0);
+    policy_needs || user_sized || program_uses_streams()
 }
 
 #[cfg(test)]

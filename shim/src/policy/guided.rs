@@ -218,13 +218,14 @@ pub fn in_force(rt: &Runtime) -> Option<&'static Profile> {
     profile().filter(|_| rt.config.policy == Policy::Guided)
 }
 
-/// How many streams the guided policy's selection needs on this process at most: the communicators of
-/// this rank (Hydra's `PMI_RANK`; without it, of the busiest rank) that the profile selected, and the
-/// dups of those. `None` where the policy is not guided; 0 where the job's rank count (`PMI_SIZE`)
-/// differs from the profile's. For sizing the pool before `MPI_Init`.
+/// How many streams the guided policy's selection needs on a process at most: the communicators of the
+/// busiest rank that the profile selected, and the dups of those. The busiest rank's, not this rank's:
+/// every rank of a node must ask MPICH for the same pool (it lays out one shared segment for the queues
+/// of all its VCI pairs). `None` where the policy is not guided; 0 where the job's rank count (Hydra's
+/// `PMI_SIZE`) differs from the profile's. For sizing the pool before `MPI_Init`.
 pub fn streams_wanted() -> Option<u32> {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u32>().ok());
-    Some(profile()?.wanted(env("PMI_RANK"), env("PMI_SIZE")))
+    Some(profile()?.wanted(None, env("PMI_SIZE")))
 }
 
 /// Whether the profile guides this job: the same rank count as the profile's. Said once, on rank 0,
