@@ -186,7 +186,7 @@ pub fn banner(rt: &Runtime, hosts: Option<&str>) -> String {
     // MPICH 4.1 and 4.2 (no MPIX_Async_start) under the explicit policy: how MPI's progress rule is kept.
     let progress = match (crate::helper::banner_note(rt), rt.inert) {
         (_, Some((requested, why))) => format!(" ({requested} requested; inert: {})", why.describe()),
-        (Some(note), None) if rt.config.policy == Policy::Explicit => format!(" ({note})"),
+        (Some(note), None) if rt.config.policy.makes_streams() => format!(" ({note})"),
         _ => String::new(),
     };
     format!(

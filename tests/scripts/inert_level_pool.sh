@@ -53,12 +53,15 @@ for mpich in 5 deb; do
       name=$prog-$policy
       run "$name" $prog LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=$policy MPIXSTREAM_VERBOSE=1
       [ "$(field "$b/$name.out" provided)" = "$(field "$b/$prog-none.out" provided)" ]
-      verdict "$mpich $name: thread level provided $(field "$b/$name.out" provided), as without the library" $?
+      ok=$?
+      verdict "$mpich $name: thread level provided $(field "$b/$name.out" provided), as without the library" $ok
       [ "$(field "$b/$name.out" threads)" = "$(field "$b/$prog-none.out" threads)" ]
-      verdict "$mpich $name: $(field "$b/$name.out" threads) threads, as without the library (no helper thread)" $?
+      ok=$?
+      verdict "$mpich $name: $(field "$b/$name.out" threads) threads, as without the library (no helper thread)" $ok
       if [ $mpich = 5 ]; then
         [ "$(field "$b/$name.out" reserve)" = 0 ]
-        verdict "$mpich $name: no reserved VCI (reserve $(field "$b/$name.out" reserve))" $?
+        ok=$?
+        verdict "$mpich $name: no reserved VCI (reserve $(field "$b/$name.out" reserve))" $ok
       fi
       grep -q "policy implicit ($policy requested; inert: " "$b/$name.log"
       verdict "$mpich $name: the banner says the policy is inert" $?
@@ -100,7 +103,8 @@ PY
         >"$b/spawn.out" 2>"$b/spawn.log"
     rc=$?
     [ $rc -eq 0 ] && grep -qx "parent reserve 8" "$b/spawn.out" && grep -qx "child reserve 0" "$b/spawn.out"
-    verdict "5 spawn: the parent gets the pool, the child it spawns none (exit $rc: $(tr '\n' ' ' <"$b/spawn.out"))" $?
+    ok=$?
+    verdict "5 spawn: the parent gets the pool, the child it spawns none (exit $rc: $(tr '\n' ' ' <"$b/spawn.out"))" $ok
   else
     ! grep -q "inert" "$b/streams-explicit.log" && ! grep -q "inert" "$b/dup-explicit.log"
     verdict "deb control: programs that can gain are not called inert" $?

@@ -37,8 +37,10 @@ for name in $MPICH_ALL_NAMES; do
   # lines may land in the middle of the banner's in one file.
   log=$out/$MPICH_NAME.out err=$out/$MPICH_NAME.err
   # MPIXSTREAM_STREAMS: a pool even though the program names no MPIX function, so that the backend is
-  # the build's own (native where it has streams), which the report line below names.
-  MPIXSTREAM_STREAMS=2 MPIXSTREAM_VERBOSE=1 MPIXSTREAM_REPORT="$out/report-$MPICH_NAME.json" timeout 60 "$root/scripts/mpixrun" -n 2 "$bin" \
+  # the build's own (native where it has streams), which the report line below names; and
+  # MPIXSTREAM_THREAD_MULTIPLE=1, since below MPI_THREAD_MULTIPLE (the program calls MPI_Init) the
+  # library would be inert and reserve nothing.
+  MPIXSTREAM_STREAMS=2 MPIXSTREAM_THREAD_MULTIPLE=1 MPIXSTREAM_VERBOSE=1 MPIXSTREAM_REPORT="$out/report-$MPICH_NAME.json" timeout 60 "$root/scripts/mpixrun" -n 2 "$bin" \
     >"$log" 2>"$err" </dev/null
   rc=$?
   [ $rc -eq 0 ] || bash "$root/scripts/shm_cleanup.sh"

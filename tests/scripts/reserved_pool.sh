@@ -22,7 +22,7 @@ mpich_select 5
 # (what the explicit policy moves); uses: names MPIX_Stream_create (tests/scripts/inert_level_pool.sh
 # covers the programs below MPI_THREAD_MULTIPLE, which get no pool).
 src=$root/tests/scripts/programs/read_reserve.c
-"$MPICC" "$src" -o "$out/plain" && "$MPICC" -DUSES_STREAMS "$src" -o "$out/uses" &&
+"$MPICC" "$src" -o "$out/plain" && "$MPICC" -DUSES_STREAMS -I"$root/include" "$src" -o "$out/uses" &&
   "$MPICC" -DLEVEL=MPI_THREAD_MULTIPLE "$src" -o "$out/multiple" &&
   "$MPICC" -DLEVEL=MPI_THREAD_MULTIPLE -DUSES_DUP "$src" -o "$out/dups" || { echo "FAIL compile"; exit 1; }
 

@@ -1,5 +1,6 @@
 /* A plain MPI program (no MPIX call) for the install and compare tests: rank pairs exchange N messages
- * on each of two duplicates of MPI_COMM_WORLD, so the explicit policy gives it two streams.
+ * on each of two duplicates of MPI_COMM_WORLD. It asks for MPI_THREAD_MULTIPLE, as a threaded program
+ * does, so the explicit policy (inert below that level) gives it two streams.
  *   two_comms [N] [--fail-if-explicit]
  * --fail-if-explicit makes it fail (MPI_Abort, exit status 3) when MPIXSTREAM_POLICY=explicit: the
  * compare test's program that fails under one policy only. Rank 0 prints the LD_PRELOAD it runs with
@@ -11,7 +12,8 @@
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, size, n = argc > 1 ? atoi(argv[1]) : 1000;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
