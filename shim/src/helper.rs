@@ -21,8 +21,9 @@
 //! Cost: the owner's claim on each of its calls (one compare-and-swap and one store, measured in
 //! docs/performance.md) and the helper thread's looks (a turn only where an owner is away).
 use crate::backend::Backend;
+use crate::ownership::Presence;
 use crate::runtime::Runtime;
-use crate::streams::{Presence, StreamSlot};
+use crate::streams::StreamSlot;
 use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
 use std::sync::Mutex;
@@ -46,7 +47,22 @@ pub fn help(rt: &Runtime, implicit: bool) {
             }
         }
     }
-    help_rest(rt, implicit);
+    help_rest(rt, implicit, false);
+}
+
+/// [`help`] for a program's thread waiting for what orphans hold (space in the attached buffer): the
+/// orphans whose endpoint another thread is inside also give back what is known complete without
+/// entering it (`orphans::Orphan::reclaim`), since that thread may be blocked there for good (a
+/// `MPI_Recv` on the same communicator waiting for a message this thread's next send enables).
+pub fn help_reclaiming(rt: &Runtime) {
+    if rt.backend == Backend::Native && rt.streams.any_reserved() {
+        for (_, slot) in rt.streams.live() {
+            if slot.has_endpoint() && slot.driver().is_none() {
+                turn(rt, slot);
+            }
+        }
+    }
+    help_rest(rt, false, true);
 }
 
 /// A progress turn of the stream's endpoint unless a thread is inside it; whether it turned.
@@ -60,9 +76,10 @@ fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
     }
 }
 
-/// The orphans, the deferred work and, with `implicit`, a turn of the implicit pool.
-fn help_rest(rt: &Runtime, implicit: bool) {
-    crate::orphans::turn(rt);
+/// The orphans (`reclaim`: see [`help_reclaiming`]), the deferred work and, with `implicit`, a turn of
+/// the implicit pool.
+fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
+    crate::orphans::turn(rt, reclaim);
     if crate::deferred::pending() {
         crate::deferred::run(rt);
     }
@@ -101,7 +118,7 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
             }
         }
     }
-    help_rest(rt, false);
+    help_rest(rt, false, false);
     if blocked && rt.helper_turns_implicit && pace.due() {
         let start = Instant::now();
         rt.progress(MPIX_STREAM_NULL);
@@ -200,7 +217,7 @@ pub fn start(rt: &'static Runtime) {
         // Every period while something may need a turn; while every owner is at work (or nothing has
         // an endpoint), the looks space out up to `RELAXED`, `IDLE`.
         sleep = if !serving {
-            help_rest(rt, false);
+            help_rest(rt, false, false);
             IDLE
         } else if help_away(rt, &mut seen, &mut pace) {
             PERIOD

@@ -14,6 +14,8 @@
 //!   `MPI_Init*`, banner, and the refusal of the MPIX entry points (the interposers pass its calls
 //!   through, `mpixstream_wrappers::abi`);
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
+//! - [`ownership`]: the ownership protocol (claims, orphans and what they hold, deferred work), no MPI in
+//!   it, model-checked;
 //! - [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
 //!   attached to it in MPICH, and the handle cache the interposers read;
@@ -50,6 +52,7 @@ pub mod mpix;
 pub mod multiplex;
 pub mod native_fixes;
 pub mod orphans;
+pub mod ownership;
 pub mod policy;
 pub mod progress;
 pub mod query;
