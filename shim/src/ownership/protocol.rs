@@ -178,6 +178,17 @@ impl Endpoint {
     pub fn reusable(&self) -> bool {
         self.holds() == 0
     }
+
+    /// Before the endpoint goes back (`MPIX_Stream_free`: MPICH hands its VCI to the next stream
+    /// created): `help`s (a turn of the orphans) until no orphan needs it.
+    pub fn until_reusable(&self, mut help: impl FnMut()) {
+        while !self.reusable() {
+            help();
+            if !self.reusable() {
+                yield_now();
+            }
+        }
+    }
 }
 
 /// An amount the application may wait for (the attached buffer's space): a limit and what is taken.
