@@ -26,8 +26,10 @@ ROOTS="wrappers/src/lib.rs shim/src/lib.rs tools/src/lib.rs"
 breaches() {
   local dir=$1 f
   for f in $ROOTS; do grep -qxF "$DENY" "$dir/$f" || echo "$f: no '$DENY'"; done
-  grep -rnE 'allow\([^)]*(unsafe_op_in_unsafe_fn|undocumented_unsafe_blocks|missing_safety_doc)' \
-    --include='*.rs' "$dir/wrappers" "$dir/shim" "$dir/tools" 2>/dev/null | sed "s|^$dir/||"
+  # Each file read whole (-z: one record), so an attribute split over lines (or a generator's string
+  # continued on the next line) is read as one: [^)]* spans newlines.
+  grep -rlzE 'allow\([^)]*(unsafe_op_in_unsafe_fn|undocumented_unsafe_blocks|missing_safety_doc)' \
+    --include='*.rs' "$dir/wrappers" "$dir/shim" "$dir/tools" 2>/dev/null | sed "s|^$dir/||; s|\$|: allows a safety lint|"
 }
 
 found=$(breaches "$root")
@@ -57,6 +59,16 @@ grep -vxF "$DENY" shim/src/lib.rs >"$tmp/shim/src/lib.rs"
 rc=$?
 verdict "the check catches a crate root without the denial" $rc
 cp shim/src/lib.rs "$tmp/shim/src/lib.rs"
+# An allow split over two lines, as an attribute and as a generator's string continued with `\`.
+printf '#[allow(non_snake_case,\n    clippy::missing_safety_doc)]\npub fn sample() {}\n' >"$tmp/shim/src/sample.rs"
+breaches "$tmp" | grep -qx 'shim/src/sample.rs: allows a safety lint'
+rc=$?
+verdict "the check catches an allow of a safety lint split over two lines" $rc
+printf 'const A: &str = "#[allow(non_snake_case, \\\n     clippy::missing_safety_doc)]";\n' >"$tmp/shim/src/sample.rs"
+breaches "$tmp" | grep -qx 'shim/src/sample.rs: allows a safety lint'
+rc=$?
+verdict "the check catches it in a generator's string continued on the next line" $rc
+rm -f "$tmp/shim/src/sample.rs"
 printf 'pub fn sample() -> u8 {\n    // SAFETY: a sample.\n    unsafe { *std::ptr::null::<u8>() }\n}\n' >"$tmp/shim/src/sample.rs"
 more=$(python3 tests/scripts/unsafe_count.py "$tmp")
 [ "$more" -eq $((count + 1)) ]
