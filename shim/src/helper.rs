@@ -169,9 +169,10 @@ impl ImplicitPace {
 /// Whether a policy stream keeps MPI's progress rule on this MPICH: a thread blocked on its stream
 /// starves the implicit pool unless the helper thread turns it (MPICH >= 4.3 under the native backend;
 /// MPICH 4.1.3 broke beside a thread of ours on the implicit pool, docs/native-defects.md). Where it
-/// does not, the explicit policy gives no streams (`policy::take_stream`).
+/// does not, the explicit policy gives no streams (`policy::take_stream`); nor once a request made on a
+/// stream did not decode to it (`request_check`).
 pub fn serves_policy_streams(rt: &Runtime) -> bool {
-    rt.backend == Backend::Native && rt.helper_turns_implicit && rt.thread_multiple()
+    rt.backend == Backend::Native && rt.helper_turns_implicit && rt.thread_multiple() && crate::request_check::decodes()
 }
 
 /// What the banner says after `policy explicit` about MPI's progress rule: nothing where the policy

@@ -19,6 +19,7 @@
 //! - [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
 //!   attached to it in MPICH, and the handle cache the interposers read;
+//! - [`request_check`]: the request decoder checked on the library's own first request on a stream;
 //! - [`runtime`]: the state between `MPI_Init*` and `MPI_Finalize`, and the MPIX entry guard;
 //! - [`orphans`]: the operations nobody waits for; [`deferred`]: destruction work kept out of MPICH's
 //!   callbacks;
@@ -56,6 +57,7 @@ pub mod ownership;
 pub mod policy;
 pub mod progress;
 pub mod query;
+pub mod request_check;
 pub mod runtime;
 pub mod standard_abi;
 pub mod streams;

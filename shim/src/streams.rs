@@ -206,42 +206,28 @@ impl LookupError {
 
 /// How MPICH writes into a request handle the pool the request came from, which is the VCI the
 /// operation runs on (`MPIR_Request_create_from_pool`: a send from its sender's VCI, a receive from its
-/// receiver's): so a request names its endpoint with a mask and a shift, no lookup. MPICH 4.1 and 4.2
-/// keep the pool in bits 20-25; 4.3 and 5.0 in bits 19-24, flagged by bit 25. Only indirect handles
-/// carry one (pool 0 also has direct handles).
+/// receiver's): the one decoder is `mpixstream_wrappers::handles::request_pool` (the tools library's
+/// too), with the layout of the MPICH loaded; `crate::request_check` verifies it on the requests the
+/// library makes on its streams. Pool 0 (no stream of ours) for handles that are not requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPools {
-    flag: u32,
-    mask: u32,
-    shift: u32,
-}
+pub struct RequestPools(handles::RequestPools);
 
 impl RequestPools {
     /// A build with one VCI (no reserved endpoints): every request is on VCI 0.
-    pub const NONE: RequestPools = RequestPools { flag: 0, mask: 0, shift: 0 };
+    pub const NONE: RequestPools = RequestPools(handles::RequestPools::None);
 
     /// The layout of MPICH `version` (`None`, or a build before 4.1: [`NONE`](Self::NONE)).
     pub fn of_mpich(version: Option<(u32, u32, u32)>) -> RequestPools {
-        match version {
-            Some((4, 1 | 2, _)) => RequestPools { flag: 0, mask: 0x03f0_0000, shift: 20 },
-            Some((major, minor, _)) if (major, minor) >= (4, 3) => {
-                RequestPools { flag: 0x0200_0000, mask: 0x01f8_0000, shift: 19 }
-            }
-            _ => RequestPools::NONE,
-        }
+        RequestPools(
+            version
+                .map_or(handles::RequestPools::None, |(major, minor, _)| handles::RequestPools::of_mpich(major, minor)),
+        )
     }
 
     /// The pool (VCI) of request `handle`.
     #[inline(always)]
     pub fn pool(self, handle: MPI_Request) -> usize {
-        let h = handle as u32;
-        let indirect = h >> 30 == 3;
-        let flagged = self.flag == 0 || h & self.flag != 0;
-        if indirect && flagged {
-            ((h & self.mask) >> self.shift) as usize
-        } else {
-            0
-        }
+        handles::request_pool(handle, self.0).unwrap_or(0) as usize
     }
 }
 

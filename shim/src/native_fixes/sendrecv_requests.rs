@@ -102,6 +102,7 @@ fn start(
     if rc != MPI_SUCCESS {
         return rc;
     }
+    crate::request_check::verify(rt, slot, op.recv);
     let rc = isend(&mut op.send);
     if rc != MPI_SUCCESS {
         // The receive may be matched already, to a message still arriving in pieces (a large one, or

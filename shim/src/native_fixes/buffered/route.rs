@@ -186,6 +186,7 @@ pub(super) fn send_routed(
             // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
             // room in the queue) gives its space back now.
             crate::tools_link::tools_request_replaced(request, MPI_REQUEST_NULL);
+            crate::request_check::verify(rt, slot, request);
             let mut r = Request(request);
             let _ = r.test();
             request = r.raw();
