@@ -97,9 +97,11 @@ fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
 fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
     let mut needed = false;
     let mut blocked = false;
+    // The endpoints whose owner is away (a bit set; the native backend's slots are below 64).
+    let mut away = 0u64;
     if rt.backend == Backend::Native && rt.streams.any_reserved() {
         for (i, slot) in rt.streams.live() {
-            if !slot.has_endpoint() || slot.driver().is_some() {
+            if !slot.has_endpoint() || slot.driver().is_some() || i >= 64 {
                 continue;
             }
             match slot.presence(&mut seen[i]) {
@@ -110,12 +112,25 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
                 }
                 Presence::Away => {
                     needed = true;
-                    if turn(rt, slot) {
-                        // Our own claim is not the owner's return.
-                        seen[i] = slot.claim_count();
-                    }
+                    away |= 1 << i;
                 }
             }
+        }
+    }
+    // MPICH's progress (any turn, any test) runs its progress hooks, which post the next rounds of every
+    // nonblocking collective's schedule, on whatever endpoint they run: a round on a stream's endpoint
+    // while its owner is inside would be two threads in one VCI. The program's own threads run the
+    // hooks in their calls (MPICH's doing, docs/native-defects.md); this thread, which no program call
+    // made, calls MPI only while it holds the claims of every endpoint with such a schedule
+    // (`wrapped_collectives`), else looks again next period.
+    let Some(schedules) = ScheduleClaims::take(rt) else { return true };
+    let mut turned = 0u64;
+    let mut bits = away;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if turn(rt, rt.streams.slot(i)) {
+            turned |= 1 << i;
         }
     }
     help_rest(rt, false, false);
@@ -124,7 +139,60 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
         rt.progress(MPIX_STREAM_NULL);
         pace.turned(start.elapsed());
     }
+    let ours = turned | schedules.taken;
+    drop(schedules);
+    // Our own claims are not the owners' return.
+    let mut bits = ours;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        seen[i] = rt.streams.slot(i).claim_count();
+    }
     needed || crate::orphans::pending() != 0 || crate::deferred::pending()
+}
+
+/// The claims of every stream endpoint on which a nonblocking collective's schedule is open (MPICH's
+/// progress hooks post its rounds there), all taken now or none; released when dropped.
+struct ScheduleClaims<'a> {
+    rt: &'a Runtime,
+    /// Slots whose claim was taken here (outermost), as a bit set (the native backend's slots are below 64).
+    taken: u64,
+}
+
+impl<'a> ScheduleClaims<'a> {
+    fn take(rt: &'a Runtime) -> Option<ScheduleClaims<'a>> {
+        let mut claims = ScheduleClaims { rt, taken: 0 };
+        if !rt.streams.any_reserved() {
+            return Some(claims);
+        }
+        let me = crate::streams::thread_token();
+        for (i, slot) in rt.streams.live() {
+            if i >= 64 || !slot.endpoint().scheduled() {
+                continue;
+            }
+            match slot.endpoint().try_claim(me) {
+                Some(c) => {
+                    if c.keep() {
+                        claims.taken |= 1 << i;
+                    }
+                }
+                // Dropping `claims` releases those taken.
+                None => return None,
+            }
+        }
+        Some(claims)
+    }
+}
+
+impl Drop for ScheduleClaims<'_> {
+    fn drop(&mut self) {
+        let mut bits = self.taken;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            self.rt.streams.slot(i).endpoint().leave();
+            bits &= bits - 1;
+        }
+    }
 }
 
 /// How often the helper thread turns the implicit pool for a thread blocked on its stream: at every

@@ -27,6 +27,10 @@ pub struct Endpoint {
     claims: AtomicU32,
     /// Orphans adopted on this endpoint and not complete.
     holds: AtomicU32,
+    /// Operations on this endpoint that MPICH's progress hooks advance from whichever thread runs
+    /// progress (a nonblocking collective's schedule): a thread of ours that no program call made (the
+    /// helper) runs progress only while it holds the claims of all such endpoints.
+    scheduled: AtomicU32,
 }
 
 /// An endpoint between two looks of the progress helper.
@@ -81,7 +85,12 @@ impl Default for Endpoint {
 
 impl Endpoint {
     pub fn new() -> Endpoint {
-        Endpoint { owner: AtomicUsize::new(0), claims: AtomicU32::new(0), holds: AtomicU32::new(0) }
+        Endpoint {
+            owner: AtomicUsize::new(0),
+            claims: AtomicU32::new(0),
+            holds: AtomicU32::new(0),
+            scheduled: AtomicU32::new(0),
+        }
     }
 
     /// Takes the endpoint for thread `me` now or never (`None`: another thread is inside).
@@ -177,6 +186,21 @@ impl Endpoint {
     /// Whether the endpoint's slot may be handed to another stream: no orphan needs it any more.
     pub fn reusable(&self) -> bool {
         self.holds() == 0
+    }
+
+    /// An operation MPICH's progress hooks advance started on this endpoint ([`Endpoint::unschedule`]
+    /// once it completed).
+    pub fn schedule(&self) {
+        self.scheduled.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn unschedule(&self) {
+        self.scheduled.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Whether MPICH's progress hooks may enter this endpoint (an operation of [`Endpoint::schedule`]).
+    pub fn scheduled(&self) -> bool {
+        self.scheduled.load(Ordering::Acquire) != 0
     }
 
     /// Before the endpoint goes back (`MPIX_Stream_free`: MPICH hands its VCI to the next stream
