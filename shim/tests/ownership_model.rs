@@ -347,3 +347,61 @@ fn a_retired_stream_handed_out_again_serves_both_under_one_claim() {
         assert_eq!(w.budget.used(), 0);
     });
 }
+
+/// A nonblocking collective's schedule open on a stream (MPICH's progress hooks post its rounds from
+/// whichever thread runs progress): the helper thread runs progress only while it holds that endpoint's
+/// claim, so its hook never posts a round while the owner is inside (blocked in a call there, or
+/// returning to it).
+#[test]
+fn the_helper_runs_progress_hooks_only_under_the_claims_of_scheduled_endpoints() {
+    check(|| {
+        let ep = Arc::new(Endpoint::new());
+        let vci = Arc::new(Vci::new());
+        ep.schedule();
+        let helper = {
+            let (ep, vci) = (ep.clone(), vci.clone());
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    // The helper's look: the claims of the scheduled endpoints, all or none.
+                    if !ep.scheduled() {
+                        return;
+                    }
+                    if let Some(_c) = ep.try_claim(3) {
+                        // Its global progress: the hook posts the collective's next round on the VCI.
+                        vci.turn();
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        for _ in 0..2 {
+            let _c = ep.claim(1);
+            vci.turn();
+        }
+        ep.unschedule();
+        helper.join().unwrap();
+        assert!(!ep.scheduled());
+    });
+}
+
+/// The negative control of the endpoint check: a helper that turns the endpoint without its claim is
+/// caught in some interleaving (the model fails).
+#[test]
+fn a_turn_without_the_claim_is_caught() {
+    let failed = std::panic::catch_unwind(|| {
+        check(|| {
+            let ep = Arc::new(Endpoint::new());
+            let vci = Arc::new(Vci::new());
+            let helper = {
+                let vci = vci.clone();
+                thread::spawn(move || vci.turn())
+            };
+            {
+                let _c = ep.claim(1);
+                vci.turn();
+            }
+            helper.join().unwrap();
+        })
+    });
+    assert!(failed.is_err(), "two threads inside one endpoint must fail the model");
+}
