@@ -10,50 +10,42 @@
 //! endpoints it enters (a piece that finds one busy defers itself again): right after `MPI_Comm_free`
 //! returns, in every help (`helper::help`), and at `MPI_Finalize`. [`settle`] also waits for the pieces
 //! other threads are running, so that what `MPI_Comm_free` gives back is back when it returns.
+use crate::ownership::Deferred;
 use crate::runtime::Runtime;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::LazyLock;
 
 type Work = Box<dyn FnOnce(&Runtime) + Send>;
 
-static WORK: Mutex<Vec<Work>> = Mutex::new(Vec::new());
-/// Pieces deferred and not yet taken by a `run`.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
-/// Pieces a `run` took and is running now.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static WORK: LazyLock<Deferred<Work>> = LazyLock::new(Deferred::new);
 
 /// Keeps `work` for the next [`run`].
 pub fn defer(work: impl FnOnce(&Runtime) + Send + 'static) {
-    PENDING.fetch_add(1, Ordering::AcqRel);
-    WORK.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(work));
+    WORK.defer(Box::new(work));
 }
 
-/// Whether work is waiting (one relaxed load).
+/// Whether work is waiting.
 #[inline]
 pub fn pending() -> bool {
-    PENDING.load(Ordering::Relaxed) != 0
+    WORK.pending()
+}
+
+/// Says that a piece panicked (it counts as run: `ownership::Deferred`); what it had to give back may
+/// be lost, the process goes on.
+fn report(panicked: usize) {
+    if panicked != 0 {
+        eprintln!("mpixstream: {panicked} piece(s) of deferred destruction work panicked; what they free may leak");
+    }
 }
 
 /// Runs the work kept so far, in the order it was deferred, outside the lock (a piece may defer more,
-/// itself included, which the next run takes).
+/// itself included, which the next run takes). A piece that panics counts as run; the others still run.
 pub fn run(rt: &Runtime) {
-    let work = {
-        let mut list = WORK.lock().unwrap_or_else(|e| e.into_inner());
-        RUNNING.fetch_add(list.len(), Ordering::AcqRel);
-        PENDING.fetch_sub(list.len(), Ordering::AcqRel);
-        std::mem::take(&mut *list)
-    };
-    for w in work {
-        w(rt);
-        RUNNING.fetch_sub(1, Ordering::AcqRel);
-    }
+    report(WORK.run(|w| w(rt)));
 }
 
 /// Runs the work kept so far and waits until no other thread is running any: every piece deferred
-/// before the call has run once (pieces that found an endpoint busy are deferred again, for later).
+/// before the call has run once (pieces that found an endpoint busy are deferred again, for later; a
+/// piece that panicked is finished, so this never waits for it).
 pub fn settle(rt: &Runtime) {
-    run(rt);
-    while RUNNING.load(Ordering::Acquire) != 0 {
-        std::thread::yield_now();
-    }
+    report(WORK.settle(|w| w(rt)));
 }

@@ -21,8 +21,9 @@
 //! Cost: the owner's claim on each of its calls (one compare-and-swap and one store, measured in
 //! docs/performance.md) and the helper thread's looks (a turn only where an owner is away).
 use crate::backend::Backend;
+use crate::ownership::Presence;
 use crate::runtime::Runtime;
-use crate::streams::{Presence, StreamSlot};
+use crate::streams::StreamSlot;
 use crate::thread::{BackgroundThread, Turn};
 use mpixstream_wrappers::ffi::*;
 use std::sync::Mutex;
@@ -46,7 +47,22 @@ pub fn help(rt: &Runtime, implicit: bool) {
             }
         }
     }
-    help_rest(rt, implicit);
+    help_rest(rt, implicit, false);
+}
+
+/// [`help`] for a program's thread waiting for what orphans hold (space in the attached buffer): the
+/// orphans whose endpoint another thread is inside also give back what is known complete without
+/// entering it (`orphans::Orphan::reclaim`), since that thread may be blocked there for good (a
+/// `MPI_Recv` on the same communicator waiting for a message this thread's next send enables).
+pub fn help_reclaiming(rt: &Runtime) {
+    if rt.backend == Backend::Native && rt.streams.any_reserved() {
+        for (_, slot) in rt.streams.live() {
+            if slot.has_endpoint() && slot.driver().is_none() {
+                turn(rt, slot);
+            }
+        }
+    }
+    help_rest(rt, false, true);
 }
 
 /// A progress turn of the stream's endpoint unless a thread is inside it; whether it turned.
@@ -60,9 +76,10 @@ fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
     }
 }
 
-/// The orphans, the deferred work and, with `implicit`, a turn of the implicit pool.
-fn help_rest(rt: &Runtime, implicit: bool) {
-    crate::orphans::turn(rt);
+/// The orphans (`reclaim`: see [`help_reclaiming`]), the deferred work and, with `implicit`, a turn of
+/// the implicit pool.
+fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
+    crate::orphans::turn(rt, reclaim);
     if crate::deferred::pending() {
         crate::deferred::run(rt);
     }
@@ -80,9 +97,11 @@ fn help_rest(rt: &Runtime, implicit: bool) {
 fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
     let mut needed = false;
     let mut blocked = false;
+    // The endpoints whose owner is away (a bit set; the native backend's slots are below 64).
+    let mut away = 0u64;
     if rt.backend == Backend::Native && rt.streams.any_reserved() {
         for (i, slot) in rt.streams.live() {
-            if !slot.has_endpoint() || slot.driver().is_some() {
+            if !slot.has_endpoint() || slot.driver().is_some() || i >= 64 {
                 continue;
             }
             match slot.presence(&mut seen[i]) {
@@ -93,21 +112,87 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
                 }
                 Presence::Away => {
                     needed = true;
-                    if turn(rt, slot) {
-                        // Our own claim is not the owner's return.
-                        seen[i] = slot.claim_count();
-                    }
+                    away |= 1 << i;
                 }
             }
         }
     }
-    help_rest(rt, false);
+    // MPICH's progress (any turn, any test) runs its progress hooks, which post the next rounds of every
+    // nonblocking collective's schedule, on whatever endpoint they run: a round on a stream's endpoint
+    // while its owner is inside would be two threads in one VCI. The program's own threads run the
+    // hooks in their calls (MPICH's doing, docs/native-defects.md); this thread, which no program call
+    // made, calls MPI only while it holds the claims of every endpoint with such a schedule
+    // (`wrapped_collectives`), else looks again next period.
+    let Some(schedules) = ScheduleClaims::take(rt) else { return true };
+    let mut turned = 0u64;
+    let mut bits = away;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if turn(rt, rt.streams.slot(i)) {
+            turned |= 1 << i;
+        }
+    }
+    help_rest(rt, false, false);
     if blocked && rt.helper_turns_implicit && pace.due() {
         let start = Instant::now();
         rt.progress(MPIX_STREAM_NULL);
         pace.turned(start.elapsed());
     }
+    let ours = turned | schedules.taken;
+    drop(schedules);
+    // Our own claims are not the owners' return.
+    let mut bits = ours;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        seen[i] = rt.streams.slot(i).claim_count();
+    }
     needed || crate::orphans::pending() != 0 || crate::deferred::pending()
+}
+
+/// The claims of every stream endpoint on which a nonblocking collective's schedule is open (MPICH's
+/// progress hooks post its rounds there), all taken now or none; released when dropped.
+struct ScheduleClaims<'a> {
+    rt: &'a Runtime,
+    /// Slots whose claim was taken here (outermost), as a bit set (the native backend's slots are below 64).
+    taken: u64,
+}
+
+impl<'a> ScheduleClaims<'a> {
+    fn take(rt: &'a Runtime) -> Option<ScheduleClaims<'a>> {
+        let mut claims = ScheduleClaims { rt, taken: 0 };
+        if !rt.streams.any_reserved() {
+            return Some(claims);
+        }
+        let me = crate::streams::thread_token();
+        for (i, slot) in rt.streams.live() {
+            if i >= 64 || !slot.endpoint().scheduled() {
+                continue;
+            }
+            match slot.endpoint().try_claim(me) {
+                Some(c) => {
+                    if c.keep() {
+                        claims.taken |= 1 << i;
+                    }
+                }
+                // Dropping `claims` releases those taken.
+                None => return None,
+            }
+        }
+        Some(claims)
+    }
+}
+
+impl Drop for ScheduleClaims<'_> {
+    fn drop(&mut self) {
+        let mut bits = self.taken;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            self.rt.streams.slot(i).endpoint().leave();
+            bits &= bits - 1;
+        }
+    }
 }
 
 /// How often the helper thread turns the implicit pool for a thread blocked on its stream: at every
@@ -152,9 +237,10 @@ impl ImplicitPace {
 /// Whether a policy stream keeps MPI's progress rule on this MPICH: a thread blocked on its stream
 /// starves the implicit pool unless the helper thread turns it (MPICH >= 4.3 under the native backend;
 /// MPICH 4.1.3 broke beside a thread of ours on the implicit pool, docs/native-defects.md). Where it
-/// does not, the explicit policy gives no streams (`policy::take_stream`).
+/// does not, the explicit policy gives no streams (`policy::take_stream`); nor once a request made on a
+/// stream did not decode to it (`request_check`).
 pub fn serves_policy_streams(rt: &Runtime) -> bool {
-    rt.backend == Backend::Native && rt.helper_turns_implicit && rt.thread_multiple()
+    rt.backend == Backend::Native && rt.helper_turns_implicit && rt.thread_multiple() && crate::request_check::decodes()
 }
 
 /// What the banner says after `policy explicit` about MPI's progress rule: nothing where the policy
@@ -200,7 +286,7 @@ pub fn start(rt: &'static Runtime) {
         // Every period while something may need a turn; while every owner is at work (or nothing has
         // an endpoint), the looks space out up to `RELAXED`, `IDLE`.
         sleep = if !serving {
-            help_rest(rt, false);
+            help_rest(rt, false, false);
             IDLE
         } else if help_away(rt, &mut seen, &mut pace) {
             PERIOD

@@ -14,9 +14,12 @@
 //!   `MPI_Init*`, banner, and the refusal of the MPIX entry points (the interposers pass its calls
 //!   through, `mpixstream_wrappers::abi`);
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
+//! - [`ownership`]: the ownership protocol (claims, orphans and what they hold, deferred work), no MPI in
+//!   it, model-checked;
 //! - [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
 //!   attached to it in MPICH, and the handle cache the interposers read;
+//! - [`request_check`]: the request decoder checked on the library's own first request on a stream;
 //! - [`runtime`]: the state between `MPI_Init*` and `MPI_Finalize`, and the MPIX entry guard;
 //! - [`orphans`]: the operations nobody waits for; [`deferred`]: destruction work kept out of MPICH's
 //!   callbacks;
@@ -50,9 +53,11 @@ pub mod mpix;
 pub mod multiplex;
 pub mod native_fixes;
 pub mod orphans;
+pub mod ownership;
 pub mod policy;
 pub mod progress;
 pub mod query;
+pub mod request_check;
 pub mod runtime;
 pub mod standard_abi;
 pub mod streams;

@@ -175,6 +175,9 @@ pub unsafe extern "C" fn MPIX_Stream_free(stream: *mut MPIX_Stream) -> c_int {
             return raise(MPI_COMM_WORLD, class, F, &e);
         }
         slot.release_driver(Driver::Engine);
+        // An orphan of a freed communicator may still poll this endpoint (a routed buffered message):
+        // MPICH hands the VCI to the next stream created, so it goes back only once none needs it.
+        slot.endpoint().until_reusable(|| crate::helper::help(rt, false));
         if let Err(e) = rt.backend.free_stream(slot.native()) {
             return raise(MPI_COMM_WORLD, Class::Other, F, &e);
         }

@@ -9,9 +9,9 @@
 //! its stream's claim (`StreamSlot::try_claim`: skipped while another thread is inside that endpoint;
 //! that thread progresses it). No thread ever waits for a peer at its own exit, and no operation
 //! depends on the thread that started it (docs/architecture.md, "Ownership and the progress helper").
+use crate::ownership::Orphans;
 use crate::runtime::Runtime;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::LazyLock;
 
 /// An operation nobody waits for.
 pub trait Orphan: Send {
@@ -20,6 +20,10 @@ pub trait Orphan: Send {
     /// One poll, inside the stream's endpoint; `true` once complete (it is then dropped, which gives
     /// back what it holds).
     fn poll(&mut self, may: MayPoll) -> bool;
+    /// The endpoint is busy (its owner inside, maybe blocked there for good): gives back what the
+    /// application may wait for (a buffered message's space) if the operation is known complete
+    /// without entering the endpoint. The rest (the request, the memory) waits for a poll.
+    fn reclaim(&mut self, _: MayReclaim) {}
 }
 
 /// What lets an orphan be polled, made only by [`turn`]: the caller holds the claim of the orphan's
@@ -35,49 +39,50 @@ impl MayPoll {
     }
 }
 
-static LIST: Mutex<Vec<Box<dyn Orphan>>> = Mutex::new(Vec::new());
-/// How many orphans are not complete (the fast check of every helper).
-static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// What lets an orphan reclaim, made only by [`turn`] from an application's thread of ours waiting for
+/// such a resource (`MPI_Bsend` waiting for space, `MPI_Buffer_detach`): MPI is initialised and the
+/// calling thread is one the program runs, which may enter MPICH's implicit pool (MPICH 4.1.3 broke
+/// beside a thread of ours there, docs/native-defects.md).
+pub struct MayReclaim(());
 
-/// Keeps `orphan` until a helper completes it.
+static LIST: LazyLock<Orphans<Box<dyn Orphan>>> = LazyLock::new(Orphans::new);
+
+/// Keeps `orphan` until a helper completes it (it holds its stream's slot until then: the slot is not
+/// handed to another stream meanwhile).
 pub fn adopt(orphan: Box<dyn Orphan>) {
-    PENDING.fetch_add(1, Ordering::AcqRel);
-    LIST.lock().unwrap_or_else(|e| e.into_inner()).push(orphan);
+    let endpoint = orphan.stream().and_then(|s| crate::runtime::active().map(|rt| rt.streams.slot(s).endpoint()));
+    LIST.adopt(orphan, endpoint);
 }
 
 /// How many orphans are not complete.
 #[inline]
 pub fn pending() -> usize {
-    PENDING.load(Ordering::Acquire)
+    LIST.pending()
 }
 
-/// Polls every orphan whose endpoint the calling thread can enter now; drops the complete ones.
-/// The list is taken out of its lock for the polls (a poll calls MPI, whose callbacks may adopt more).
-pub fn turn(rt: &Runtime) {
-    if pending() == 0 {
-        return;
-    }
-    let mut mine = std::mem::take(&mut *LIST.lock().unwrap_or_else(|e| e.into_inner()));
-    let before = mine.len();
-    mine.retain_mut(|o| {
-        // MPI is initialised: `rt` exists.
-        let done = match o.stream() {
-            None => o.poll(MayPoll(())),
-            // This thread holds the claim of the orphan's stream for the poll (`_claim`).
-            Some(s) => match rt.streams.slot(s).try_claim() {
-                Some(_claim) => o.poll(MayPoll(())),
-                None => false,
-            },
-        };
-        !done
-    });
-    PENDING.fetch_sub(before - mine.len(), Ordering::AcqRel);
-    LIST.lock().unwrap_or_else(|e| e.into_inner()).append(&mut mine);
+/// Polls every orphan whose endpoint the calling thread can enter now and drops the complete ones;
+/// with `reclaim` (a program's thread waiting for what an orphan holds), the others give back what is
+/// known complete without entering their endpoint (`ownership::Orphans::turn`).
+pub fn turn(rt: &Runtime, reclaim: bool) {
+    let me = crate::streams::thread_token();
+    LIST.turn(
+        me,
+        |o| o.stream().map(|s| rt.streams.slot(s).endpoint()),
+        // MPI is initialised (`rt` exists) and this thread holds the claim of the orphan's stream for
+        // the poll (`Orphans::turn`).
+        |o| o.poll(MayPoll(())),
+        |o| {
+            if reclaim {
+                o.reclaim(MayReclaim(()))
+            }
+        },
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     struct Countdown(u32, Arc<AtomicUsize>);
@@ -96,21 +101,15 @@ mod tests {
     #[test]
     fn orphans_are_polled_until_complete() {
         let polls = Arc::new(AtomicUsize::new(0));
-        let base = pending();
-        adopt(Box::new(Countdown(1, polls.clone())));
-        adopt(Box::new(Countdown(3, polls.clone())));
-        assert_eq!(pending(), base + 2);
-        let list = std::mem::take(&mut *LIST.lock().unwrap());
-        let mut list: Vec<_> = list.into_iter().collect();
-        // Polled by hand (no runtime in a unit test): what `turn` does for orphans without a stream.
+        let list: Orphans<Box<dyn Orphan>> = Orphans::new();
+        list.adopt(Box::new(Countdown(1, polls.clone())), None);
+        list.adopt(Box::new(Countdown(3, polls.clone())), None);
+        assert_eq!(list.pending(), 2);
         for _ in 0..3 {
-            let before = list.len();
-            // `Countdown` needs neither a claim nor MPI.
-            list.retain_mut(|o| !o.poll(MayPoll::for_test()));
-            PENDING.fetch_sub(before - list.len(), Ordering::AcqRel);
+            // `Countdown` needs neither a claim nor MPI: what `turn` does for orphans without a stream.
+            list.turn(1, |o| o.stream().map(|_| unreachable!()), |o| o.poll(MayPoll::for_test()), |_| {});
         }
-        assert!(list.is_empty());
-        assert_eq!(pending(), base);
+        assert_eq!(list.pending(), 0);
         assert_eq!(polls.load(Ordering::Relaxed), 1 + 3);
     }
 }

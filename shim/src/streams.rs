@@ -1,6 +1,8 @@
 //! The stream table: a stream handle is `0xbc000000 | index` (the look of native MPICH's direct handles)
 //! and indexes a fixed vector of slots, sized by the pool at `MPI_Init`, so hot paths find a stream
 //! with one bounds check and no lookup.
+use crate::ownership::Endpoint;
+pub use crate::ownership::{Claim, Presence};
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
@@ -25,26 +27,13 @@ pub struct StreamSlot {
     /// The thread of ours registered as the stream's driver (a [`Driver`], 0 for none): what
     /// `MPIX_Stream_progress` and `MPIX_Start_progress_thread` refuse with a clear error.
     driver: AtomicU8,
-    /// The endpoint's owner at this instant: the token of the one thread inside it ([`Claim`]), 0 for
-    /// none. A native stream's reserved VCI has no lock in MPICH, so every path that may enter it (the
+    /// The endpoint's ownership (`ownership::Endpoint`): the token of the one thread inside it now. A
+    /// native stream's reserved VCI has no lock in MPICH, so every path that may enter it (the
     /// application's calls on its communicators and waits on its requests, our routes, progress
-    /// threads, engines, the progress helper) holds this first (docs/architecture.md, "Ownership").
-    owner: AtomicUsize,
-    /// Outermost claims taken so far (written by the owner only): the progress helper tells from it
-    /// whether the owner entered the endpoint since its previous look, is blocked inside it, or is away
-    /// ([`Presence`]).
-    claims: AtomicU32,
-}
-
-/// A stream's endpoint between two looks of the progress helper.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Presence {
-    /// A thread entered it since the previous look: its owner is at work and turns it.
-    Entered,
-    /// One thread has been inside it since before the previous look: blocked in a call on the stream.
-    Blocked,
-    /// Nobody entered it since the previous look: its owner is away, its operations wait for a turn.
-    Away,
+    /// threads, engines, the progress helper) claims it first (docs/architecture.md, "Ownership"); its
+    /// claim count tells the progress helper whether the owner entered it since its previous look, is
+    /// blocked inside it, or is away ([`Presence`]); its holds, which orphans still need it.
+    endpoint: Endpoint,
 }
 
 /// Who is registered as a stream's driver besides the application's own calls.
@@ -84,14 +73,6 @@ pub fn thread_token() -> usize {
     TOKEN.with(|t| t as *const u8 as usize)
 }
 
-/// The ownership of one stream's endpoint for the calling thread, released when dropped. A nested
-/// claim (the thread owned it already: a route of ours inside the owner's own call) releases nothing.
-#[must_use]
-pub struct Claim<'a> {
-    slot: &'a StreamSlot,
-    outermost: bool,
-}
-
 /// The claims of several endpoints at once (a completion call on requests of several streams), as a
 /// bit set of slots, taken in ascending order so that two threads claiming overlapping sets never wait
 /// for each other in a cycle; released (those taken here, not nested ones) when dropped. No allocation.
@@ -106,17 +87,8 @@ impl Drop for ClaimSet<'_> {
         let mut bits = self.outermost;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
-            self.table.slots[i].owner.store(0, Ordering::Release);
+            self.table.slots[i].endpoint.leave();
             bits &= bits - 1;
-        }
-    }
-}
-
-impl Drop for Claim<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if self.outermost {
-            self.slot.owner.store(0, Ordering::Release);
         }
     }
 }
@@ -132,8 +104,7 @@ impl StreamSlot {
             vci: AtomicI32::new(-1),
             progress: Mutex::new(None),
             driver: AtomicU8::new(0),
-            owner: AtomicUsize::new(0),
-            claims: AtomicU32::new(0),
+            endpoint: Endpoint::new(),
         }
     }
 
@@ -148,46 +119,14 @@ impl StreamSlot {
     /// thread at a time.
     #[inline]
     pub fn claim(&self) -> Claim<'_> {
-        let me = thread_token();
-        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => self.taken(),
-            Err(current) if current == me => Claim { slot: self, outermost: false },
-            Err(_) => self.claim_contended(me),
-        }
+        self.endpoint.claim(thread_token())
     }
 
     /// [`claim`](Self::claim), calling `contended` once if another thread is inside the endpoint (the
     /// tools library's check then decides whether that is a violation).
     #[inline]
     pub fn claim_reporting(&self, contended: impl FnOnce()) -> Claim<'_> {
-        let me = thread_token();
-        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => self.taken(),
-            Err(current) if current == me => Claim { slot: self, outermost: false },
-            Err(_) => {
-                contended();
-                self.claim_contended(me)
-            }
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn claim_contended(&self, me: usize) -> Claim<'_> {
-        let mut spins = 0u32;
-        loop {
-            if self.owner.load(Ordering::Relaxed) == 0
-                && self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
-                return self.taken();
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        self.endpoint.claim_reporting(thread_token(), contended)
     }
 
     /// Takes the endpoint now or never: `None` while another thread is inside it. The calling thread
@@ -196,40 +135,24 @@ impl StreamSlot {
     /// progress), so nesting never re-enters an endpoint's progress.
     #[inline]
     pub fn try_claim(&self) -> Option<Claim<'_>> {
-        let me = thread_token();
-        match self.owner.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => Some(self.taken()),
-            Err(current) if current == me => Some(Claim { slot: self, outermost: false }),
-            Err(_) => None,
-        }
+        self.endpoint.try_claim(thread_token())
     }
 
-    /// The claim just taken (outermost): counted.
-    #[inline(always)]
-    fn taken(&self) -> Claim<'_> {
-        // Only the owner writes the count: a load and a store, no read-modify-write.
-        self.claims.store(self.claims.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        Claim { slot: self, outermost: true }
+    /// The endpoint's ownership (the orphans' turns claim it through this).
+    #[inline]
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// What the progress helper sees of the endpoint's use since its previous look (`seen`: the claim
     /// count then, updated here).
     pub fn presence(&self, seen: &mut u32) -> Presence {
-        let now = self.claims.load(Ordering::Relaxed);
-        let presence = if now != *seen {
-            Presence::Entered
-        } else if self.owned() {
-            Presence::Blocked
-        } else {
-            Presence::Away
-        };
-        *seen = now;
-        presence
+        self.endpoint.presence(seen)
     }
 
     /// The claim count now (the progress helper's look after its own turn).
     pub fn claim_count(&self) -> u32 {
-        self.claims.load(Ordering::Relaxed)
+        self.endpoint.claim_count()
     }
 
     /// Whether the stream has a reserved endpoint of its own (native backend).
@@ -240,7 +163,7 @@ impl StreamSlot {
 
     /// Whether some thread is inside the endpoint right now (a snapshot, for reports and tests).
     pub fn owned(&self) -> bool {
-        self.owner.load(Ordering::Acquire) != 0
+        self.endpoint.owned()
     }
 
     /// Registers a thread of ours as the stream's driver until [`release_driver`](Self::release_driver);
@@ -283,42 +206,28 @@ impl LookupError {
 
 /// How MPICH writes into a request handle the pool the request came from, which is the VCI the
 /// operation runs on (`MPIR_Request_create_from_pool`: a send from its sender's VCI, a receive from its
-/// receiver's): so a request names its endpoint with a mask and a shift, no lookup. MPICH 4.1 and 4.2
-/// keep the pool in bits 20-25; 4.3 and 5.0 in bits 19-24, flagged by bit 25. Only indirect handles
-/// carry one (pool 0 also has direct handles).
+/// receiver's): the one decoder is `mpixstream_wrappers::handles::request_pool` (the tools library's
+/// too), with the layout of the MPICH loaded; `crate::request_check` verifies it on the requests the
+/// library makes on its streams. Pool 0 (no stream of ours) for handles that are not requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPools {
-    flag: u32,
-    mask: u32,
-    shift: u32,
-}
+pub struct RequestPools(handles::RequestPools);
 
 impl RequestPools {
     /// A build with one VCI (no reserved endpoints): every request is on VCI 0.
-    pub const NONE: RequestPools = RequestPools { flag: 0, mask: 0, shift: 0 };
+    pub const NONE: RequestPools = RequestPools(handles::RequestPools::None);
 
     /// The layout of MPICH `version` (`None`, or a build before 4.1: [`NONE`](Self::NONE)).
     pub fn of_mpich(version: Option<(u32, u32, u32)>) -> RequestPools {
-        match version {
-            Some((4, 1 | 2, _)) => RequestPools { flag: 0, mask: 0x03f0_0000, shift: 20 },
-            Some((major, minor, _)) if (major, minor) >= (4, 3) => {
-                RequestPools { flag: 0x0200_0000, mask: 0x01f8_0000, shift: 19 }
-            }
-            _ => RequestPools::NONE,
-        }
+        RequestPools(
+            version
+                .map_or(handles::RequestPools::None, |(major, minor, _)| handles::RequestPools::of_mpich(major, minor)),
+        )
     }
 
     /// The pool (VCI) of request `handle`.
     #[inline(always)]
     pub fn pool(self, handle: MPI_Request) -> usize {
-        let h = handle as u32;
-        let indirect = h >> 30 == 3;
-        let flagged = self.flag == 0 || h & self.flag != 0;
-        if indirect && flagged {
-            ((h & self.mask) >> self.shift) as usize
-        } else {
-            0
-        }
+        handles::request_pool(handle, self.0).unwrap_or(0) as usize
     }
 }
 
@@ -380,11 +289,9 @@ impl StreamTable {
         let mut bits = slots;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
-            let claim = self.slots[i].claim();
-            if claim.outermost {
+            if self.slots[i].claim().keep() {
                 outermost |= 1 << i;
             }
-            std::mem::forget(claim);
             bits &= bits - 1;
         }
         ClaimSet { table: self, outermost }
@@ -426,7 +333,9 @@ impl StreamTable {
     /// Takes a free slot, or None when the pool is exhausted.
     pub fn allocate(&self) -> Option<usize> {
         let _g = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        let index = self.slots.iter().position(|s| !s.in_use.load(Ordering::Acquire))?;
+        // A slot some orphan still polls under its claim is not handed to another stream (the orphan
+        // would then enter the old endpoint under the new stream's claim).
+        let index = self.slots.iter().position(|s| !s.in_use.load(Ordering::Acquire) && s.endpoint.reusable())?;
         let slot = &self.slots[index];
         slot.native.store(MPIX_STREAM_NULL, Ordering::Release);
         slot.comms.store(0, Ordering::Release);

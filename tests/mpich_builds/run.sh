@@ -15,6 +15,9 @@
 # 5. init_vcis.c: MPI_Init with one reserved VCI never returns on MPICH 5.0.2 over ch4:ucx when UCX
 #    connects the ranks over TCP (2 simulated hosts, scripts/hosts.sh); it completes with the ranks on
 #    one host, without the reserved VCI, and over ch4:ofi. Skipped where hosts cannot be made.
+# 6. fatal_exit_status.c: both ranks abort through MPI_COMM_WORLD's fatal handler; MPICH 4.1.3's
+#    mpiexec exits 0 in some runs (tests/c/stream_fatal.c's row on 4.1.3 then fails: its status is 0
+#    although both ranks printed the abort); 5.0.2's and Debian's never. 25 runs each.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -77,3 +80,15 @@ if why=$("$root/scripts/hosts.sh" check); then
 else
   echo "[5] MPI_Init with a reserved VCI over UCX's tcp between hosts: skipped, no simulated hosts here ($why)"
 fi
+
+for b in 4.1.3 5 deb; do
+  mpich_select $b || { echo "[$b] not installed: skipped"; continue; }
+  "$MPICC" -O2 "$here/fatal_exit_status.c" -o "$out/fatal-$b" || exit 1
+  zero=0
+  for i in $(seq 25); do
+    timeout 30 "$MPIEXEC" -n 2 "$out/fatal-$b" >/dev/null 2>&1 </dev/null
+    [ $? -eq 0 ] && zero=$((zero + 1))
+    bash "$root/scripts/shm_cleanup.sh"
+  done
+  echo "[$b] both ranks abort through the fatal handler, without mpixstream: mpiexec exited 0 in $zero of 25 runs"
+done

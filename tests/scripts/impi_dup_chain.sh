@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
 if [ ! -x "$root/.deps/impi/bin/mpicc" ]; then
   echo "SKIP: needs Intel MPI (scripts/install.sh --mpich impi)"
-  exit 0
+  exit 77
 fi
 mpich_select impi || exit 1
 out=$root/build/impi-dup-chain

@@ -27,7 +27,7 @@ source "$root/scripts/env.sh"
 fabric=$root/.deps/mpich5/lib/mpich/libfabric.so.1
 if [ ! -x "$root/.deps/impi/bin/mpicc" ] || [ ! -f "$fabric" ]; then
   echo "SKIP: needs Intel MPI (scripts/install.sh --mpich impi) and MPICH 5.0.2's libfabric (scripts/install.sh)"
-  exit 0
+  exit 77
 fi
 mpich_select impi || exit 1
 out=$root/build/impi-thread-split

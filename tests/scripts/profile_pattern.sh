@@ -25,7 +25,8 @@ out=$root/build/profile_pattern; rm -rf "$out"; mkdir -p "$out"
 export PYTHONPATH=$root/.deps/py${PYTHONPATH:+:$PYTHONPATH}
 check=$root/tests/scripts/profile_check.py
 failed=0
-verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
+# Returns the check's status, so that `verdict … || continue` skips what depends on a failed check.
+verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; return 1; fi; }
 
 # run NAME [VAR=VALUE...] -- PROGRAM ARGS: one job under the report, into $out/NAME.json
 run() {

@@ -3,11 +3,14 @@
 rule, docs/architecture.md): every line of shim/src and tools/src with the word `unsafe` in code (not a
 comment), less the lines inside an `extern "C" fn` definition (its signature and body), less test code
 (`tests.rs` files and `#[cfg(test)]` modules). Prints `COUNT` and, with -v, each line counted.
+With --all, counts the entry points' lines too and prints `LINES BLOCKS FNS IMPLS`: the lines with
+`unsafe` in all non-test code outside wrappers/ (extern "C" bodies included), the `unsafe {` blocks, the
+`unsafe fn` definitions (entry points included), the `unsafe impl`s.
 With --unguarded, prints instead each entry point whose body does not run inside the panic guard
 (`ffi_guard`, `guard_with`, or a path that calls it: the runtime's `mpix_entry` / `standard_entry`, the
 enqueue API's `enqueue!`), one per line.
 
-usage: unsafe_count.py [-v | --unguarded] ROOT
+usage: unsafe_count.py [-v | --all | --unguarded] ROOT
 """
 import os
 import re
@@ -27,8 +30,9 @@ def code_of(line):
     return line.split('//', 1)[0]
 
 
-def count_file(path, entries=None):
-    """The counted lines of `path`; each entry point's (line, guarded) appended to `entries`."""
+def count_file(path, entries=None, with_entries=False):
+    """The counted lines of `path` (`with_entries`: the entry points' too); each entry point's (line,
+    guarded) appended to `entries`."""
     counted = []
     entry_line, entry_text = None, ''
 
@@ -53,7 +57,7 @@ def count_file(path, entries=None):
                 entry_line, entry_text = number, ''
             if entry_depth is not None or pending_entry:
                 entry_text += code
-            inside = entry_depth is not None or pending_entry or test_depth is not None
+            inside = test_depth is not None or (not with_entries and (entry_depth is not None or pending_entry))
             if WORD.search(code) and not inside:
                 counted.append((number, raw.rstrip()))
             for ch in code:
@@ -79,7 +83,9 @@ def main():
     args = sys.argv[1:]
     verbose = '-v' in args
     unguarded = '--unguarded' in args
-    args = [a for a in args if a not in ('-v', '--unguarded')]
+    everything = '--all' in args
+    args = [a for a in args if a not in ('-v', '--unguarded', '--all')]
+    blocks = fns = impls = 0
     root = args[0] if args else '.'
     total = 0
     for top in ('shim/src', 'tools/src'):
@@ -89,7 +95,7 @@ def main():
                     continue
                 path = os.path.join(dirpath, name)
                 entries = []
-                lines = count_file(path, entries)
+                lines = count_file(path, entries, everything)
                 if unguarded:
                     for number, guarded in entries:
                         if not guarded:
@@ -97,9 +103,15 @@ def main():
                     continue
                 for number, line in lines:
                     total += 1
+                    code = code_of(line)
+                    blocks += len(re.findall(r'\bunsafe\s*\{', code))
+                    fns += len(re.findall(r'\bunsafe\s+(extern\s+"C"\s+)?fn\s+\w', code))
+                    impls += len(re.findall(r'\bunsafe\s+impl\b', code))
                     if verbose:
                         print(f'{os.path.relpath(path, root)}:{number}: {line.strip()}')
-    if not unguarded:
+    if everything:
+        print(total, blocks, fns, impls)
+    elif not unguarded:
         print(total)
 
 

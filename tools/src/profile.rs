@@ -103,8 +103,9 @@ pub fn named(n: u32) -> Slot {
 
 /// A slot for an endpoint whose number is unknown; the last one is shared once they run out.
 pub fn unnamed() -> Slot {
-    let s = NEXT_UNNAMED.fetch_add(1, Ordering::Relaxed);
-    s.min((SLOTS - 1) as u16)
+    // Saturating at SLOTS: a wrapping count would hand out named slots after 65,536 communicators.
+    let s = NEXT_UNNAMED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < SLOTS as u16).then(|| s + 1));
+    s.unwrap_or_else(|full| full).min((SLOTS - 1) as u16)
 }
 
 /// Slots handed out so far (the report's range).

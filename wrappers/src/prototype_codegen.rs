@@ -329,8 +329,20 @@ fn all_args(row: &Row) -> String {
     row.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-const FN_ATTRS: &str = "#[no_mangle]\n#[allow(non_snake_case, unused_unsafe, clippy::too_many_arguments, \
-     clippy::missing_safety_doc)]\n";
+/// The safety contract of every generated entry point, written once here and given to each as its
+/// `# Safety` doc (so `clippy::missing_safety_doc`, denied at every crate root, holds for them too).
+const INTERPOSER_CONTRACT: &str =
+    "# Safety\n\nCalled as the MPI function of the same name, by a program that keeps MPI's rules for \
+     it: each pointer argument is null where MPI allows null, else valid for the reads and writes MPI defines for \
+     that argument, during the call and, for a nonblocking call's buffers, until its request completes; each \
+     handle is one MPI made or a predefined one.";
+
+/// What precedes every generated entry point: its contract and its attributes.
+fn fn_attrs() -> String {
+    format!(
+        "#[doc = {INTERPOSER_CONTRACT:?}]\n#[no_mangle]\n#[allow(non_snake_case, unused_unsafe, clippy::too_many_arguments)]\n"
+    )
+}
 
 /// `lean_interposers.rs`: the `interposers!($hooks, $fixes)` macro of the lean library.
 pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
@@ -460,7 +472,7 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
             ),
             _ => abi_prologue(r, true),
         };
-        writeln!(s, "{FN_ATTRS}{} {{\n{prologue}{body}\n}}\n", signature(r, "$crate::ffi::")?).unwrap();
+        writeln!(s, "{}{} {{\n{prologue}{body}\n}}\n", fn_attrs(), signature(r, "$crate::ffi::")?).unwrap();
     }
     s.push_str("    };\n}\n");
     Ok(s)
@@ -638,7 +650,7 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
         };
         writeln!(
             s,
-            "{FN_ATTRS}{} {{\n\
+            "{attrs}{} {{\n\
              {prologue}\
              use $counting as counting;\n\
              let next = $crate::next!({name});\n\
@@ -646,6 +658,7 @@ pub fn generate_tools(rows: &[Row]) -> Result<String, String> {
              let scope = $crate::app::CallScope::new();\n\
              counting::{hook}(\"{name}\", {passed}move |{cp}| next({all}))\n}})\n}}\n",
             signature(r, "$crate::ffi::")?,
+            attrs = fn_attrs(),
             name = r.name,
             passed = passed.iter().map(|p| format!("{p}, ")).collect::<String>(),
             cp = closure_params.join(", "),

@@ -102,10 +102,16 @@ fn start(
     if rc != MPI_SUCCESS {
         return rc;
     }
+    crate::request_check::verify(rt, slot, op.recv);
     let rc = isend(&mut op.send);
     if rc != MPI_SUCCESS {
+        // The receive may be matched already, to a message still arriving in pieces (a large one, or
+        // one whose rendezvous began): a cancel then fails silently and the receive goes on writing.
+        // So it is not freed here with its memory dropped (MPICH would write into freed memory, the
+        // replace forms' packed copy): it is cancelled and becomes an orphan that keeps that memory
+        // until the receive is known complete or cancelled (a poll under the stream's claim).
         let _ = Request(op.recv).cancel();
-        let _ = Request(op.recv).free();
+        crate::orphans::adopt(Box::new(Abandoned { slot, recv: op.recv, _into: op.unpack.take().map(|u| u.packed) }));
         return rc;
     }
     let (send, recv) = (op.send, op.recv);
@@ -134,6 +140,37 @@ fn start(
     crate::tools_link::tools_request_replaced(recv, outer);
     request.set(outer);
     MPI_SUCCESS
+}
+
+/// The receive of a send-receive whose send failed to start: cancelled, kept with the memory it
+/// receives into until it completes (matched before the cancel) or is cancelled.
+struct Abandoned {
+    slot: usize,
+    recv: MPI_Request,
+    /// The replace forms' packed copy, the receive's buffer.
+    _into: Option<Vec<u8>>,
+}
+
+impl Orphan for Abandoned {
+    fn stream(&self) -> Option<usize> {
+        Some(self.slot)
+    }
+
+    fn poll(&mut self, _: crate::orphans::MayPoll) -> bool {
+        let mut recv = Request(self.recv);
+        let tested = recv.test();
+        self.recv = recv.raw();
+        tested.is_err() || self.recv == MPI_REQUEST_NULL
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if self.recv != MPI_REQUEST_NULL {
+            // Its test failed: nobody will test it again (MPICH completed it with the error).
+            let _ = Request(self.recv).free();
+        }
+    }
 }
 
 impl Operation for SendRecv {

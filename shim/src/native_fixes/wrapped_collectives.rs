@@ -29,6 +29,26 @@ struct WrappedCollective {
     slot: Option<usize>,
     inner: MPI_Request,
     error: c_int,
+    /// Counted on its stream's endpoint as a schedule MPICH's progress hooks advance
+    /// (`ownership::Endpoint::schedule`) until it completed.
+    scheduled: bool,
+}
+
+impl WrappedCollective {
+    /// It completed (or is gone): MPICH's hooks no longer post its rounds.
+    fn unschedule(&mut self) {
+        if std::mem::take(&mut self.scheduled) {
+            if let (Some(rt), Some(s)) = (runtime::active(), self.slot) {
+                rt.streams.slot(s).endpoint().unschedule();
+            }
+        }
+    }
+}
+
+impl Drop for WrappedCollective {
+    fn drop(&mut self) {
+        self.unschedule();
+    }
 }
 
 impl Operation for WrappedCollective {
@@ -59,6 +79,7 @@ impl Operation for WrappedCollective {
             done => {
                 self.error = done.err().unwrap_or(MPI_SUCCESS);
                 self.inner = MPI_REQUEST_NULL;
+                self.unschedule();
                 true
             }
         }
@@ -99,11 +120,22 @@ pub fn nonblocking_collective(
         return create(p, on, request);
     };
     // On the stream's endpoint from its first round on.
-    let shared = Shared::new(WrappedCollective { slot: Some(slot), inner: MPI_REQUEST_NULL, error: MPI_SUCCESS });
+    let shared = Shared::new(WrappedCollective {
+        slot: Some(slot),
+        inner: MPI_REQUEST_NULL,
+        error: MPI_SUCCESS,
+        scheduled: false,
+    });
     let rc = {
         let _claim = rt.streams.slot(slot).claim();
         let mut op = shared.op();
-        create(p, on, AppArg::local(&mut op.inner))
+        let rc = create(p, on, AppArg::local(&mut op.inner));
+        if rc == MPI_SUCCESS && op.inner != MPI_REQUEST_NULL {
+            // Its rounds are MPICH's schedule: whichever thread runs MPICH's progress posts them.
+            rt.streams.slot(slot).endpoint().schedule();
+            op.scheduled = true;
+        }
+        rc
     };
     if rc != MPI_SUCCESS {
         return rc;
@@ -128,6 +160,7 @@ pub fn nonblocking_collective(
             let mut inner = Request(shared.op().inner);
             let _claim = rt.streams.slot(slot).claim();
             let _ = inner.wait();
+            shared.op().unschedule();
             return rc;
         }
     };

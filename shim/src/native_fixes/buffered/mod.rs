@@ -12,8 +12,11 @@
 //! order), tests it once and returns: the call is local (MPI 4.1 §3.4), it never waits for the receiver.
 //! A message not yet complete becomes an orphan (`crate::orphans`): nobody waits for it, and the
 //! progress helper (`crate::helper`) tests it until it completes, whatever its thread does meanwhile:
-//! blocks elsewhere (`MPI_Barrier` on `MPI_COMM_WORLD`), computes, or exits. Until then it holds its
-//! space in the attached buffer.
+//! blocks elsewhere (`MPI_Barrier` on `MPI_COMM_WORLD`), computes, or exits. Until it is known
+//! transmitted it holds its space in the attached buffer; a thread waiting for space (another
+//! `MPI_Bsend`, `MPI_Buffer_detach`) takes it back itself from a message whose endpoint another thread
+//! is inside, maybe blocked there for good (`Orphan::reclaim`: `MPI_Request_get_status`, no claim;
+//! `tests/c/bsend_blocked_owner.c`, docs/architecture.md, "The protocol, model-checked").
 //!
 //! Space: `MPI_Buffer_attach` records the buffer's size; the space our messages take (packed size +
 //! `MPI_BSEND_OVERHEAD` each) never exceeds it. A message larger than the buffer even when empty (or

@@ -2,14 +2,15 @@
 //! and the attached buffer whose size bounds the routed messages' space.
 use crate::forward;
 use crate::native_fixes::native_streams::native_stream_index_of;
-use crate::orphans::{self, MayPoll, Orphan};
+use crate::orphans::{self, MayPoll, MayReclaim, Orphan};
+use crate::ownership::{Budget, Held, Take};
 use crate::runtime;
 use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Datatype, Request};
 use mpixstream_wrappers::next;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 
 /// MPICH's `MPI_BSEND_OVERHEAD` (96 in the `mpi.h` of 4.0.2 and 5.0.2): the space each buffered
 /// message takes in the attached buffer besides its packed bytes.
@@ -17,22 +18,30 @@ const BSEND_OVERHEAD: i64 = 96;
 /// MPI 4.1's `MPI_BUFFER_AUTOMATIC` (MPICH: `(void *) -2`): a buffer that never runs out.
 const MPI_BUFFER_AUTOMATIC: *mut c_void = -2isize as *mut c_void;
 
-/// Size of the buffer attached with `MPI_Buffer_attach` (0: none; `i64::MAX`: automatic).
-static ATTACHED: AtomicI64 = AtomicI64::new(0);
-/// Space the routed messages not yet complete take (packed bytes + overhead each).
-static IN_FLIGHT: AtomicI64 = AtomicI64::new(0);
-/// How many routed messages are not yet complete.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// The attached buffer's space: its size (0: none; `i64::MAX`: automatic) bounds what the routed
+/// messages not yet transmitted take (packed bytes + overhead each).
+static SPACE: LazyLock<Budget> = LazyLock::new(Budget::new);
 
 /// A routed message that did not complete at its first test: an orphan until it does (nobody waits
-/// for a buffered send), holding its packed bytes and its space in the attached buffer.
+/// for a buffered send), holding its packed bytes and, until it is known transmitted, its space in the
+/// attached buffer.
 struct Departing {
     request: MPI_Request,
     /// The packed message (MPICH reads it until the request completes).
     _memory: Vec<u8>,
-    space: i64,
+    /// Its space, until the message is known transmitted.
+    space: Option<Held>,
     /// The stream-table slot of its communicator's stream.
     slot: usize,
+}
+
+impl Departing {
+    /// The message has left (or failed): its space comes back, once.
+    fn transmitted(&mut self) {
+        if let Some(space) = self.space.take() {
+            space.give_back(&SPACE);
+        }
+    }
 }
 
 impl Orphan for Departing {
@@ -47,6 +56,18 @@ impl Orphan for Departing {
         self.request = request.raw();
         tested.is_err() || self.request == MPI_REQUEST_NULL
     }
+
+    /// The endpoint's owner is inside it, maybe blocked there (`MPI_Recv` on the same communicator)
+    /// while another thread waits for this space: `MPI_Request_get_status` reads the request's
+    /// completion without entering the endpoint (MPICH reads its completion counter, and progresses
+    /// only the implicit pool if it is not complete: docs/architecture.md, "What the protocol assumes
+    /// of MPICH"), so the space comes back once the message left, as MPI has it. The request stays
+    /// for a poll under the claim, which frees it.
+    fn reclaim(&mut self, _: MayReclaim) {
+        if self.space.is_some() && !matches!(Request(self.request).status(), Ok(None)) {
+            self.transmitted();
+        }
+    }
 }
 
 impl Drop for Departing {
@@ -55,8 +76,7 @@ impl Drop for Departing {
             // Failed: nobody will test it again.
             let _ = Request(self.request).free();
         }
-        IN_FLIGHT.fetch_sub(self.space, Ordering::AcqRel);
-        PENDING.fetch_sub(1, Ordering::AcqRel);
+        self.transmitted();
     }
 }
 
@@ -64,7 +84,7 @@ impl Drop for Departing {
 fn attached(rc: c_int, buffer: *mut c_void, size: i64) -> c_int {
     if rc == MPI_SUCCESS {
         let size = if buffer == MPI_BUFFER_AUTOMATIC { i64::MAX } else { size.max(0) };
-        ATTACHED.store(size, Ordering::Release);
+        SPACE.set_limit(size);
     }
     rc
 }
@@ -80,12 +100,13 @@ pub fn buffer_attach_c(buffer: AppArg<c_void>, size: MPI_Count) -> c_int {
 }
 
 /// Before `MPI_Buffer_detach(_c)`: MPI's detach returns once every buffered message has left, ours
-/// included. They complete through the progress helper; the detaching thread helps until they have.
+/// included (their space is back). The detaching thread helps until then, reclaiming the space of
+/// messages whose endpoint another thread is inside (`Orphan::reclaim`).
 fn drain() {
     let Some(rt) = runtime::active() else { return };
-    while PENDING.load(Ordering::Acquire) != 0 {
-        crate::helper::help(rt, false);
-        if PENDING.load(Ordering::Acquire) != 0 {
+    while SPACE.used() != 0 {
+        crate::helper::help_reclaiming(rt);
+        if SPACE.used() != 0 {
             std::thread::yield_now();
         }
     }
@@ -96,7 +117,7 @@ pub fn buffer_detach(buffer_addr: AppArg<c_void>, size: AppArg<c_int>) -> c_int 
     drain();
     let rc = forward::MPI_Buffer_detach(buffer_addr, size);
     if rc == MPI_SUCCESS {
-        ATTACHED.store(0, Ordering::Release);
+        SPACE.set_limit(0);
     }
     rc
 }
@@ -106,23 +127,9 @@ pub fn buffer_detach_c(buffer_addr: AppArg<c_void>, size: AppArg<MPI_Count>) -> 
     drain();
     let rc = forward::MPI_Buffer_detach_c(buffer_addr, size);
     if rc == MPI_SUCCESS {
-        ATTACHED.store(0, Ordering::Release);
+        SPACE.set_limit(0);
     }
     rc
-}
-
-/// Takes `space` in the attached buffer: `Some(true)` taken, `Some(false)` not now (the messages in
-/// flight hold it), `None` never (the buffer went away or shrank meanwhile: MPICH's own call decides).
-fn take_space(space: i64) -> Option<bool> {
-    let limit = ATTACHED.load(Ordering::Acquire);
-    if space > limit {
-        return None;
-    }
-    if IN_FLIGHT.fetch_add(space, Ordering::AcqRel) + space > limit {
-        IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
-        return Some(false);
-    }
-    Some(true)
 }
 
 /// The routed buffered send of `count` elements of `datatype` at `buf` (see the module doc). `mpich`
@@ -143,20 +150,21 @@ pub(super) fn send_routed(
         Ok(packed) if dest != MPI_PROC_NULL => packed,
         _ => return mpich(),
     };
-    let space = packed + BSEND_OVERHEAD;
     let (Some(slot), Some(rt)) = (native_stream_index_of(comm), runtime::active()) else { return mpich() };
     // No space now: the messages holding it complete through the helpers; this thread helps (never
-    // inside the endpoint it is about to send on, so that its owner-free turn reaches it too).
-    loop {
-        match take_space(space) {
-            None => return mpich(),
-            Some(true) => break,
-            Some(false) => {
-                crate::helper::help(rt, false);
+    // inside the endpoint it is about to send on, so that its owner-free turn reaches it too), and
+    // reclaims the space of those that left from endpoints another thread is inside (maybe blocked
+    // there: nothing else would give it back).
+    let space = loop {
+        match SPACE.take(packed + BSEND_OVERHEAD) {
+            Take::Never => return mpich(),
+            Take::Taken(space) => break space,
+            Take::NotNow => {
+                crate::helper::help_reclaiming(rt);
                 std::thread::yield_now();
             }
         }
-    }
+    };
     let mut memory: Vec<u8> = Vec::with_capacity(packed.max(0) as usize);
     let mut request = MPI_REQUEST_NULL;
     let rc = {
@@ -178,6 +186,7 @@ pub(super) fn send_routed(
             // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
             // room in the queue) gives its space back now.
             crate::tools_link::tools_request_replaced(request, MPI_REQUEST_NULL);
+            crate::request_check::verify(rt, slot, request);
             let mut r = Request(request);
             let _ = r.test();
             request = r.raw();
@@ -185,11 +194,10 @@ pub(super) fn send_routed(
         rc
     };
     if rc != MPI_SUCCESS || request == MPI_REQUEST_NULL {
-        IN_FLIGHT.fetch_sub(space, Ordering::AcqRel);
+        space.give_back(&SPACE);
         return rc;
     }
-    PENDING.fetch_add(1, Ordering::AcqRel);
-    orphans::adopt(Box::new(Departing { request, _memory: memory, space, slot }));
+    orphans::adopt(Box::new(Departing { request, _memory: memory, space: Some(space), slot }));
     MPI_SUCCESS
 }
 
@@ -202,18 +210,19 @@ mod tests {
     #[test]
     fn attach_records_the_size_and_bounds_the_space() {
         assert_eq!(attached(MPI_ERR_BUFFER, std::ptr::null_mut(), 4096), MPI_ERR_BUFFER);
-        assert_eq!(ATTACHED.load(Ordering::Relaxed), 0);
-        assert_eq!(take_space(1), None, "no buffer: never");
+        assert_eq!(SPACE.limit(), 0);
+        assert_eq!(SPACE.take(1), Take::Never, "no buffer: never");
         attached(MPI_SUCCESS, MPI_BUFFER_AUTOMATIC, 0);
-        assert_eq!(ATTACHED.load(Ordering::Relaxed), i64::MAX);
+        assert_eq!(SPACE.limit(), i64::MAX);
         attached(MPI_SUCCESS, 0x1000 as *mut c_void, 4096);
-        assert_eq!(ATTACHED.load(Ordering::Relaxed), 4096);
-        assert_eq!(take_space(5000), None, "larger than the buffer: never");
-        assert_eq!(take_space(3000), Some(true));
-        assert_eq!(take_space(2000), Some(false), "held by the message in flight");
-        IN_FLIGHT.fetch_sub(3000, Ordering::AcqRel);
-        assert_eq!(take_space(2000), Some(true));
-        IN_FLIGHT.fetch_sub(2000, Ordering::AcqRel);
-        ATTACHED.store(0, Ordering::Relaxed);
+        assert_eq!(SPACE.limit(), 4096);
+        assert_eq!(SPACE.take(5000), Take::Never, "larger than the buffer: never");
+        let Take::Taken(first) = SPACE.take(3000) else { panic!("3000 of 4096 free") };
+        assert_eq!(SPACE.take(2000), Take::NotNow, "held by the message in flight");
+        first.give_back(&SPACE);
+        let Take::Taken(second) = SPACE.take(2000) else { panic!("given back") };
+        second.give_back(&SPACE);
+        assert_eq!(SPACE.used(), 0);
+        SPACE.set_limit(0);
     }
 }
