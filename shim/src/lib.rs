@@ -14,7 +14,8 @@
 //!   `MPI_Init*`, banner, and the refusal of the MPIX entry points (the interposers pass its calls
 //!   through, `mpixstream_wrappers::abi`);
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
-//! - [`streams`]: the stream table (handle bits index it);
+//! - [`request_handles`]: what a request handle tells (its pool, and on the policy's streams whether
+//!   it is a send); [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
 //!   attached to it in MPICH, and the handle cache the interposers read;
 //! - [`runtime`]: the state between `MPI_Init*` and `MPI_Finalize`, and the MPIX entry guard;
@@ -53,6 +54,7 @@ pub mod orphans;
 pub mod policy;
 pub mod progress;
 pub mod query;
+pub mod request_handles;
 pub mod runtime;
 pub mod standard_abi;
 pub mod streams;

@@ -6,6 +6,8 @@ use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+pub use crate::request_handles::RequestPools;
+use crate::request_handles::{SendMarks, MAX_VCIS};
 use mpixstream_wrappers::handles::{self, Kind, Object};
 
 pub struct StreamSlot {
@@ -281,50 +283,6 @@ impl LookupError {
     }
 }
 
-/// How MPICH writes into a request handle the pool the request came from, which is the VCI the
-/// operation runs on (`MPIR_Request_create_from_pool`: a send from its sender's VCI, a receive from its
-/// receiver's): so a request names its endpoint with a mask and a shift, no lookup. MPICH 4.1 and 4.2
-/// keep the pool in bits 20-25; 4.3 and 5.0 in bits 19-24, flagged by bit 25. Only indirect handles
-/// carry one (pool 0 also has direct handles).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPools {
-    flag: u32,
-    mask: u32,
-    shift: u32,
-}
-
-impl RequestPools {
-    /// A build with one VCI (no reserved endpoints): every request is on VCI 0.
-    pub const NONE: RequestPools = RequestPools { flag: 0, mask: 0, shift: 0 };
-
-    /// The layout of MPICH `version` (`None`, or a build before 4.1: [`NONE`](Self::NONE)).
-    pub fn of_mpich(version: Option<(u32, u32, u32)>) -> RequestPools {
-        match version {
-            Some((4, 1 | 2, _)) => RequestPools { flag: 0, mask: 0x03f0_0000, shift: 20 },
-            Some((major, minor, _)) if (major, minor) >= (4, 3) => {
-                RequestPools { flag: 0x0200_0000, mask: 0x01f8_0000, shift: 19 }
-            }
-            _ => RequestPools::NONE,
-        }
-    }
-
-    /// The pool (VCI) of request `handle`.
-    #[inline(always)]
-    pub fn pool(self, handle: MPI_Request) -> usize {
-        let h = handle as u32;
-        let indirect = h >> 30 == 3;
-        let flagged = self.flag == 0 || h & self.flag != 0;
-        if indirect && flagged {
-            ((h & self.mask) >> self.shift) as usize
-        } else {
-            0
-        }
-    }
-}
-
-/// MPICH's largest number of VCIs (`MPIR_MAX_VCIS`, the request pools).
-const MAX_VCIS: usize = 64;
-
 pub struct StreamTable {
     slots: Box<[StreamSlot]>,
     /// Serialises create and free (never taken on a communication path).
@@ -332,6 +290,8 @@ pub struct StreamTable {
     pools: RequestPools,
     /// By VCI: the slot + 1 of the stream whose endpoint it is (0: none of ours).
     by_vci: [AtomicU8; MAX_VCIS],
+    /// Which requests of the policy's streams are sends (`MPI_Cancel`'s route).
+    pub send_marks: SendMarks,
 }
 
 /// How many streams have a reserved endpoint now (the process has one stream table): while 0, nothing
@@ -351,6 +311,7 @@ impl StreamTable {
             alloc: Mutex::new(()),
             pools,
             by_vci: std::array::from_fn(|_| AtomicU8::new(0)),
+            send_marks: SendMarks::new(pools),
         }
     }
 
@@ -364,6 +325,15 @@ impl StreamTable {
                 RESERVED.fetch_add(1, Ordering::AcqRel);
             }
             self.by_vci[v].store(index as u8 + 1, Ordering::Release);
+        }
+    }
+
+    /// Makes the send marks of stream `index`'s reserved endpoint, if it has one (a policy
+    /// communicator got the stream: `comms::CommTable::insert`).
+    pub fn prepare_send_marks(&self, index: usize) {
+        let vci = self.slots[index].vci.load(Ordering::Acquire);
+        if let Ok(vci) = usize::try_from(vci) {
+            self.send_marks.prepare(vci);
         }
     }
 
