@@ -13,7 +13,8 @@ timed out, else "crash"; a test one run reached and the other did not is "not ru
 A test passes when on every rank both runs gave the same outcome, a crash, a timeout and "not run"
 never counting as the same; when the reference failed (FAIL, ERROR) or skipped and the run with
 mpixstream passed; and not when a test that passed without mpixstream does anything else with it.
-Tests neither run reached (after a hang of both) are counted apart, never as passed.
+A test one rank's log names and neither run reached on any rank is counted apart, never as passed
+(tests after a hang of both runs appear in no log at all).
 
 tests/mpi4py/KNOWN rows (build, test id, outcome without mpixstream, reason) excuse a difference
 only where the reference run shows that very outcome on that test (reproduced without mpixstream)
