@@ -119,8 +119,10 @@ static void cancel_to_self(MPI_Comm c, int rank, int n) {
     OK(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, c, &st));
     CHECK(st.MPI_SOURCE == rank && st.MPI_TAG == 123, "probe: source %d tag %d", st.MPI_SOURCE, st.MPI_TAG);
     OK(MPI_Cancel(&r));
+    /* Not complete: get_status leaves the status alone, and an incomplete send is not cancelled (yet). */
+    memset(&st, 0, sizeof st);
     OK(MPI_Request_get_status(r, &flag, &st));
-    OK(MPI_Test_cancelled(&st, &cancelled));
+    if (flag) OK(MPI_Test_cancelled(&st, &cancelled));
     if (!cancelled) {
         OK(MPI_Recv(n ? &y : NULL, n, MPI_INT, rank, 123, c, MPI_STATUS_IGNORE));
         if (n) CHECK(y == x, "to self: received %d, sent %d", y, x);
