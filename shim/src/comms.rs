@@ -186,6 +186,10 @@ impl CommTable {
     pub fn insert(&self, streams: &StreamTable, comm: MPI_Comm, record: Arc<CommRecord>) {
         if let Some(s) = record.stream {
             streams.slot(s).comms.fetch_add(1, Ordering::AcqRel);
+            if record.origin == Origin::Policy {
+                // Its sends are noted, so that a cancel of one can be kept from MPICH (native_fixes::cancel).
+                streams.prepare_send_marks(s);
+            }
         }
         if let Some(old) = self.map.insert(comm, record) {
             // Cannot happen while every record leaves through its delete callback; kept consistent.

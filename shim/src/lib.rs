@@ -16,7 +16,8 @@
 //! - [`errors`]: our error classes and codes, raised through the communicator's handler;
 //! - [`ownership`]: the ownership protocol (claims, orphans and what they hold, deferred work), no MPI in
 //!   it, model-checked;
-//! - [`streams`]: the stream table (handle bits index it);
+//! - [`request_handles`]: what a request handle tells (its pool, and on the policy's streams whether
+//!   it is a send); [`streams`]: the stream table (handle bits index it);
 //! - [`comms`]: one record per communicator (its stream, its base, where its collectives run),
 //!   attached to it in MPICH, and the handle cache the interposers read;
 //! - [`request_check`]: the request decoder checked on the library's own first request on a stream;
@@ -58,6 +59,7 @@ pub mod policy;
 pub mod progress;
 pub mod query;
 pub mod request_check;
+pub mod request_handles;
 pub mod runtime;
 pub mod standard_abi;
 pub mod streams;

@@ -8,6 +8,8 @@ use mpixstream_wrappers::ffi::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+pub use crate::request_handles::RequestPools;
+use crate::request_handles::{SendMarks, MAX_VCIS};
 use mpixstream_wrappers::handles::{self, Kind, Object};
 
 pub struct StreamSlot {
@@ -204,36 +206,6 @@ impl LookupError {
     }
 }
 
-/// How MPICH writes into a request handle the pool the request came from, which is the VCI the
-/// operation runs on (`MPIR_Request_create_from_pool`: a send from its sender's VCI, a receive from its
-/// receiver's): the one decoder is `mpixstream_wrappers::handles::request_pool` (the tools library's
-/// too), with the layout of the MPICH loaded; `crate::request_check` verifies it on the requests the
-/// library makes on its streams. Pool 0 (no stream of ours) for handles that are not requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPools(handles::RequestPools);
-
-impl RequestPools {
-    /// A build with one VCI (no reserved endpoints): every request is on VCI 0.
-    pub const NONE: RequestPools = RequestPools(handles::RequestPools::None);
-
-    /// The layout of MPICH `version` (`None`, or a build before 4.1: [`NONE`](Self::NONE)).
-    pub fn of_mpich(version: Option<(u32, u32, u32)>) -> RequestPools {
-        RequestPools(
-            version
-                .map_or(handles::RequestPools::None, |(major, minor, _)| handles::RequestPools::of_mpich(major, minor)),
-        )
-    }
-
-    /// The pool (VCI) of request `handle`.
-    #[inline(always)]
-    pub fn pool(self, handle: MPI_Request) -> usize {
-        handles::request_pool(handle, self.0).unwrap_or(0) as usize
-    }
-}
-
-/// MPICH's largest number of VCIs (`MPIR_MAX_VCIS`, the request pools).
-const MAX_VCIS: usize = 64;
-
 pub struct StreamTable {
     slots: Box<[StreamSlot]>,
     /// Serialises create and free (never taken on a communication path).
@@ -241,6 +213,8 @@ pub struct StreamTable {
     pools: RequestPools,
     /// By VCI: the slot + 1 of the stream whose endpoint it is (0: none of ours).
     by_vci: [AtomicU8; MAX_VCIS],
+    /// Which requests of the policy's streams are sends (`MPI_Cancel`'s route).
+    pub send_marks: SendMarks,
 }
 
 /// How many streams have a reserved endpoint now (the process has one stream table): while 0, nothing
@@ -260,6 +234,7 @@ impl StreamTable {
             alloc: Mutex::new(()),
             pools,
             by_vci: std::array::from_fn(|_| AtomicU8::new(0)),
+            send_marks: SendMarks::new(pools),
         }
     }
 
@@ -273,6 +248,15 @@ impl StreamTable {
                 RESERVED.fetch_add(1, Ordering::AcqRel);
             }
             self.by_vci[v].store(index as u8 + 1, Ordering::Release);
+        }
+    }
+
+    /// Makes the send marks of stream `index`'s reserved endpoint, if it has one (a policy
+    /// communicator got the stream: `comms::CommTable::insert`).
+    pub fn prepare_send_marks(&self, index: usize) {
+        let vci = self.slots[index].vci.load(Ordering::Acquire);
+        if let Ok(vci) = usize::try_from(vci) {
+            self.send_marks.prepare(vci);
         }
     }
 

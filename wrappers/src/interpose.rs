@@ -17,8 +17,10 @@
 /// What a persistent request's constructor makes (`lean:persistent` rows, told apart by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PersistentKind {
-    /// `MPI_Send_init`, `Ssend_init`, `Rsend_init`, `Recv_init` and their `_c` forms.
-    PointToPoint,
+    /// `MPI_Send_init`, `Ssend_init`, `Rsend_init` and their `_c` forms.
+    PointToPointSend,
+    /// `MPI_Recv_init` and its `_c` form.
+    PointToPointRecv,
     /// `MPI_Psend_init`, `MPI_Precv_init`.
     Partitioned,
     /// The MPI-4 persistent collectives (`MPI_Allreduce_init`...) but the neighbourhood ones.

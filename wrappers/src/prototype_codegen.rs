@@ -398,6 +398,14 @@ pub fn generate_lean(rows: &[Row]) -> Result<String, String> {
                 r.name,
                 all_args(r)
             ),
+            Lean::ClaimNonblocking { comm, request, send } => format!(
+                "use $fixes as fixes;\nunsafe {{\n{SCOPE}\
+                 fixes::claimed_nonblocking({comm}, c\"{}\", {send}, {}, || unsafe {{ $crate::next!({})({}) }})\n}}",
+                r.name,
+                app_arg(r, request, false)?,
+                r.name,
+                all_args(r)
+            ),
             Lean::Ctor { kind, parent, out, info, request } => format!(
                 "use $hooks as hooks;\nunsafe {{\n{SCOPE}hooks::comm_constructed($crate::interpose::CommCtor::{kind}, {parent}, {}, {}, {}, \
                  &|p: &$crate::pmpi::Pmpi| (p.{})({}))\n}}",

@@ -40,6 +40,15 @@ pub enum Lean {
     ClaimRequest {
         handle: String,
     },
+    /// A nonblocking point-to-point call that makes a request (`MPI_Isend`, `MPI_Irecv`...):
+    /// `fixes::claimed_nonblocking(comm, the call's name, send, request, the call through the next
+    /// definition)`: the endpoint claimed as for `Claim`, and the request made noted as a send or not
+    /// (`lean:claim_send`, `lean:claim_recv`: a cancel of a send on the policy's streams is routed).
+    ClaimNonblocking {
+        comm: String,
+        request: String,
+        send: bool,
+    },
     /// `fixes::nonblocking_collective(comm, request, next-definition call on a given comm and request)`.
     Nbc {
         comm: String,
@@ -92,14 +101,15 @@ impl Row {
     }
 
     /// The `interpose::PersistentKind` variant of a persistent request's constructor: `Partitioned`
-    /// (`MPI_Psend_init`, `Precv_init`), `PointToPoint` (the other `*send_init`/`*recv_init`, `_c` forms
-    /// too), else `Collective` (`MPI_Allreduce_init`...).
+    /// (`MPI_Psend_init`, `Precv_init`), `PointToPointSend` / `PointToPointRecv` (the other
+    /// `*send_init` / `*recv_init`, `_c` forms too), else `Collective` (`MPI_Allreduce_init`...).
     pub fn persistent_kind(&self) -> &'static str {
         let n = self.hook_name();
         let n = n.trim_end_matches("_c");
         match n {
             "psend_init" | "precv_init" => "Partitioned",
-            _ if n.ends_with("send_init") || n.ends_with("recv_init") => "PointToPoint",
+            _ if n.ends_with("send_init") => "PointToPointSend",
+            _ if n.ends_with("recv_init") => "PointToPointRecv",
             _ if self.is_neighbourhood() => "NeighbourhoodCollective",
             _ => "Collective",
         }
@@ -323,6 +333,15 @@ fn apply_role(row: &mut Row, role: &str) -> Result<(), String> {
             }
             set_once(&mut row.lean, Lean::ClaimRequest { handle }, "lean")?;
         }
+        "lean:claim_send" | "lean:claim_recv" => {
+            let a = need_args(args)?;
+            let [comm, request] = <[String; 2]>::try_from(a).map_err(|_| format!("{word} takes (COMM, REQUEST)"))?;
+            check_params(row, &[comm.clone(), request.clone()])?;
+            expect_type(row, &comm, "MPI_Comm")?;
+            expect_type(row, &request, "MPI_Request *")?;
+            let send = word == "lean:claim_send";
+            set_once(&mut row.lean, Lean::ClaimNonblocking { comm, request, send }, "lean")?;
+        }
         "lean:nbc" => {
             let a = need_args(args)?;
             let [comm, request] = <[String; 2]>::try_from(a).map_err(|_| "lean:nbc takes (COMM, REQUEST)")?;
@@ -461,13 +480,17 @@ mod tests {
     fn persistent_constructors_are_told_apart_by_name() {
         let rows = parse(include_str!("../mpi.prototypes")).unwrap();
         let persistent: Vec<&Row> = rows.iter().filter(|r| matches!(r.lean, Some(Lean::Persistent { .. }))).collect();
-        let p2p: Vec<&str> =
-            persistent.iter().filter(|r| r.persistent_kind() == "PointToPoint").map(|r| r.name.as_str()).collect();
+        let of_kind = |kind: &str| -> Vec<&str> {
+            persistent.iter().filter(|r| r.persistent_kind() == kind).map(|r| r.name.as_str()).collect()
+        };
+        let (sends, recvs) = (of_kind("PointToPointSend"), of_kind("PointToPointRecv"));
         // (MPI_Bsend_init has a role of its own: the buffered sends' route.)
-        for name in ["MPI_Send_init", "MPI_Ssend_init", "MPI_Rsend_init", "MPI_Recv_init", "MPI_Send_init_c"] {
-            assert!(p2p.contains(&name), "{name} is point-to-point");
+        for name in ["MPI_Send_init", "MPI_Ssend_init", "MPI_Rsend_init", "MPI_Send_init_c"] {
+            assert!(sends.contains(&name), "{name} is a point-to-point send");
         }
-        assert!(p2p.iter().all(|n| n.to_lowercase().contains("send_init") || n.to_lowercase().contains("recv_init")));
+        assert!(recvs.contains(&"MPI_Recv_init"), "MPI_Recv_init is a point-to-point receive");
+        assert!(sends.iter().all(|n| n.to_lowercase().contains("send_init")));
+        assert!(recvs.iter().all(|n| n.to_lowercase().contains("recv_init")));
         for name in ["MPI_Psend_init", "MPI_Precv_init"] {
             let row = persistent.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} listed"));
             assert_eq!(row.persistent_kind(), "Partitioned");
@@ -504,6 +527,8 @@ mod tests {
             ("int MPI_Barrier(int comm);  lean:claim(comm)", "expected `MPI_Comm`"),
             ("int MPI_Barrier(MPI_Comm comm);  lean:claim(comm, comm)", "lean:claim takes"),
             ("int MPI_Cancel(MPI_Comm *request);  lean:claim_request(request)", "must be `MPI_Request *`"),
+            ("int MPI_Isend(MPI_Comm comm, int request);  lean:claim_send(comm, request)", "expected `MPI_Request *`"),
+            ("int MPI_Irecv(MPI_Comm comm);  lean:claim_recv(comm)", "lean:claim_recv takes"),
             ("int MPI_Ibarrier(MPI_Comm comm, int request);  lean:nbc(comm, request)", "expected `MPI_Request *`"),
             ("int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);  pmpi? lean:ctor(Dup, comm, newcomm)", "required"),
             (

@@ -11,6 +11,7 @@
 //! wrapped by the generated interposer (`mpixstream_wrappers::app`), and pass them on unchanged to the
 //! next definition of the same call, or to the calls its route makes of them (`crate::forward`).
 pub mod buffered;
+pub mod cancel;
 pub mod greq;
 pub mod native_streams;
 pub mod persistent;
@@ -38,6 +39,8 @@ pub use persistent::{completion_passes, completion_test, completion_wait, persis
 pub use wrapped_collectives::nonblocking_collective;
 // Nonblocking send-receives (their own file).
 pub use sendrecv_requests::{isendrecv, isendrecv_c, isendrecv_replace, isendrecv_replace_c};
+// MPI_Cancel, and the nonblocking point-to-point calls that note what they made for it (their own file).
+pub use cancel::{cancel, claimed_nonblocking};
 // Buffered sends (their own file).
 pub use buffered::{
     bsend, bsend_c, buffer_attach, buffer_attach_c, buffer_detach, buffer_detach_c, ibsend, ibsend_c, start, startall,
@@ -53,7 +56,7 @@ pub(crate) fn rc(r: MpiResult) -> c_int {
 }
 
 /// A call on request or matched message `handle` (the `lean:claim_request` rows: `MPI_Mrecv`,
-/// `MPI_Imrecv`, `MPI_Cancel`): the endpoint the handle's pool names is claimed for the call (one
+/// `MPI_Imrecv`): the endpoint the handle's pool names is claimed for the call (one
 /// relaxed load while no stream has a reserved endpoint).
 #[inline(always)]
 pub fn claimed_request(handle: MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
@@ -285,11 +288,24 @@ pub fn mprobe(
 ) -> c_int {
     match native_stream_of(comm) {
         None => forward::MPI_Mprobe(source, tag, comm, message, status),
-        Some(slot) => poll_on_stream(slot, || {
-            let mut flag = 0;
-            let rc = forward::MPI_Improbe(source, tag, comm, AppArg::local(&mut flag), message, status);
-            (rc, flag != 0)
-        }),
+        Some(slot) => {
+            let rc = poll_on_stream(slot, || {
+                let mut flag = 0;
+                let rc = forward::MPI_Improbe(source, tag, comm, AppArg::local(&mut flag), message, status);
+                (rc, flag != 0)
+            });
+            matched_message(slot, rc, message);
+            rc
+        }
+    }
+}
+
+/// A message a probe matched on a policy stream becomes `MPI_Imrecv`'s receive request (MPICH reuses
+/// it): noted as no send, for `MPI_Cancel` (`cancel`). Inside the stream's claim.
+fn matched_message(slot: &StreamSlot, rc: c_int, message: AppArg<MPI_Message>) {
+    if rc == MPI_SUCCESS && cancel::is_policy_stream(slot) {
+        let _claim = slot.claim();
+        cancel::note_made(message, false);
     }
 }
 
@@ -320,7 +336,11 @@ pub fn improbe(
         Some(slot) => {
             let _claim = slot.claim();
             progress_turn(slot);
-            forward::MPI_Improbe(source, tag, comm, flag, message, status)
+            let rc = forward::MPI_Improbe(source, tag, comm, flag, message, status);
+            if flag.get() == Some(1) {
+                matched_message(slot, rc, message);
+            }
+            rc
         }
     }
 }

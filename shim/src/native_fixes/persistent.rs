@@ -32,11 +32,20 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Recorded persistent requests: the stream slot each was made on, and whether it is partitioned. A
-/// sharded map, so that the completion calls of threads waiting for different requests take no common
-/// lock.
-fn recorded() -> &'static DashMap<MPI_Request, (usize, bool)> {
-    static RECORDED: OnceLock<DashMap<MPI_Request, (usize, bool)>> = OnceLock::new();
+/// A recorded persistent request: the stream slot it was made on, and what it is.
+#[derive(Clone, Copy)]
+struct Recorded {
+    slot: usize,
+    partitioned: bool,
+    /// A point-to-point send (`MPI_Send_init`, `Ssend_init`, `Rsend_init`): `MPI_Cancel` tells it
+    /// (`native_fixes::cancel`).
+    send: bool,
+}
+
+/// Recorded persistent requests. A sharded map, so that the completion calls of threads waiting for
+/// different requests take no common lock.
+fn recorded() -> &'static DashMap<MPI_Request, Recorded> {
+    static RECORDED: OnceLock<DashMap<MPI_Request, Recorded>> = OnceLock::new();
     RECORDED.get_or_init(DashMap::new)
 }
 /// How many are recorded; 0 keeps every completion call on its pass-through path.
@@ -53,7 +62,16 @@ pub fn stream_of(request: MPI_Request) -> Option<usize> {
     if none_recorded() {
         return None;
     }
-    recorded().get(&request).map(|e| e.0)
+    recorded().get(&request).map(|e| e.slot)
+}
+
+/// The stream a recorded persistent point-to-point send was made on (`MPI_Cancel`; one relaxed load
+/// while none is recorded).
+pub fn send_stream_of(request: MPI_Request) -> Option<usize> {
+    if none_recorded() {
+        return None;
+    }
+    recorded().get(&request).filter(|e| e.send).map(|e| e.slot)
 }
 
 /// `call` on persistent request `request` (`MPI_Start`), inside the endpoint of the stream it was
@@ -68,8 +86,8 @@ pub fn claimed(request: MPI_Request, call: impl FnOnce() -> c_int) -> c_int {
     }
 }
 
-fn record(request: MPI_Request, slot: usize, partitioned: bool) {
-    if recorded().insert(request, (slot, partitioned)).is_none() {
+fn record(request: MPI_Request, entry: Recorded) {
+    if recorded().insert(request, entry).is_none() {
         LIVE.fetch_add(1, Ordering::Release);
     }
 }
@@ -94,7 +112,7 @@ fn endpoints_of(rt: &Runtime, requests: AppArray<MPI_Request>) -> (u64, u64) {
         let map = recorded();
         for r in requests.iter() {
             if let Some(e) = map.get(&r) {
-                persistent |= 1 << e.0;
+                persistent |= 1 << e.slot;
             }
         }
     }
@@ -112,7 +130,7 @@ fn turn(rt: &Runtime, mut slots: u64) {
 /// Whether a recorded partitioned request is among `requests`.
 fn any_partitioned(requests: AppArray<MPI_Request>) -> bool {
     let map = recorded();
-    requests.iter().any(|r| map.get(&r).is_some_and(|e| e.1))
+    requests.iter().any(|r| map.get(&r).is_some_and(|e| e.partitioned))
 }
 
 /// A persistent request's constructor (`create` makes the call on the communicator it is given):
@@ -149,7 +167,8 @@ pub fn persistent_created(
     };
     mpixstream_wrappers::guard::ffi_guard("persistent request", || {
         if let Some(index) = native_stream_index_of(comm) {
-            record(made, index, kind == PersistentKind::Partitioned);
+            let partitioned = kind == PersistentKind::Partitioned;
+            record(made, Recorded { slot: index, partitioned, send: kind == PersistentKind::PointToPointSend });
         }
         rc
     })
