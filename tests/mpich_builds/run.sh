@@ -18,6 +18,8 @@
 # 6. fatal_exit_status.c: both ranks abort through MPI_COMM_WORLD's fatal handler; MPICH 4.1.3's
 #    mpiexec exits 0 in some runs (tests/c/stream_fatal.c's row on 4.1.3 then fails: its status is 0
 #    although both ranks printed the abort); 5.0.2's and Debian's never. 25 runs each.
+# 7. tool_session_dup.c: a tool-interface session opened and closed after MPI_Init makes the next
+#    MPI_Comm_dup segfault on PyPI MPICH 4.0.3; Debian's 4.0.2 and 5.0.2 complete.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -91,4 +93,10 @@ for b in 4.1.3 5 deb; do
     bash "$root/scripts/shm_cleanup.sh"
   done
   echo "[$b] both ranks abort through the fatal handler, without mpixstream: mpiexec exited 0 in $zero of 25 runs"
+done
+for b in 4.0.3 deb 5; do
+  mpich_select $b 2>/dev/null || { echo "[$b] not installed (scripts/install.sh --mpich $b)"; continue; }
+  "$MPICC" -O2 "$here/tool_session_dup.c" -o "$out/tool_session_dup-$b" || exit 1
+  done=$(completed "$MPIEXEC" -n 1 "$out/tool_session_dup-$b" read)
+  echo "[$b] MPI_Comm_dup after a tool-interface session closed, without mpixstream: $done/1 completed"
 done

@@ -133,10 +133,18 @@ pub fn finish_writes() {
 
 /// The value MPICH runs with of the integer control variable `name` (after `MPI_Init`), or None where the
 /// MPI library has no tool interface or no such variable.
+///
+/// The tool interface's session this opens stays open for the process's life (one per process,
+/// [`READ_SESSION`]): MPICH 4.0.3 segfaults in every later `MPI_Comm_dup` once the last session closes
+/// while MPI is initialised, without mpixstream too (`tests/mpich_builds/tool_session_dup.c`;
+/// docs/native-defects.md).
 pub fn read_int(name: &CStr) -> Option<c_int> {
     let t = Interface::load().ok()?;
-    if !t.init() {
-        return None;
+    if !READ_SESSION.load(Ordering::Acquire) {
+        if !t.init() {
+            return None;
+        }
+        READ_SESSION.store(true, Ordering::Release);
     }
     let value = t
         .with_int_handle(name, |handle| {
@@ -150,6 +158,8 @@ pub fn read_int(name: &CStr) -> Option<c_int> {
             }
         })
         .ok();
-    t.finalize();
     value
 }
+
+/// Whether [`read_int`] has opened its session (kept open: see there).
+static READ_SESSION: AtomicBool = AtomicBool::new(false);
