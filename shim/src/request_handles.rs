@@ -66,6 +66,10 @@ pub const MAX_VCIS: usize = 64;
 /// Which requests of the policy's streams' pools are sends (module comment).
 pub struct SendMarks {
     pools: RequestPools,
+    /// The bits above a request's index within its pool (kind, object, flag, pool), and their value
+    /// for a request of pool 0 (`note_on`: a request of the caller's pool in one comparison).
+    above_index: u32,
+    pool_base: u32,
     /// By VCI: one bit per request of that pool, set while the request is a send (made only for the
     /// VCIs of the policy's streams).
     by_vci: [OnceLock<Box<[AtomicU64]>>; MAX_VCIS],
@@ -73,7 +77,17 @@ pub struct SendMarks {
 
 impl SendMarks {
     pub fn new(pools: RequestPools) -> SendMarks {
-        SendMarks { pools, by_vci: std::array::from_fn(|_| OnceLock::new()) }
+        let bits = pools.index_bits();
+        let above_index = if bits == 0 { 0 } else { !((1u32 << bits) - 1) };
+        // An indirect request handle (MPICH 4.1-5.0: kind 0b11, object 0b1011); MPICH 4.3 and later also
+        // flag a pooled request (bit 25).
+        let flag = if pools == RequestPools(handles::RequestPools::Flagged) { 0x0200_0000 } else { 0 };
+        SendMarks {
+            pools,
+            above_index,
+            pool_base: 0xec00_0000 | flag,
+            by_vci: std::array::from_fn(|_| OnceLock::new()),
+        }
     }
 
     /// Makes VCI `vci`'s bit field if it has none yet (when a policy communicator gets a stream there).
@@ -100,6 +114,32 @@ impl SendMarks {
     #[inline(always)]
     pub fn note(&self, request: MPI_Request, send: bool) {
         if let Some((word, bit)) = self.place(request) {
+            // Only the thread inside the stream's claim writes this pool's bits: load and store.
+            let w = word.load(Ordering::Relaxed);
+            let v = if send { w | bit } else { w & !bit };
+            if v != w {
+                word.store(v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// [`note`](Self::note) of a request just made on VCI `vci`'s stream: the common case, a request
+    /// from that VCI's pool, found with one comparison of the bits above its index instead of
+    /// decoding its pool (the claim path's cost: benches/claim_cost.sh); anything else (a completed
+    /// request from MPICH's built-in handles) through `note`.
+    #[inline(always)]
+    pub fn note_on(&self, vci: usize, request: MPI_Request, send: bool) {
+        let h = request as u32;
+        let expected = self.pool_base | ((vci as u32) << self.pools.index_bits());
+        let field = if h & self.above_index == expected && self.above_index != 0 {
+            self.by_vci.get(vci).and_then(|f| f.get())
+        } else {
+            None
+        };
+        let Some(field) = field else { return self.note(request, send) };
+        let index = (h & !self.above_index) as usize;
+        if let Some(word) = field.get(index / 64) {
+            let bit = 1u64 << (index % 64);
             // Only the thread inside the stream's claim writes this pool's bits: load and store.
             let w = word.load(Ordering::Relaxed);
             let v = if send { w | bit } else { w & !bit };
@@ -145,6 +185,22 @@ mod tests {
         marks.note(0x6c00_0000u32 as MPI_Request, true);
         assert!(!marks.is_send(0x6c00_0000u32 as MPI_Request));
         assert!(!marks.is_send(MPI_REQUEST_NULL));
+        // note_on: the caller's pool in one comparison, the same bits as note; another pool's request
+        // (or a built-in one) through note.
+        let c = v50(2, 3, 7);
+        marks.note_on(2, c, true);
+        assert!(marks.is_send(c));
+        marks.note_on(2, c, false);
+        assert!(!marks.is_send(c));
+        marks.note_on(3, c, true);
+        assert!(marks.is_send(c), "a request of pool 2 noted while on VCI 3's stream: its own pool's bit");
+        marks.note_on(2, 0x6c00_0000u32 as MPI_Request, true);
+        assert!(!marks.is_send(0x6c00_0000u32 as MPI_Request));
+        let v42 = |p: u32, index: u32| (0xec00_0000u32 | p << 20 | index) as MPI_Request;
+        let bits20 = SendMarks::new(RequestPools::of_mpich(Some((4, 2, 0))));
+        bits20.prepare(3);
+        bits20.note_on(3, v42(3, 77), true);
+        assert!(bits20.is_send(v42(3, 77)) && !bits20.is_send(v42(3, 78)));
         // No pools in the handles (MPICH 4.0): nothing is ever made.
         let none = SendMarks::new(RequestPools::NONE);
         none.prepare(1);

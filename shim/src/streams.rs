@@ -65,14 +65,11 @@ impl Driver {
     }
 }
 
-/// The calling thread's token: the address of a thread-local, unique among live threads and never 0.
-/// (A thread-local without a destructor: valid to read while the thread exits.)
+/// The calling thread's token: its thread pointer, unique among live threads and never 0, valid while
+/// the thread exits (`os::thread_pointer`).
 #[inline(always)]
 pub fn thread_token() -> usize {
-    thread_local! {
-        static TOKEN: u8 = const { 0 };
-    }
-    TOKEN.with(|t| t as *const u8 as usize)
+    mpixstream_wrappers::os::thread_pointer()
 }
 
 /// The claims of several endpoints at once (a completion call on requests of several streams), as a
@@ -161,6 +158,12 @@ impl StreamSlot {
     #[inline]
     pub fn has_endpoint(&self) -> bool {
         self.vci.load(Ordering::Acquire) >= 0
+    }
+
+    /// MPICH's VCI of the stream's reserved endpoint, if it has one.
+    #[inline(always)]
+    pub fn vci(&self) -> Option<usize> {
+        usize::try_from(self.vci.load(Ordering::Relaxed)).ok()
     }
 
     /// Whether some thread is inside the endpoint right now (a snapshot, for reports and tests).

@@ -29,6 +29,37 @@ pub fn thread_id() -> u32 {
     (unsafe { libc::syscall(libc::SYS_gettid) } as u32).max(1)
 }
 
+/// A word unique to the calling thread among live threads, never 0, read in one instruction where the
+/// architecture keeps the thread pointer in a register (x86-64: the TCB's self pointer at `%fs:0`;
+/// AArch64: `TPIDR_EL0`); elsewhere the address of a thread-local. A thread-local's address in a
+/// shared library costs a call to `__tls_get_addr` (about ten instructions), which every claim of an
+/// endpoint would pay (benches/claim_cost.sh).
+#[inline(always)]
+pub fn thread_pointer() -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: on x86-64 Linux, glibc and musl keep the thread control block's own address in its first
+        // word, at `%fs:0`, for as long as the thread lives; the load reads only that word.
+        unsafe { std::arch::asm!("mov {}, qword ptr fs:0", out(reg) tp, options(nostack, readonly, preserves_flags)) };
+        tp
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: reads the thread pointer register, which the C library sets per thread and never 0.
+        unsafe { std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags)) };
+        tp
+    }
+    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), target_os = "linux")))]
+    {
+        thread_local! {
+            static TOKEN: u8 = const { 0 };
+        }
+        TOKEN.with(|t| t as *const u8 as usize)
+    }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -77,5 +108,34 @@ mod tests {
         let a = super::monotonic_ns();
         assert!(super::monotonic_ns() >= a);
         assert!(super::shm_free().is_some());
+    }
+}
+
+#[cfg(test)]
+mod thread_pointer_tests {
+    use super::thread_pointer;
+
+    #[test]
+    fn one_word_per_live_thread() {
+        let here = thread_pointer();
+        assert_ne!(here, 0);
+        assert_eq!(here, thread_pointer(), "stable within a thread");
+        let barrier = std::sync::Barrier::new(2);
+        let (a, b) = std::thread::scope(|s| {
+            let one = s.spawn(|| {
+                barrier.wait();
+                let t = thread_pointer();
+                barrier.wait();
+                t
+            });
+            let two = s.spawn(|| {
+                barrier.wait();
+                let t = thread_pointer();
+                barrier.wait();
+                t
+            });
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        assert!(a != b && a != here && b != here && a != 0 && b != 0, "{here:#x} {a:#x} {b:#x}");
     }
 }

@@ -16,7 +16,7 @@
 //! communicator without a stream; on the application's stream communicators a load of the slot's
 //! policy flag; on the policy's, a load and a store of one word.
 use crate::forward;
-use crate::native_fixes::native_streams::native_stream_of;
+use crate::native_fixes::native_streams::native_stream_and_runtime;
 use crate::runtime::{self, Runtime};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::app::AppArg;
@@ -40,11 +40,13 @@ pub fn claimed_nonblocking(
     request: AppArg<MPI_Request>,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(slot) = native_stream_of(comm) else { return call() };
+    let Some((rt, slot)) = native_stream_and_runtime(comm) else { return call() };
     let _claim = slot.claim_reporting(|| crate::tools_link::tools_contended(comm, name));
     let rc = call();
     if rc == MPI_SUCCESS && slot.policy_owned.load(Ordering::Relaxed) {
-        note_made(request, send);
+        if let (Some(made), Some(vci)) = (request.get(), slot.vci()) {
+            rt.streams.send_marks.note_on(vci, made, send);
+        }
     }
     rc
 }

@@ -2,7 +2,7 @@
 //! on its endpoint, and one turn of a stream's own progress: shared by the routes around native MPICH's
 //! defects and the generated interposers.
 use crate::backend::Backend;
-use crate::runtime;
+use crate::runtime::{self, Runtime};
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
 use std::ffi::CStr;
@@ -28,6 +28,17 @@ pub(crate) fn native_stream_of(comm: MPI_Comm) -> Option<&'static StreamSlot> {
     panic_for_test();
     let rt = runtime::active()?;
     Some(rt.streams.slot(native_stream_index_of(comm)?))
+}
+
+/// [`native_stream_of`] with the runtime it was found in (one look at the runtime for the call).
+#[inline(always)]
+pub(crate) fn native_stream_and_runtime(comm: MPI_Comm) -> Option<(&'static Runtime, &'static StreamSlot)> {
+    panic_for_test();
+    let rt = runtime::active()?;
+    if rt.backend != Backend::Native {
+        return None;
+    }
+    Some((rt, rt.streams.slot(rt.comms.stream_of(comm)?)))
 }
 
 /// What the native routes need of `comm`'s record (its stream here, where its collectives run), if it
