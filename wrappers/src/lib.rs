@@ -41,6 +41,7 @@ pub mod mpich_build;
 pub mod next;
 pub mod os;
 pub mod pmpi;
+pub mod say;
 pub mod settings;
 pub mod std_mpi;
 pub mod tools;
