@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contention  # noqa: E402
 
 ERROR_LINE = re.compile(
-    r"error|abort|fatal|assert|segmentation|signal|killed|terminated|exception|panic|not found|cannot", re.I
+    r"error|abort|fatal|assert|segmentation|signal|killed|terminated|exception|panic|not found|cannot|"
+    r"unrecognized|unknown|invalid|unable|expected", re.I
 )
 
 

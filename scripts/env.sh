@@ -8,7 +8,7 @@
 #                            (scripts/install.sh --mpich impi), on its shm transport (MPICH_IMPI_ENV)
 #   mpich_select PREFIX   -> any MPICH installed under the directory PREFIX (PREFIX/bin/mpicc, mpiexec)
 # Exports MPICH_NAME (used in test names and build directories), MPICH_PREFIX, MPICC, MPIEXEC,
-# MPICH_BACKEND (native when the library has MPIX_Stream_create, else serial: what mpixstream will pick)
+# MPICH_LIBRARY (the MPI library its mpicc links: what its programs load), MPICH_BACKEND (native when the library has MPIX_Stream_create, else serial: what mpixstream will pick)
 # and MPICH_ENV (the KEY=VALUE settings the build needs in the ranks' environment; also exported, so
 # mpiexec passes them on). Selecting another MPICH unsets the previous one's MPICH_ENV.
 MPIXSTREAM_ROOT=${MPIXSTREAM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -72,29 +72,53 @@ mpich_select() {
     esac
     return 1
   fi
+  MPICH_LIBRARY=$(mpich_library_of "$MPICC") || MPICH_LIBRARY=""
   MPICH_BACKEND=$(mpich_backend_of "$MPICC")
   MPICH_ENV=$env
   for kv in $env; do export "${kv?}"; done
-  export MPICH_NAME MPICH_PREFIX MPICC MPIEXEC MPICH_BACKEND MPICH_ENV
+  export MPICH_NAME MPICH_PREFIX MPICC MPIEXEC MPICH_LIBRARY MPICH_BACKEND MPICH_ENV
+}
+
+# The MPI library that the mpicc $1 links (libmpi.so.12, Debian's libmpich.so.12), by path; status 1
+# when none is found.
+mpich_library_of() {
+  local libdir lib libs=()
+  # Every -L directory in order (Intel MPI's wrappers quote them, and list lib/release first, which
+  # its wheel does not have).
+  for libdir in $("$1" -link_info 2>/dev/null | tr -d '"' | tr ' ' '\n' | sed -n 's/^-L//p'); do
+    libs+=("$libdir/libmpi.so.12" "$libdir/libmpich.so.12" "$libdir/libmpi.so")
+  done
+  for lib in "${libs[@]}" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
+    [ -e "$lib" ] && { echo "$lib"; return 0; }
+  done
+  return 1
 }
 
 # native if the libmpi that mpicc links has MPIX_Stream_create (what mpixstream's backend detection
 # looks for at run time), else serial.
 mpich_backend_of() {
-  local libdir lib libs=()
-  # Every -L directory in order (Intel MPI's wrappers quote them, and list lib/release first, which
-  # its wheel does not have).
-  for libdir in $("$1" -link_info 2>/dev/null | tr -d '"' | tr ' ' '\n' | sed -n 's/^-L//p'); do
-    libs+=("$libdir/libmpi.so.12" "$libdir/libmpi.so")
+  local lib
+  lib=$(mpich_library_of "$1") || { echo serial; return; }
+  # grep reads all of nm's output (no -q): a pipe closed early would fail under pipefail.
+  if nm -D --defined-only "$lib" 2>/dev/null | grep -w MPIX_Stream_create >/dev/null; then echo native; else echo serial; fi
+}
+
+# The name mpich_select takes for the MPICH whose library is $1 (a path: deb, 5, a PyPI version,
+# impi), else the prefix above the library's directory when it holds bin/mpicc and bin/mpiexec; status
+# 1 when no MPICH here owns that library. (mpixrun picks the mpiexec of the library a program loads.)
+mpich_name_of_library() {
+  local lib v prefix
+  lib=$(readlink -f "$1") || return 1
+  if [ "$lib" = "$(readlink -f /usr/lib/x86_64-linux-gnu/libmpich.so.12)" ]; then echo deb; return 0; fi
+  for v in $MPICH_PYPI_VERSIONS; do
+    prefix=$(readlink -f "$(mpich_pypi_prefix "$v")")
+    if [[ $lib == "$prefix"/* ]]; then [ "$v" = 5.0.2 ] && echo 5 || echo "$v"; return 0; fi
   done
-  for lib in "${libs[@]}" /usr/lib/x86_64-linux-gnu/libmpich.so.12; do
-    if [ -e "$lib" ]; then
-      # grep reads all of nm's output (no -q): a pipe closed early would fail under pipefail.
-      if nm -D --defined-only "$lib" 2>/dev/null | grep -w MPIX_Stream_create >/dev/null; then echo native; else echo serial; fi
-      return
-    fi
-  done
-  echo serial
+  prefix=$(readlink -f "$MPIXSTREAM_ROOT/.deps/impi")
+  if [[ $lib == "$prefix"/* ]]; then echo impi; return 0; fi
+  prefix=$(dirname "$(dirname "$lib")")
+  if [ -x "$prefix/bin/mpicc" ] && [ -x "$prefix/bin/mpiexec" ]; then echo "$prefix"; return 0; fi
+  return 1
 }
 
 # mpiexec_across -hosts LIST | -f FILE: sets the array MPIEXEC_ACROSS to the command that starts

@@ -33,7 +33,9 @@ pub fn pending() -> bool {
 /// be lost, the process goes on.
 fn report(panicked: usize) {
     if panicked != 0 {
-        eprintln!("mpixstream: {panicked} piece(s) of deferred destruction work panicked; what they free may leak");
+        mpixstream_wrappers::say!(
+            "mpixstream: {panicked} piece(s) of deferred destruction work panicked; what they free may leak"
+        );
     }
 }
 

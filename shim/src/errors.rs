@@ -172,7 +172,7 @@ pub fn standard_class(dynamic_class: c_int) -> Option<c_int> {
 pub fn raise(comm: MPI_Comm, class: Class, func: &str, msg: &str) -> c_int {
     let text = format!("{func}: {msg}");
     let Some(errors) = live() else {
-        eprintln!("mpixstream: {text}");
+        mpixstream_wrappers::say!("mpixstream: {text}");
         return class.standard();
     };
     let code = errors.code(class, &text);

@@ -296,7 +296,9 @@ pub fn start(rt: &'static Runtime) {
         Turn::Again
     }) {
         Ok(t) => *guard = Some(t),
-        Err(e) => eprintln!("mpixstream: no progress helper thread ({e}); only waits of ours will help"),
+        Err(e) => {
+            mpixstream_wrappers::say!("mpixstream: no progress helper thread ({e}); only waits of ours will help")
+        }
     }
 }
 

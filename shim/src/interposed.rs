@@ -37,7 +37,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let p = match pmpi::load() {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("mpixstream: {e}");
+                mpixstream_wrappers::say_once!("mpixstream: {e}");
                 return MPI_ERR_OTHER;
             }
         };
@@ -51,7 +51,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let mut config = match Config::from_env() {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("mpixstream: {e}");
+                mpixstream_wrappers::say_once!("mpixstream: {e}");
                 std::process::exit(1);
             }
         };
@@ -67,7 +67,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         // The guided policy's profile, read before the pool is sized (an unreadable one stops here, inert
         // or not).
         if let Err(e) = policy::guided::load(&config) {
-            eprintln!("mpixstream: {e}");
+            mpixstream_wrappers::say_once!("mpixstream: {e}");
             std::process::exit(1);
         }
         let requested_policy = config.policy;
@@ -77,7 +77,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let detected = match backend::detect(p, &config, inert, names_streams) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("mpixstream: {e}");
+                mpixstream_wrappers::say_once!("mpixstream: {e}");
                 std::process::exit(1);
             }
         };
@@ -86,7 +86,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         // streams' reserved endpoints (helper.rs), and may call MPI only at that level.
         let multiple = config.enqueue.thread_multiple || detected.backend == Backend::Native;
         if let Err(e) = detected.configure_mpich() {
-            eprintln!("mpixstream: {e}");
+            mpixstream_wrappers::say_once!("mpixstream: {e}");
             std::process::exit(1);
         }
         // The application's own arguments (the thread level raised where `multiple`; a local for the
@@ -110,7 +110,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
                     // Collective: the hosts of the job and their pools, on rank 0.
                     let hosts = backend::hosts::gather(rt.rank, rt.size, rt.streams.capacity() as u32);
                     if rt.rank == 0 {
-                        eprintln!("{}", banner(rt, hosts.as_deref()));
+                        mpixstream_wrappers::say!("{}", banner(rt, hosts.as_deref()));
                     }
                 }
                 crate::helper::start(rt);
@@ -118,7 +118,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
                 MPI_SUCCESS
             }
             Err(e) => {
-                eprintln!("mpixstream: initialisation failed after MPI_Init: {e}");
+                mpixstream_wrappers::say!("mpixstream: initialisation failed after MPI_Init: {e}");
                 Comm::WORLD.abort(1);
                 MPI_ERR_OTHER
             }

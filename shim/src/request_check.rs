@@ -29,10 +29,11 @@ pub fn verify(rt: &Runtime, slot: usize, request: MPI_Request) {
     }
     if !decodes_to(&rt.streams, slot, request) {
         BROKEN.store(true, Ordering::Release);
-        eprintln!(
+        mpixstream_wrappers::say!(
             "mpixstream: request 0x{:08x} made on stream {slot}'s endpoint does not decode to it with the layout \
              of MPICH {:?}: the explicit policy leaves every new communicator implicit",
-            request as u32, rt.mpich_version,
+            request as u32,
+            rt.mpich_version,
         );
     }
     CHECKED.store(true, Ordering::Release);

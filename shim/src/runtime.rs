@@ -80,7 +80,7 @@ fn outside_mpi(func: &str) -> c_int {
         FINALIZED => "after MPI_Finalize",
         _ => "before MPI_Init (or MPI was not initialised through mpixstream)",
     };
-    eprintln!("mpixstream: {func} called {when}");
+    mpixstream_wrappers::say!("mpixstream: {func} called {when}");
     MPI_ERR_OTHER
 }
 

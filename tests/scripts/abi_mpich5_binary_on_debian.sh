@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ABI: a program compiled with PyPI MPICH 5's mpicc against its own mpi.h (native MPIX prototypes,
 # no mpixstream header, not linked to us) runs correctly on Debian's MPICH 4.0.2, which has no streams,
-# with libmpixstream.so preloaded. Debian ships libmpich.so.12 only, so the binary's libmpi.so.12 is
-# pointed at it through a directory on LD_LIBRARY_PATH.
+# with libmpixstream.so preloaded, as the README says: `mpixrun --mpich deb -n 2 ./abi_mpich5` (Debian
+# ships libmpich.so.12 only: mpixrun points the binary's libmpi.so.12 at it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/scripts/env.sh"
@@ -55,13 +55,14 @@ C
 sed -i '1i #include <string.h>' "$out/abi.c"
 mpich_select 5
 "$MPICC" -O2 "$out/abi.c" -o "$out/abi_mpich5"
-ln -sf /usr/lib/x86_64-linux-gnu/libmpich.so.12 "$out/lib/libmpi.so.12"
-mpich_select deb
-log=$(LD_LIBRARY_PATH="$out/lib" timeout 60 "$root/scripts/mpixrun" -genv LD_LIBRARY_PATH "$out/lib" -n 2 "$out/abi_mpich5" 2>&1)
+log=$(timeout 60 "$root/scripts/mpixrun" --mpich deb -n 2 "$out/abi_mpich5" 2>&1)
 echo "$log"
 echo "$log" | grep -q "MPICH Version:.*4.0.2" || { echo "FAIL: did not run on MPICH 4.0.2"; exit 1; }
 echo "$log" | grep -q " No Errors" || { echo "FAIL: errors"; exit 1; }
-# And without the library it cannot even start: the MPIX symbols are missing from 4.0.2.
+# And without the library it cannot even start: the MPIX symbols are missing from 4.0.2 (the binary's
+# libmpi.so.12 pointed at Debian's libmpich.so.12 by hand).
+ln -sf /usr/lib/x86_64-linux-gnu/libmpich.so.12 "$out/lib/libmpi.so.12"
+mpich_select deb
 if LD_LIBRARY_PATH="$out/lib" timeout 60 "$MPIEXEC" -genv LD_LIBRARY_PATH "$out/lib" -n 1 "$out/abi_mpich5" >/dev/null 2>&1; then
   echo "FAIL: the binary ran on 4.0.2 without mpixstream; the test proves nothing"; exit 1
 fi

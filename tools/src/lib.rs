@@ -73,7 +73,7 @@ pub extern "C" fn mpixstream_tools_init() {
         true
     });
     if !ok {
-        eprintln!("mpixstream-tools: internal error at MPI_Init; counters and checks are off");
+        mpixstream_wrappers::say!("mpixstream-tools: internal error at MPI_Init; counters and checks are off");
     }
 }
 
@@ -85,7 +85,7 @@ fn std_abi_init() {
     let settings = match mpixstream_wrappers::settings::Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("mpixstream-tools: {e}; counters are off");
+            mpixstream_wrappers::say_once!("mpixstream-tools: {e}; counters are off");
             return;
         }
     };
@@ -158,7 +158,7 @@ pub extern "C" fn mpixstream_tools_finalize() {
         true
     });
     if !ok {
-        eprintln!("mpixstream-tools: internal error while writing the report");
+        mpixstream_wrappers::say!("mpixstream-tools: internal error while writing the report");
     }
 }
 
@@ -188,7 +188,7 @@ pub unsafe extern "C" fn mpixstream_tools_contended(
         true
     });
     if !ok {
-        eprintln!("mpixstream-tools: internal error while checking a contended endpoint");
+        mpixstream_wrappers::say!("mpixstream-tools: internal error while checking a contended endpoint");
     }
 }
 
@@ -208,7 +208,7 @@ pub extern "C" fn mpixstream_tools_comm_created(
         true
     });
     if !ok {
-        eprintln!("mpixstream-tools: internal error while following a communicator's creation");
+        mpixstream_wrappers::say!("mpixstream-tools: internal error while following a communicator's creation");
     }
 }
 
@@ -233,6 +233,6 @@ pub extern "C" fn mpixstream_tools_request_replaced(
         true
     });
     if !ok {
-        eprintln!("mpixstream-tools: internal error while following a wrapped nonblocking collective");
+        mpixstream_wrappers::say!("mpixstream-tools: internal error while following a wrapped nonblocking collective");
     }
 }

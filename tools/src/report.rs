@@ -376,7 +376,7 @@ pub fn write_with(
     part.extend_from_slice(t.as_bytes());
     let Some(parts) = gather(&part, rank, size) else {
         if rank == 0 {
-            eprintln!("mpixstream report: could not gather the ranks' counters");
+            mpixstream_wrappers::say!("mpixstream report: could not gather the ranks' counters");
         }
         return;
     };
@@ -561,5 +561,5 @@ pub fn write_with(
             let _ = writeln!(out, "report: could not write {path}: {e}");
         }
     }
-    eprint!("{out}");
+    mpixstream_wrappers::say::whole(&out);
 }

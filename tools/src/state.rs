@@ -577,7 +577,7 @@ pub fn init() -> Option<&'static Setup> {
     let settings = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("mpixstream-tools: {e}; counters and checks are off");
+            mpixstream_wrappers::say_once!("mpixstream-tools: {e}; counters and checks are off");
             return None;
         }
     };
@@ -595,12 +595,14 @@ pub fn init() -> Option<&'static Setup> {
         return None;
     }
     let Ok(_) = pmpi::load() else {
-        eprintln!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
+        mpixstream_wrappers::say_once!("mpixstream-tools: cannot find the MPI library; counters and checks are off");
         return None;
     };
     let description = lean_query::get().describe();
     if description.is_none() {
-        eprintln!("mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping");
+        mpixstream_wrappers::say_once!(
+            "mpixstream-tools: libmpixstream.so is not active in this process; no stream mapping"
+        );
     }
     // Copy function NULL (MPI_COMM_NULL_COPY_FN): a duplicate does not inherit our record.
     if let Ok(kv) = comm::create_keyval((None, Some(comm_deleted)), Opaque(std::ptr::null_mut())) {

@@ -32,7 +32,7 @@ fn report(func: &str, cause: Box<dyn std::any::Any + Send>) -> c_int {
         .map(|s| s.to_string())
         .or_else(|| cause.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown cause".into());
-    eprintln!("mpixstream: internal error in {func}: {what}");
+    crate::say!("mpixstream: internal error in {func}: {what}");
     MPI_ERR_INTERN
 }
 

@@ -14,6 +14,7 @@
 //!   library share, and the tools library's interposers;
 //! - [`mpich_build`]: the name of the loaded MPICH build (version, netmod, library path);
 //! - [`guard`]: the panic guard of every C entry point;
+//! - [`say`]: the one place the libraries print (whole lines; a message of the job on rank 0 only);
 //! - [`settings`]: every `MPIXSTREAM_*` variable, one table and one strict parser, read by both
 //!   libraries;
 //! - [`app`]: the application's pointer arguments, as an interposer hands them on;
@@ -41,6 +42,7 @@ pub mod mpich_build;
 pub mod next;
 pub mod os;
 pub mod pmpi;
+pub mod say;
 pub mod settings;
 pub mod std_mpi;
 pub mod tools;

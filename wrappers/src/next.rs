@@ -36,7 +36,7 @@ fn resolve(slot: &AtomicUsize, name: &CStr, pmpi_name: &CStr) -> usize {
         addr = crate::pmpi::lookup(pmpi_name) as usize;
     }
     if addr == 0 {
-        eprintln!(
+        crate::say_once!(
             "mpixstream: no definition of {} follows this library and the loaded MPI library has no {}",
             name.to_string_lossy(),
             pmpi_name.to_string_lossy()

@@ -27,7 +27,7 @@ pub fn pmpi() -> &'static Pmpi {
 #[cold]
 fn unresolved() -> ! {
     // Only reachable by a bug of ours (an entry point that skipped the initialisation check).
-    eprintln!("mpixstream: internal error: MPI entry points used before MPI_Init resolved them");
+    crate::say!("mpixstream: internal error: MPI entry points used before MPI_Init resolved them");
     std::process::abort()
 }
 

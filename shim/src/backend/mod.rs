@@ -102,7 +102,7 @@ pub fn detect(
                 .to_string(),
         ),
         (BackendChoice::Split, _) => {
-            eprintln!(
+            mpixstream_wrappers::say_once!(
                 "mpixstream: MPIXSTREAM_BACKEND=split needs Intel MPI's thread-split endpoints, and this MPI \
                  library is not Intel MPI; using the {} backend",
                 if has_native { "native" } else { "serial" }
@@ -115,7 +115,7 @@ pub fn detect(
         }
         (_, true) => (Backend::Native, "the MPICH has native streams".to_string()),
         (BackendChoice::Native, false) => {
-            eprintln!(
+            mpixstream_wrappers::say_once!(
                 "mpixstream: MPIXSTREAM_BACKEND=native, but this MPI library has no native streams \
                  (needs MPICH >= 4.1); using the serial backend"
             );

@@ -19,7 +19,9 @@ pub fn remember() {
     }
     *SEGMENTS.lock().unwrap_or_else(|e| e.into_inner()) = mapped;
     if !mpixstream_wrappers::os::at_exit(at_exit) {
-        eprintln!("mpixstream: no exit handler left: MPICH's segments stay in /dev/shm if MPI_Finalize is skipped");
+        mpixstream_wrappers::say!(
+            "mpixstream: no exit handler left: MPICH's segments stay in /dev/shm if MPI_Finalize is skipped"
+        );
     }
 }
 

@@ -187,7 +187,7 @@ fn run(s: Arc<Shared>, mut driver: Driver, spin: u32, yield_for: Duration) {
         if s.abandon.load(Ordering::Acquire) {
             let left = driver.abandon();
             for l in &left {
-                eprintln!("mpixstream: CUDA queue given up at MPI_Finalize: {l}");
+                mpixstream_wrappers::say!("mpixstream: CUDA queue given up at MPI_Finalize: {l}");
             }
             if !left.is_empty() {
                 s.stuck.store(true, Ordering::Release);

@@ -480,7 +480,7 @@ fn count_executed(q: &Shared) {
 fn abandon(driver: &mut Driver) -> bool {
     let left = driver.abandon();
     for l in &left {
-        eprintln!("mpixstream: host queue given up at MPI_Finalize: {l}");
+        mpixstream_wrappers::say!("mpixstream: host queue given up at MPI_Finalize: {l}");
     }
     left.is_empty()
 }

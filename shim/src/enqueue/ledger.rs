@@ -198,7 +198,7 @@ impl Ledger {
     }
 
     pub fn record_error(&self, msg: String) {
-        eprintln!("mpixstream: {msg}");
+        mpixstream_wrappers::say!("mpixstream: {msg}");
         let mut st = self.lock();
         if st.error.is_none() {
             st.error = Some(msg);

@@ -73,7 +73,7 @@ pub fn detach_queue(index: usize) -> Result<(), (Class, String)> {
         }
     }
     if let Some(e) = eng.ledger.take_error() {
-        eprintln!(
+        mpixstream_wrappers::say!(
             "mpixstream: MPIX_Stream_free: an enqueued operation on stream 0x{:08x} failed: {e}",
             eng.handle as u32
         );
@@ -86,7 +86,7 @@ pub fn detach_queue(index: usize) -> Result<(), (Class, String)> {
         Queue::Cuda { queue, thread, .. } => {
             // Every operation is complete, so every wait of ours on the stream is satisfied.
             if let Err(e) = queue.synchronize() {
-                eprintln!("mpixstream: MPIX_Stream_free: {e}");
+                mpixstream_wrappers::say!("mpixstream: MPIX_Stream_free: {e}");
             }
             thread.stop();
             queue.release();
@@ -146,7 +146,7 @@ pub fn finalize() -> bool {
         if n > 0 || (host && queue_busy) {
             clean = false;
             abandoned[i] = true;
-            eprintln!(
+            mpixstream_wrappers::say!(
                 "mpixstream: MPI_Finalize: stream 0x{:08x} ({}): {n} enqueued operation(s) did not complete{} \
                  within {:.1} s (MPIXSTREAM_FINALIZE_TIMEOUT); abandoning them (receives are cancelled)",
                 eng.handle as u32,
@@ -159,7 +159,7 @@ pub fn finalize() -> bool {
             }
         }
         if let Some(e) = eng.ledger.take_error() {
-            eprintln!(
+            mpixstream_wrappers::say!(
                 "mpixstream: MPI_Finalize: an enqueued operation on stream 0x{:08x} failed: {e}",
                 eng.handle as u32
             );
@@ -169,7 +169,7 @@ pub fn finalize() -> bool {
         match &eng.queue {
             Queue::Host(q) => {
                 if !q.shutdown(abandoned[i], Duration::from_secs(1)) {
-                    eprintln!(
+                    mpixstream_wrappers::say!(
                         "mpixstream: MPI_Finalize: stream 0x{:08x}'s host queue is stuck in an application callback; leaving it",
                         eng.handle as u32
                     );

@@ -96,10 +96,11 @@ fn build_on(
     let shape = Shape::of(rt, &counts);
     let agreed = agree_layout(rt, user, base, rank, &shape, &streams)?;
     if let (Some(why), 0) = (&agreed.pooled_because, rank) {
-        eprintln!(
+        mpixstream_wrappers::say!(
             "mpixstream: a multiplex communicator of {} processes and {} stream indices: {why}; its \
              indexed traffic runs on MPICH's implicit pool instead",
-            shape.size, shape.width
+            shape.size,
+            shape.width
         );
     }
     let mut endpoints = make_endpoints(rt, user, base, rank, &shape, agreed.layout, &streams)?;
@@ -161,7 +162,7 @@ fn agree_layout(
     } else if some_conventional {
         agreed.conventional = Some(gather_stream_masks(base, size, streams)?);
         if rank == 0 && rt.config.verbose {
-            eprintln!(
+            mpixstream_wrappers::say!(
                 "mpixstream: a multiplex communicator with MPIX_STREAM_NULL entries: messages to or from \
                  those indices run on MPICH's implicit pool, every other pair on its streams' endpoints"
             );

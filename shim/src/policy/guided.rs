@@ -234,11 +234,15 @@ fn follows(rt: &Runtime, p: &Profile) -> bool {
     *SAME_RANKS.get_or_init(|| {
         let same = p.nranks == rt.size as u32;
         if !same && rt.rank == 0 {
-            eprintln!(
+            mpixstream_wrappers::say!(
                 "mpixstream: guided policy: the profile {} was made with {} ranks, this job has {}: its communicators \
                  need not be the profile's, so every communicator stays implicit (make a profile with {} ranks: \
                  mpixrun --profile -n {} ...)",
-                p.path, p.nranks, rt.size, rt.size, rt.size
+                p.path,
+                p.nranks,
+                rt.size,
+                rt.size,
+                rt.size
             );
         }
         same
@@ -296,7 +300,7 @@ pub fn policy_for(policy: Policy, parent: Parent, kind: CommCtor, selected: Opti
 fn say_unseen(rt: &Runtime, identity: &str, p: &Profile) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if rt.rank == 0 && !SAID.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        mpixstream_wrappers::say!(
             "mpixstream: guided policy: this program made {identity}, which the profile {} never saw (another input \
              or another version of the program?): it stays implicit, as will every communicator the profile did \
              not see (the report counts them)",

@@ -192,7 +192,7 @@ fn take_stream(rt: &Runtime) -> Taken {
             Taken { index: Some(i), reused: false, native }
         }
         Err(e) => {
-            eprintln!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
+            mpixstream_wrappers::say!("mpixstream: explicit policy: {e}; this communicator stays implicit here");
             STATS.refused.fetch_add(1, Ordering::Relaxed);
             rt.streams.release(i);
             Taken::NONE
@@ -281,7 +281,7 @@ fn free_base(base: Option<Base>) {
 fn note_stream_comm_refused(rc: c_int) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        mpixstream_wrappers::say!(
             "mpixstream: explicit policy: MPICH could not make a stream communicator of a new \
              communicator ({}); it stays implicit, as will others where this happens again",
             crate::errors::error_string(rc)

@@ -107,7 +107,7 @@ pub fn mpi_live() -> bool {
 pub fn raise(comm: H, class: Class, func: &str, msg: &str) -> c_int {
     let text = format!("mpixstream: {func}: {msg}");
     if !mpi_live() {
-        eprintln!("{text}");
+        mpixstream_wrappers::say!("{text}");
         return class.standard();
     }
     let code = code(class, &text);

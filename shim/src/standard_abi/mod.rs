@@ -92,7 +92,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("mpixstream: {e}");
+            mpixstream_wrappers::say_once!("mpixstream: {e}");
             std::process::exit(1);
         }
     };
@@ -122,11 +122,11 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
     });
     if rank == 0 {
         if config.verbose {
-            eprintln!("{}", banner(&config, size));
+            mpixstream_wrappers::say!("{}", banner(&config, size));
         } else {
             let ignored = without_effect(&config, tools);
             if !ignored.is_empty() {
-                eprintln!(
+                mpixstream_wrappers::say!(
                     "mpixstream: {} without effect: this program's MPI library speaks the MPI {} ({}), \
                      on which mpixstream passes MPI calls through untouched (its MPIX API and the explicit \
                      policy run on the serial model)",

@@ -18,11 +18,11 @@ use std::os::raw::c_int;
 /// erroneous (the bare class and a line on stderr, as on MPICH's ABI).
 fn ready(f: &str) -> Result<(&'static mpi::Mpi, &'static streams::State), c_int> {
     let m = mpi::mpi().map_err(|e| {
-        eprintln!("mpixstream: {f}: {e}");
+        mpixstream_wrappers::say!("mpixstream: {f}: {e}");
         mpi::ERR_OTHER
     })?;
     if !mpi_live() {
-        eprintln!("mpixstream: {f} called outside MPI_Init .. MPI_Finalize");
+        mpixstream_wrappers::say!("mpixstream: {f} called outside MPI_Init .. MPI_Finalize");
         return Err(mpi::ERR_OTHER);
     }
     let st = streams::state().map_err(|e| raise(mpi::COMM_WORLD, Class::Other, f, &e))?;

@@ -86,7 +86,7 @@ fn on() -> bool {
 pub fn init(check: u8) -> bool {
     CHECK.store(check, Ordering::Relaxed);
     let Some(m) = mpi() else {
-        eprintln!("mpixstream-tools: cannot find the standard ABI's MPI functions; no report");
+        mpixstream_wrappers::say_once!("mpixstream-tools: cannot find the standard ABI's MPI functions; no report");
         return false;
     };
     if let Ok(kv) = m.comm_create_keyval(None, Some(comm_deleted)) {
