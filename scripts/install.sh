@@ -147,7 +147,8 @@ install_prefix() { # dir
   share=$dir/share/mpixstream
   (cd "$root" && cargo build --release --quiet --workspace)
   version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
-  rel=$root/target/release
+  rel=${CARGO_TARGET_DIR:-target}/release
+  case "$rel" in /*) ;; *) rel=$root/$rel ;; esac
   install -d "$dir/lib/pkgconfig" "$dir/lib/cmake/mpixstream" "$dir/include" "$dir/bin" "$share"
   install -m 755 "$rel/libmpixstream.so" "$rel/libmpixstream_tools.so" "$dir/lib/"
   install -m 644 "$root/include/mpix_stream.h" "$root/include/mpix_stream_abi.h" "$dir/include/"
