@@ -130,7 +130,7 @@ python_deps() { # dir
   fi
   if PYTHONPATH=$target python3 -c 'import matplotlib' >/dev/null 2>&1 ||
     python3 -m pip install -q --disable-pip-version-check --no-warn-conflicts --root-user-action=ignore \
-      --target "$target" matplotlib >"$log" 2>&1; then
+      --timeout 30 --retries 1 --target "$target" matplotlib >"$log" 2>&1; then
     rm -f "$log"
     echo "  lib/mpixstream/python/              matplotlib (the PNGs of mpixrun --profile and --compare)"
   else

@@ -35,7 +35,7 @@ show() { sed 's/^/    | /' "$1" | tail -n 20; }
 
 # 1. The copy, and a cargo without clippy.
 mkdir -p "$clone/.deps" "$clone/target" "$work/bin"
-(cd "$root" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$clone" -xf -
+(cd "$root" && git ls-files -z -co --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -C "$clone" -xf -
 [ -d "$root/target/release" ] && cp -a "$root/target/release" "$clone/target/"
 cp -a "$(cd "$mpich5" && pwd -P)" "$clone/.deps/mpich5"
 real_cargo=$(command -v cargo)
