@@ -21,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contention  # noqa: E402
+import pydeps  # noqa: E402
 
 ERROR_LINE = re.compile(
     r"error|abort|fatal|assert|segmentation|signal|killed|terminated|exception|panic|not found|cannot|"
@@ -225,7 +226,7 @@ def plot(result, policies, eps, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "no PNG: matplotlib is not importable (scripts/install.sh puts it in .deps/py)"
+        return pydeps.NO_MATPLOTLIB
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, p in enumerate(policies):
         e = result["policies"][p]

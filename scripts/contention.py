@@ -8,12 +8,14 @@ coloured by endpoint, overlaps marked).
   contention.py REPORT.json [--out DIR] [--command TEXT]
 
 Used by `mpixrun --profile` (and, for its columns, by compare.py). The PNG needs matplotlib
-(scripts/install.sh puts it in .deps/py); without it the table and the JSON are still written.
+(pydeps.py says where it is looked for); without it the table and the JSON are still written.
 """
 import argparse
 import json
 import os
 import sys
+
+import pydeps  # matplotlib's folder on sys.path; the note when it is missing
 
 # The job's outcome from its ranks': a finding about separable threads wins over "no contention".
 ORDER = ["explicit_helps", "partly", "explicit_cannot_help", "still_shared", "in_turns", "separate", "none"]
@@ -224,7 +226,7 @@ def plot_timeline(report, path, title=""):
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
     except ImportError:
-        return "no PNG: matplotlib is not importable (scripts/install.sh puts it in .deps/py)"
+        return pydeps.NO_MATPLOTLIB
     rows = timeline_rows(report)
     if not rows:
         return "no PNG: the report has no timeline"

@@ -27,9 +27,15 @@ MPICH_OFI_ENV="MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo MPIR_CVA
 # PyPI's impi-rt wants a `libfabric` wheel that the install leaves out).
 MPICH_IMPI_ENV="I_MPI_FABRICS=shm"
 
-# The directory a PyPI version is installed into.
+# The directory a PyPI version (or impi) is installed into: in the checkout, under .deps; in an install
+# (scripts/install.sh --prefix), the one its table MPICH_NAMED_TABLE records (NAME=PREFIX lines, the
+# builds the checkout had at install time), empty when it recorded none.
 mpich_pypi_prefix() {
-  if [ "$1" = 5.0.2 ]; then echo "$MPIXSTREAM_ROOT/.deps/mpich5"; else echo "$MPIXSTREAM_ROOT/.deps/mpich-$1"; fi
+  if [ -n "${MPICH_NAMED_TABLE:-}" ]; then
+    sed -n "s|^$1=||p" "$MPICH_NAMED_TABLE" | head -n 1
+  elif [ "$1" = 5.0.2 ]; then echo "$MPIXSTREAM_ROOT/.deps/mpich5"
+  elif [ "$1" = impi ]; then echo "$MPIXSTREAM_ROOT/.deps/impi"
+  else echo "$MPIXSTREAM_ROOT/.deps/mpich-$1"; fi
 }
 
 # Unsets the settings (MPICH_ENV) of the MPICH selected last.
@@ -50,7 +56,7 @@ mpich_select() {
       MPICH_NAME=${name/5.0.2/5} MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec
       [ "$name" = 5-ofi ] && env=$MPICH_OFI_ENV ;;
     impi)
-      prefix=$MPIXSTREAM_ROOT/.deps/impi
+      prefix=$(mpich_pypi_prefix impi)
       MPICH_NAME=impi MPICH_PREFIX=$prefix MPICC=$prefix/bin/mpicc MPIEXEC=$prefix/bin/mpiexec
       env=$MPICH_IMPI_ENV ;;
     [0-9].[0-9]*.[0-9]*)
@@ -67,7 +73,12 @@ mpich_select() {
   esac
   if [ ! -x "$MPICC" ] || [ ! -x "$MPIEXEC" ]; then
     case "$name" in
-      [0-9].[0-9]*.[0-9]* | impi) echo "mpich_select: MPICH $name is not installed; run: scripts/install.sh --mpich $name" >&2 ;;
+      [0-9].[0-9]*.[0-9]* | impi | 5 | 5-ofi)
+        if [ -n "${MPICH_NAMED_TABLE:-}" ]; then
+          echo "mpich_select: MPICH $name was not installed when this prefix was (its table: $MPICH_NAMED_TABLE); give its prefix: --mpich /path/to/mpich" >&2
+        else
+          echo "mpich_select: MPICH $name is not installed; run: scripts/install.sh --mpich ${name%-ofi}" >&2
+        fi ;;
       *) echo "mpich_select: MPICH '$name' has no $MPICC or $MPIEXEC" >&2 ;;
     esac
     return 1

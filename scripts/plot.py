@@ -5,7 +5,7 @@ per-endpoint traffic of an mpixstream report JSON (docs/report.schema.json).
   scripts/plot.py results/paper.csv [--report results/paper-report.json] [-o results/paper.png]
   scripts/plot.py --report REPORT.json -o endpoints.png        (endpoint traffic only)
 
-Needs matplotlib (scripts/install.sh puts it in .deps/py: PYTHONPATH=.deps/py).
+Needs matplotlib (scripts/install.sh puts it in .deps/py, install.sh --prefix DIR in DIR/lib/mpixstream/python).
 """
 import argparse
 import csv
@@ -15,7 +15,8 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), ".deps", "py"))
+sys.path.insert(0, HERE)
+import pydeps  # noqa: E402,F401  (puts matplotlib's folder on sys.path)
 
 import matplotlib  # noqa: E402
 

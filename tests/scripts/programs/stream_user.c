@@ -1,5 +1,5 @@
 /* A program that uses the MPIX Stream API, built against an installed mpixstream (pkg-config and CMake)
- * by tests/scripts/install_prefix.sh. Each rank makes a stream and a stream communicator over
+ * by tests/scripts/install_standalone.sh. Each rank makes a stream and a stream communicator over
  * MPI_COMM_WORLD, checks that the communicator carries that stream, and exchanges messages on it.
  * Prints the path of the libmpixstream.so it runs with (from /proc/self/maps), then " No Errors". */
 #include <mpi.h>
