@@ -130,6 +130,30 @@ fn endpoints_of(d: Option<&Description>) -> Endpoints {
     }
 }
 
+/// The host this rank runs on (the kernel's host name): ranks with the same one share its cores.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// The cores online on this host (`/sys/devices/system/cpu/online`, a list such as `0-3,6`), whatever
+/// this rank's affinity: what the threads of all its ranks share.
+fn cores_online() -> Option<u32> {
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    cpu_list_len(list.trim())
+}
+
+/// The number of CPUs in a kernel CPU list (`0-3,6` is 5).
+fn cpu_list_len(list: &str) -> Option<u32> {
+    let mut n = 0;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<u32>().ok()?.checked_sub(a.parse::<u32>().ok()?)? + 1,
+            None => part.parse::<u32>().map(|_| 1).ok()?,
+        };
+    }
+    (n > 0).then_some(n)
+}
+
 /// This rank's profile: (the JSON object, the table lines, the verdict lines).
 pub fn rank_profile(
     rank: i32,
@@ -193,7 +217,14 @@ pub fn rank_profile(
     let v = verdict::verdict(Facts { backend, policy, mpi: endpoints_of(d) }, &endpoints, &comms);
 
     let mut j = String::new();
-    let _ = write!(j, "{{\"clock\":\"{}\",\"span_ns\":{},\"threads\":[", clock::source(), clock::span_ns());
+    let _ = write!(
+        j,
+        "{{\"clock\":\"{}\",\"span_ns\":{},\"host\":{},\"cores_online\":{},\"threads\":[",
+        clock::source(),
+        clock::span_ns(),
+        json::string(&host()),
+        opt(cores_online())
+    );
     for (k, t) in threads.iter().enumerate() {
         let sum = |f: &dyn Fn(&profile::Usage) -> u64| -> u64 { t.usage.iter().map(f).sum() };
         let _ = write!(
@@ -307,4 +338,18 @@ pub fn header() -> String {
         "{:>5}  {:<12}  {:<12}  {:<10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>10}",
         "rank", "endpoint", "comm ids", "threads", "calls", "in MPI ms", "busy ms", "overlap ms", "share", "contended"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_list_len;
+
+    #[test]
+    fn cpu_lists_count_their_cpus() {
+        assert_eq!(cpu_list_len("0-1"), Some(2));
+        assert_eq!(cpu_list_len("0-3,6,8-9"), Some(7));
+        assert_eq!(cpu_list_len("0"), Some(1));
+        assert_eq!(cpu_list_len(""), None);
+        assert_eq!(cpu_list_len("3-1"), None);
+    }
 }

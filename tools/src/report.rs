@@ -449,6 +449,10 @@ pub fn write_with(
         thread_level_name(d.map_or(-1, |d| d.thread_level)),
         check_name(check_mode)
     );
+    if backend == "serial" && !reason.is_empty() {
+        // The pool above is what the explicit policy may use; on the serial backend no VCI is reserved.
+        let _ = writeln!(out, "backend serial: {reason}");
+    }
     let _ = writeln!(
         out,
         "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<9}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}",
