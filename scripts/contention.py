@@ -11,6 +11,7 @@ Used by `mpixrun --profile` (and, for its columns, by compare.py). The PNG needs
 (scripts/install.sh puts it in .deps/py); without it the table and the JSON are still written.
 """
 import argparse
+import bisect
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ ORDER = ["explicit_helps", "partly", "one_endpoint", "explicit_cannot_help", "st
 SENTENCE = {
     "explicit_helps": "explicit endpoints would help: threads met inside a shared endpoint, on communicators the explicit policy separates",
     "partly": "explicit endpoints would help in part: some threads met on communicators the explicit policy separates, others share a communicator",
-    "one_endpoint": "explicit endpoints cannot help on this MPICH: threads met on communicators the explicit policy would separate, but MPICH 4.0 has one endpoint (serial backend); on an MPICH with native streams (>= 4.1) they would help",
+    "one_endpoint": "explicit endpoints cannot help on this MPICH: threads met on communicators the explicit policy would separate, but MPICH 4.0 has one endpoint (serial backend); an MPICH with native streams (>= 4.1) gives each an endpoint of its own",
     "explicit_cannot_help": "explicit endpoints cannot help: the threads that met inside an endpoint share a communicator (one communicator per thread is the change to make)",
     "cores": "explicit endpoints would not help here: more threads were busy in MPI than the node has cores, so the threads contend for cores, not for the endpoint (on 2 cores a VCI per thread measured 0.6-1.06x the speed of one shared VCI: docs/performance.md, IMB-MT's shape)",
     "still_shared": "threads still met inside an endpoint under the explicit policy (what still shares is named below)",
@@ -340,15 +341,36 @@ WINDOW_CALLS = 120
 
 
 def steady_window(rows, lo, hi):
-    """A representative window of [lo, hi]: the whole span where the busiest thread made at most
-    WINDOW_CALLS calls in it, else a window around its middle (the steady state, away from the start and
-    the end) as wide as WINDOW_CALLS of the busiest thread's calls."""
+    """A representative window: the whole span where the busiest thread made at most WINDOW_CALLS calls in
+    it; else a window as wide as WINDOW_CALLS of the busiest thread's calls, placed where the most threads
+    have kept calls (each thread's last calls are kept, and on crowded cores threads may run in turns), the
+    most calls among those, the middle among equals."""
     busiest = max(sum(1 for e in ev if e[1] >= lo and e[0] <= hi) for ev in rows.values())
     if busiest <= WINDOW_CALLS:
         return lo, hi, "the whole span of the kept calls"
-    width = (hi - lo) * WINDOW_CALLS / busiest
-    mid = (lo + hi) / 2
-    return mid - width / 2, mid + width / 2, f"the middle of the kept calls (steady state), about {WINDOW_CALLS} calls of the busiest thread"
+    rate = max(len(ev) / max(ev[-1][1] - ev[0][0], 1) for ev in rows.values())
+    width = WINDOW_CALLS / rate
+    # The threads that made most of the calls (the main thread's barrier and reduce do not place it).
+    most = max(len(ev) for ev in rows.values())
+    lanes = [ev for ev in rows.values() if len(ev) >= most / 10]
+    starts = [sorted(e[0] for e in ev) for ev in lanes]
+    met = [sorted(e[0] for e in ev if e[3]) for ev in lanes]
+    every = sorted(t for lane in starts for t in lane)
+    mid_all = (every[0] + every[-1]) / 2
+    best = None
+    # Candidate windows centred on calls of every thread (a few hundred), scored by the threads with calls
+    # in them, then the calls that found another thread inside (what the plot is for), then all calls,
+    # then nearness to the middle.
+    for lane in starts:
+        for t in lane[:: max(1, len(lane) // 100)]:
+            a, b = t - width / 2, t + width / 2
+            counts = [bisect.bisect_right(l, b) - bisect.bisect_left(l, a) for l in starts]
+            contended = sum(bisect.bisect_right(l, b) - bisect.bisect_left(l, a) for l in met)
+            score = (sum(1 for n in counts if n), contended, sum(counts), -abs(t - mid_all))
+            if best is None or score > best[0]:
+                best = (score, a, b)
+    return best[1], best[2], (f"where the most threads have kept calls and the most met another, about {WINDOW_CALLS} "
+                              "calls of the busiest thread (each thread's last calls are kept)")
 
 
 def shade(rgb, k, n):
@@ -380,6 +402,7 @@ def plot_timeline(report, path, title=""):
     kept = min((r["profile"]["timeline"]["kept_per_thread"] for r in report["ranks"] if r.get("profile")), default=1)
     lo, hi = kept_span(rows, kept)
     w0, w1, how = steady_window(rows, lo, hi)
+    lo, hi = min(lo, w0), max(hi, w1)
     zero = min(r["profile"]["timeline"]["origin_ns"] for r in report["ranks"] if r.get("profile"))
     ms = lambda t: (t - zero) / 1e6
     endpoints = sorted({e[2][0] for ev in rows.values() for e in ev})

@@ -241,7 +241,7 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         "in_turns" => "threads shared endpoints but were never inside one at once: explicit endpoints would not remove contention".to_string(),
         "explicit_helps" => "explicit endpoints would help: threads met inside a shared endpoint, on communicators the explicit policy would separate".to_string(),
         "partly" => "explicit endpoints would help in part: some threads met on communicators the explicit policy would separate, others share a communicator".to_string(),
-        "one_endpoint" => "explicit endpoints cannot help on this MPICH: threads met on communicators the explicit policy would separate, but MPICH 4.0 has one endpoint (serial backend); on an MPICH with native streams (>= 4.1) they would help".to_string(),
+        "one_endpoint" => "explicit endpoints cannot help on this MPICH: threads met on communicators the explicit policy would separate, but MPICH 4.0 has one endpoint (serial backend); an MPICH with native streams (>= 4.1) gives each an endpoint of its own".to_string(),
         "explicit_cannot_help" => "explicit endpoints cannot help: the threads that met inside an endpoint share a communicator (or one the policy leaves implicit)".to_string(),
         "separate" => "no two threads were inside one endpoint at once: every thread that overlapped before now has an endpoint of its own (or none shared one)".to_string(),
         _ => "threads still met inside an endpoint under the explicit policy".to_string(),
