@@ -2,8 +2,10 @@
 """The contention profile of one run, from its mpixstream report (docs/report.schema.json, `profile` of
 each rank): a table per endpoint (threads, calls, time inside MPI, time two or more threads were inside
 it at once), the communicators with the endpoint MPICH gave them and what the explicit policy would do
-with each, the verdict of every rank and of the job, profile.json, and a timeline PNG (threads x time,
-coloured by endpoint, overlaps marked).
+with each, the whole run apart from its MPI section (start-up), the verdict of every rank and of the job
+(threads that outnumber a host's cores contend for cores), profile.json, and a timeline PNG (threads x
+time in a representative window, hue by endpoint, shade by communicator, contention ticked) with what it
+drew in timeline.json.
 
   contention.py REPORT.json [--out DIR] [--command TEXT] [--wall SECONDS]
 
