@@ -6,7 +6,7 @@
 #      against its MPI section); the tables carry the communicators' full names (as report.json has
 #      them); where the busy threads (4) outnumber the cores online, the job's verdict is `cores` and
 #      says the contention is for cores, else the endpoints' finding (dup: explicit_helps; world:
-#      explicit_cannot_help); MPI_COMM_WORLD, used by the main thread alone for a barrier and a reduce,
+#      explicit_cannot_help), and the library's report (run.log) says so once for the job; MPI_COMM_WORLD, used by the main thread alone for a barrier and a reduce,
 #      is not named in the dup variant's verdict;
 #   2. the timeline: a PNG, and beside it what it drew (timeline.json): a window inside the kept span,
 #      the dup variant's series are VCI 0 with three communicators (MPI_COMM_WORLD and two dups), the
@@ -14,13 +14,15 @@
 #      ticks and the overlap band;
 #   3. on Debian's one endpoint the headline says explicit endpoints cannot help on this MPICH (no
 #      "would help" above a detail saying nothing can separate them);
-#   4. `mpixrun --compare --reps 5` of both variants: exit 0, the start-up table (whole run, MPI section),
+#   4. `mpixrun --compare --reps 7` of both variants (50000 iterations): exit 0, the start-up table (whole run, MPI section),
 #      the verdict's details printed under its headline (under explicit, the world variant names what
 #      still shares), and the verdict agrees with the measured ratio: where it says explicit endpoints
 #      would not help (cores, explicit_cannot_help) the explicit policy's median MPI section (the
 #      program's own MPI_Wtime between its barrier and its reduce, in each timed run) is at least 0.9x
 #      the implicit one's; where it says they would help, at most 1.1x. A margin on a ratio of medians
-#      of the same run, not a timed assertion.
+#      of the same run, not a timed assertion. Asserted for `dup` (measured 1.27x, medians of 11,
+#      2026-12-05); under `world` the traffic is the same on VCI 0 under both policies and the section
+#      measured 0.94x, too near the margin on these loaded cores: printed, not asserted.
 # Prints PASS/FAIL per check; exits 1 if any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,6 +75,9 @@ if profile["endpoint_outcome"] != structural or profile["outcome"] != want:
 headline = next((l for l in text.splitlines() if l.startswith("verdict: ")), "")
 if crowded and "threads outnumber cores on" not in text:
     errors.append("no line saying the threads outnumber the cores")
+# The library's own report (MPIXSTREAM_REPORT, in run.log) says it too, once for the job.
+if crowded and open(d + "/run.log").read().count("verdict (job): threads outnumber cores on ") != 1:
+    errors.append("the report in run.log: no (or more than one) job line on the cores")
 if want == "cores" and not headline.startswith("verdict: explicit endpoints would not help here: more threads were busy in MPI than the node has cores"):
     errors.append(f"headline: {headline}")
 if mpich == "deb" and ("would help" in headline or not headline.startswith("verdict: explicit endpoints cannot help on this MPICH")):
@@ -109,7 +114,7 @@ verdict "[5] the dup and world timelines draw different series" $(( $? == 0 ))
 mpich_select 5
 for v in dup world; do
   d=$out/5-compare-$v
-  timeout 300 "$root/scripts/mpixrun" --compare --reps 5 --mpich 5 --out "$d" --timeout 60 -n 2 "$out/halo-5" $v 20000 \
+  timeout 300 "$root/scripts/mpixrun" --compare --reps 7 --mpich 5 --out "$d" --timeout 60 -n 2 "$out/halo-5" $v 50000 \
     >"$d.txt" 2>"$d.err"
   rc=$?
   [ $rc -ne 0 ] && bash "$root/scripts/shm_cleanup.sh"
@@ -132,18 +137,18 @@ outcome = c["policies"]["implicit"]["profile"]["outcome"]
 sections = {}
 for p in ("implicit", "explicit"):
     runs = []
-    for rep in range(1, 6):
+    for rep in range(1, 8):
         m = re.search(r"section_s=([0-9.]+)", open(f"{d}/logs/{p}-timed-{rep}.log").read())
         runs.append(float(m.group(1)))
     sections[p] = statistics.median(runs)
 ratio = sections["explicit"] / sections["implicit"]
 wall = c["policies"]["explicit"]["ratio_to_implicit"]
-print(f"implicit verdict {outcome}; the program's MPI section, median of 5: implicit {sections['implicit']:.4f} s, "
+print(f"implicit verdict {outcome}; the program's MPI section, median of 7: implicit {sections['implicit']:.4f} s, "
       f"explicit {sections['explicit']:.4f} s, ratio {ratio:.3f}; whole-run ratio {wall:.3f}; "
       f"report runs' section ratio {c['policies']['explicit'].get('section_ratio_to_implicit')}")
 if variant == "world":
-    # Not asserted: the same traffic on VCI 0 under both policies, yet the explicit policy's section measured
-    # 0.68x and 0.96x in two runs (2026-12-05): noise on the shared cores or a cause outside the endpoints.
+    # Not asserted: the same traffic on VCI 0 under both policies; the explicit policy's section measured
+    # 0.94x (medians of 11, 2026-12-05), too near the margin on these loaded cores.
     ok = True
 elif outcome in ("explicit_helps", "partly"):
     ok = ratio <= 1.1
