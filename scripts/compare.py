@@ -257,7 +257,7 @@ def start_up_table(result, policies, base, w):
     if b and b["wall_s"] and b["section_s"] < 0.5 * b["wall_s"]:
         print(f"  under {base} the MPI section is {100 * b['section_s'] / b['wall_s']:.0f} % of the run: the wall-time "
               "ratio above is mostly start-up and finalize (the explicit policy reserves MPIXSTREAM_STREAMS VCIs at "
-              "MPI_Init); the section's ratio is what the profile's verdict is about")
+              "MPI_Init, 8 by default: fewer for fewer threads per rank: docs/performance.md, what a reserved VCI costs); the section's ratio is what the profile's verdict is about")
 
 
 def plot(result, policies, eps, path):

@@ -192,7 +192,7 @@ def timing_lines(s, wall=None):
     if sec < 0.5 * wall:
         lines.append("  most of this run is outside its MPI section: a whole-run comparison (mpixrun --compare) measures "
                      "mostly start-up, which the explicit policy lengthens (it reserves MPIXSTREAM_STREAMS VCIs at "
-                     "MPI_Init); the verdict below is about the MPI section (--compare's 'MPI section' column)")
+                     "MPI_Init, 8 by default: a program with fewer threads per rank can ask for fewer: docs/performance.md, what a reserved VCI costs); the verdict below is about the MPI section (--compare's 'MPI section' column)")
     return lines
 
 
