@@ -119,10 +119,17 @@ def main():
                 entry["library"] = report.get("library")
                 entry["report"] = path
                 entry["endpoints"] = endpoint_traffic(report)
+                entry["backend_reason"] = report.get("backend_reason")
                 summary = contention.summarize(report)
+                entry["note"] = contention.mpich_note(report)
+                if report_run and report_run["status"] == 0 and summary["section_s"] is not None:
+                    # Start-up apart: the report run's whole time against its MPI section.
+                    entry["report_run"] = {"wall_s": report_run["seconds"], "section_s": summary["section_s"]}
                 if summary["ranks"]:
-                    entry["profile"] = {k: summary[k] for k in ("outcome", "busy_ns", "overlap_ns", "overlap_share",
-                                                                "shared_endpoints", "contended_calls", "calls")}
+                    entry["profile"] = {k: summary[k] for k in ("outcome", "endpoint_outcome", "hosts", "busy_ns",
+                                                                "overlap_ns", "overlap_share", "shared_endpoints",
+                                                                "contended_calls", "calls")}
+                    entry["profile"]["lines"] = contention.verdict_lines(summary)
                     entry["profile"]["verdicts"] = {r["rank"]: r["verdict"] for r in summary["ranks"]}
                     png = os.path.join(a.out, f"timeline-{p}.png")
                     if contention.plot_timeline(report, png, f"{p}: {a.command}") is None:
@@ -145,6 +152,10 @@ def main():
         backends = list(dict.fromkeys(result["policies"][p].get("backend") for p in policies
                                       if result["policies"][p].get("backend")))
         print(f"MPI library: {any_entry['library']}; backend {', '.join(backends)}")
+        for p in policies:
+            e = result["policies"][p]
+            if e.get("backend") == "serial" and e.get("backend_reason") and backends != ["serial"]:
+                print(f"  {p}: backend serial: {e['backend_reason']}")
         if backends == ["serial"]:
             print("note: serial backend (this MPICH has one endpoint): explicit endpoints cannot speed anything up here")
     reps = max((len(result["policies"][p]["runs"]) for p in policies), default=0)
@@ -171,6 +182,7 @@ def main():
                   f"compare with the spread [min .. max] before trusting a small difference)")
     if failed:
         print(f"no ratio for {', '.join(failed)}: the program failed there (see above)")
+    start_up_table(result, policies, base, w)
 
     eps = sorted({n for p in policies for n in result["policies"][p].get("endpoints", {})}, key=endpoint_order)
     if eps:
@@ -189,23 +201,26 @@ def main():
             print(line)
     else:
         print("\nno traffic report (the report runs failed or wrote nothing)")
-    note = next((contention.mpich_note({"library": result["policies"][p].get("library"),
-                                          "backend": result["policies"][p].get("backend")})
-                 for p in policies if result["policies"][p].get("library")), None)
+    # The MPICH note where the program's situation hits it (one node, messages between its ranks).
+    note = next((result["policies"][p]["note"] for p in policies if result["policies"][p].get("note")), None)
     if note:
         result["note"] = note
         print(f"\n{note}")
     profiled = [p for p in policies if "profile" in result["policies"][p]]
     if profiled:
         print("\ncontention profile (report runs): how long two or more threads were inside one endpoint at once")
-        print(f"{'policy':<{w}} {'shared endpoints':>16} {'overlap ms / busy ms':>24} {'share':>7} {'contended calls':>22}  verdict")
+        rows = []
         for p in profiled:
             q = result["policies"][p]["profile"]
-            print(f"{p:<{w}} {q['shared_endpoints']:>16} {q['overlap_ns'] / 1e6:>11.3f} / {q['busy_ns'] / 1e6:<10.3f} "
-                  f"{100 * q['overlap_share']:>6.1f}% {q['contended_calls']:>10} of {q['calls']:<9}  {q['outcome']}")
+            rows.append([p, q["shared_endpoints"], f"{q['overlap_ns'] / 1e6:.3f} / {q['busy_ns'] / 1e6:.3f}",
+                         f"{100 * q['overlap_share']:.1f}%", f"{q['contended_calls']} of {q['calls']}", q["outcome"]])
+        for line in contention.table(["policy", "shared endpoints", "overlap ms / busy ms", "share", "contended calls",
+                                      "verdict"], rows, right={1, 2, 3, 4}):
+            print(line)
         for p in profiled:
-            q = result["policies"][p]["profile"]
-            print(f"{p}: {contention.SENTENCE.get(q['outcome'], q['outcome'])}")
+            # The whole verdict: its headline, and below it what it names (what still shares, the cores).
+            for k, line in enumerate(result["policies"][p]["profile"]["lines"]):
+                print(f"{p}: {line[len('verdict: '):]}" if k == 0 else f"{'':<{len(p)}}{line}")
         print("(per endpoint, thread and communicator: scripts/contention.py REPORT; timelines: timeline-POLICY.png)")
 
     json_path = os.path.join(a.out, "compare.json")
@@ -216,6 +231,35 @@ def main():
     print(f"\nwrote {json_path}" + (f" and {png_path}" if note is None else f" ({note})"))
     print(f"every run's output: {a.out}/logs/")
     return 1 if failed else 0
+
+
+def start_up_table(result, policies, base, w):
+    """Start-up apart: each policy's report run, its whole time and its MPI section (MPI_Init's return to
+    MPI_Finalize's entry); the timed runs carry no tools library, so the section comes from the report run."""
+    timed = [p for p in policies if "report_run" in result["policies"][p]]
+    if not timed:
+        return
+    print("\nstart-up apart (the report run of each policy, one run, counters on): whole run against its MPI section "
+          "(MPI_Init's return to MPI_Finalize's entry, longest rank)")
+    rows = []
+    b = result["policies"][base].get("report_run")
+    for p in timed:
+        r = result["policies"][p]["report_run"]
+        ratio = "1" if p == base else (f"{r['section_s'] / b['section_s']:.3f}" if b and b["section_s"] else "-")
+        rows.append([p, f"{r['wall_s']:.3f}", f"{r['section_s']:.3f}", f"{max(r['wall_s'] - r['section_s'], 0):.3f}",
+                     ratio])
+    for line in contention.table(["policy", "whole run s", "MPI section s", "outside it s", "section vs " + base], rows,
+                                 right={1, 2, 3, 4}):
+        print(line)
+    for p in timed:
+        r, ratio = result["policies"][p]["report_run"], None
+        if p != base and b and b["section_s"]:
+            ratio = r["section_s"] / b["section_s"]
+            result["policies"][p]["section_ratio_to_" + base] = ratio
+    if b and b["wall_s"] and b["section_s"] < 0.5 * b["wall_s"]:
+        print(f"  under {base} the MPI section is {100 * b['section_s'] / b['wall_s']:.0f} % of the run: the wall-time "
+              "ratio above is mostly start-up and finalize (the explicit policy reserves MPIXSTREAM_STREAMS VCIs at "
+              "MPI_Init, 8 by default: fewer for fewer threads per rank: docs/performance.md, what a reserved VCI costs); the section's ratio is what the profile's verdict is about")
 
 
 def plot(result, policies, eps, path):

@@ -130,6 +130,76 @@ fn endpoints_of(d: Option<&Description>) -> Endpoints {
     }
 }
 
+/// The host this rank runs on (the kernel's host name): ranks with the same one share its cores.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// The cores online on this host (`/sys/devices/system/cpu/online`, a list such as `0-3,6`), whatever
+/// this rank's affinity: what the threads of all its ranks share.
+fn cores_online() -> Option<u32> {
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    cpu_list_len(list.trim())
+}
+
+/// The number of CPUs in a kernel CPU list (`0-3,6` is 5).
+fn cpu_list_len(list: &str) -> Option<u32> {
+    let mut n = 0;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<u32>().ok()?.checked_sub(a.parse::<u32>().ok()?)? + 1,
+            None => part.parse::<u32>().map(|_| 1).ok()?,
+        };
+    }
+    (n > 0).then_some(n)
+}
+
+/// A thread counts as busy in MPI when it was inside MPI calls for at least this share of the MPI section
+/// (scripts/contention.py's BUSY_SHARE: the two must read alike).
+const BUSY_SHARE: f64 = 0.10;
+
+/// This rank's load for the job's word on cores: `host<TAB>cores online<TAB>threads busy in MPI`.
+pub fn load_line() -> String {
+    let (ns, span) = (clock::ns_per_tick(), clock::span_ns() as f64);
+    let busy = profile::threads()
+        .iter()
+        .filter(|t| {
+            let ticks: u64 = t.usage.iter().map(|u| u.ticks.load(Ordering::Relaxed)).sum();
+            span > 0.0 && ticks as f64 * ns >= BUSY_SHARE * span
+        })
+        .count();
+    format!("{}\t{}\t{busy}", host(), cores_online().unwrap_or(0))
+}
+
+/// The job's word on cores, from every rank's [`load_line`]: a line per host where the threads busy in
+/// MPI outnumber its cores online (then they contend for cores, whatever the endpoints).
+pub fn cores_lines(loads: &[(usize, String)]) -> Vec<String> {
+    let mut hosts: Vec<(String, u32, u32, Vec<usize>)> = Vec::new();
+    for (rank, line) in loads {
+        let mut f = line.trim().split('\t');
+        let (Some(host), Some(cores), Some(busy)) = (f.next(), f.next(), f.next()) else { continue };
+        let (Ok(cores), Ok(busy)) = (cores.parse::<u32>(), busy.parse::<u32>()) else { continue };
+        match hosts.iter_mut().find(|h| h.0 == host) {
+            Some(h) => {
+                h.2 += busy;
+                h.3.push(*rank);
+            }
+            None => hosts.push((host.to_string(), cores, busy, vec![*rank])),
+        }
+    }
+    hosts
+        .iter()
+        .filter(|h| h.1 > 0 && h.2 > h.1)
+        .map(|(host, cores, busy, ranks)| {
+            format!(
+                "threads outnumber cores on {host}: {busy} threads busy in MPI (inside MPI for {:.0} % of the MPI section or more; ranks {}) on {cores} cores online: the contention is for cores, and what explicit endpoints would separate does not get faster while its threads wait for a core (on 2 cores a VCI per thread measured 0.6-1.06x the speed of one shared VCI: docs/performance.md)",
+                100.0 * BUSY_SHARE,
+                ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")
+            )
+        })
+        .collect()
+}
+
 /// This rank's profile: (the JSON object, the table lines, the verdict lines).
 pub fn rank_profile(
     rank: i32,
@@ -193,7 +263,14 @@ pub fn rank_profile(
     let v = verdict::verdict(Facts { backend, policy, mpi: endpoints_of(d) }, &endpoints, &comms);
 
     let mut j = String::new();
-    let _ = write!(j, "{{\"clock\":\"{}\",\"span_ns\":{},\"threads\":[", clock::source(), clock::span_ns());
+    let _ = write!(
+        j,
+        "{{\"clock\":\"{}\",\"span_ns\":{},\"host\":{},\"cores_online\":{},\"threads\":[",
+        clock::source(),
+        clock::span_ns(),
+        json::string(&host()),
+        opt(cores_online())
+    );
     for (k, t) in threads.iter().enumerate() {
         let sum = |f: &dyn Fn(&profile::Usage) -> u64| -> u64 { t.usage.iter().map(f).sum() };
         let _ = write!(
@@ -307,4 +384,29 @@ pub fn header() -> String {
         "{:>5}  {:<12}  {:<12}  {:<10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>10}",
         "rank", "endpoint", "comm ids", "threads", "calls", "in MPI ms", "busy ms", "overlap ms", "share", "contended"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_list_len;
+
+    #[test]
+    fn threads_that_outnumber_a_hosts_cores_are_named_per_host() {
+        let loads = [(0, "a\t2\t2".to_string()), (1, "a\t2\t2".to_string()), (2, "b\t4\t3".to_string())];
+        let lines = super::cores_lines(&loads);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("threads outnumber cores on a: 4 threads busy in MPI"), "{lines:?}");
+        assert!(lines[0].contains("ranks 0,1) on 2 cores online"), "{lines:?}");
+        // As many busy threads as cores, or an unknown count of cores: nothing to say.
+        assert!(super::cores_lines(&[(0, "a\t2\t2".to_string()), (1, "c\t0\t9".to_string())]).is_empty());
+    }
+
+    #[test]
+    fn cpu_lists_count_their_cpus() {
+        assert_eq!(cpu_list_len("0-1"), Some(2));
+        assert_eq!(cpu_list_len("0-3,6,8-9"), Some(7));
+        assert_eq!(cpu_list_len("0"), Some(1));
+        assert_eq!(cpu_list_len(""), None);
+        assert_eq!(cpu_list_len("3-1"), None);
+    }
 }

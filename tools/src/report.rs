@@ -369,7 +369,13 @@ pub fn write_with(
     let labels: Vec<String> = comms.iter().map(label_of).collect();
     let profile = profile::ran()
         .then(|| profile_report::rank_profile(rank, d.as_ref(), (backend_name(d.as_ref()), policy), records, &labels));
-    let (j, t) = rank_part(rank, d.as_ref(), &comms, &labels, profile);
+    let ran = profile.is_some();
+    let (j, mut t) = rank_part(rank, d.as_ref(), &comms, &labels, profile);
+    if ran {
+        // The fifth section: this rank's host, its cores and its threads busy in MPI.
+        t.push('\x0c');
+        t.push_str(&profile_report::load_line());
+    }
     // One buffer per rank: JSON, NUL, table text.
     let mut part = j.into_bytes();
     part.push(0);
@@ -384,17 +390,18 @@ pub fn write_with(
         return;
     }
     let mut jsons = Vec::new();
-    let (mut comm_lines, mut ep_lines, mut profile_lines, mut verdicts) =
-        (String::new(), String::new(), String::new(), Vec::new());
+    let (mut comm_lines, mut ep_lines, mut profile_lines, mut verdicts, mut loads) =
+        (String::new(), String::new(), String::new(), Vec::new(), Vec::new());
     for (rank, part) in parts.iter().enumerate() {
         let cut = part.iter().position(|&b| b == 0).unwrap_or(part.len());
         jsons.push(String::from_utf8_lossy(&part[..cut]).into_owned());
         let text = String::from_utf8_lossy(part.get(cut + 1..).unwrap_or(&[])).into_owned();
-        let mut sections = text.splitn(4, '\x0c');
+        let mut sections = text.splitn(5, '\x0c');
         comm_lines.push_str(sections.next().unwrap_or(""));
         ep_lines.push_str(sections.next().unwrap_or(""));
         profile_lines.push_str(sections.next().unwrap_or(""));
         verdicts.push((rank, sections.next().unwrap_or("").to_string()));
+        loads.push((rank, sections.next().unwrap_or("").to_string()));
     }
     let library = d.map(|d| cstr(&d.library)).unwrap_or_default();
     let reason = d.map(|d| cstr(&d.backend_reason)).unwrap_or_default();
@@ -449,6 +456,10 @@ pub fn write_with(
         thread_level_name(d.map_or(-1, |d| d.thread_level)),
         check_name(check_mode)
     );
+    if backend == "serial" && !reason.is_empty() {
+        // The pool above is what the explicit policy may use; on the serial backend no VCI is reserved.
+        let _ = writeln!(out, "backend serial: {reason}");
+    }
     let _ = writeln!(
         out,
         "{:>5}  {:>3} {:<20} {:>5}  {:>6}  {:<9}  {:>4}  {:>10}  {:>12}  {:>10}  {:>12}  {:>6}  {:>6}",
@@ -496,6 +507,9 @@ pub fn write_with(
         }
         if verdicts.iter().skip(1).all(|v| v.1 == first) && verdicts.len() > 1 {
             let _ = writeln!(out, "  (every rank's verdict reads the same)");
+        }
+        for line in profile_report::cores_lines(&loads) {
+            let _ = writeln!(out, "verdict (job): {line}");
         }
     }
     if let Some(d) = d {

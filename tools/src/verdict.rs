@@ -75,7 +75,8 @@ pub struct Facts {
 pub struct Verdict {
     /// `none` (no endpoint used by two threads), `in_turns` (shared, never at once), `explicit_helps`,
     /// `explicit_cannot_help`, `partly` (both kinds of overlap), `still_shared` (under the explicit
-    /// policy, threads still met inside an endpoint), `separate` (under the explicit policy, none did).
+    /// policy, threads still met inside an endpoint), `separate` (under the explicit policy, none did),
+    /// `one_endpoint` (separable communicators, but an MPICH with one endpoint: nothing can separate them).
     pub outcome: &'static str,
     pub lines: Vec<String>,
     /// The communicators (indices into the rows) the explicit policy would separate where threads met:
@@ -115,17 +116,32 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
             continue;
         }
         met = true;
+        // The threads that met another inside; a thread that only used it alone (the main thread's
+        // barrier before the others start, say) is named apart, so the verdict is about the meeting.
+        let met_users: Vec<u32> = e.users.iter().filter(|u| u.met > 0 || u.contended > 0).map(|u| u.thread).collect();
+        let alone_users: Vec<u32> = users.iter().copied().filter(|t| !met_users.contains(t)).collect();
         lines.push(format!(
-            "{}: used by threads {}; two or more inside it at once for {} of {} busy ({:.1} %); {contended} of {calls} calls found another thread inside",
+            "{}: threads {} inside it at once for {} of {} busy ({:.1} %); {contended} of {calls} calls found another thread inside{}",
             e.label,
-            threads(&users),
+            threads(&met_users),
             ms(e.overlap_ns),
             ms(e.busy_ns),
-            100.0 * e.overlap_ns / e.busy_ns.max(1.0)
+            100.0 * e.overlap_ns / e.busy_ns.max(1.0),
+            if alone_users.is_empty() {
+                String::new()
+            } else {
+                format!(" (also used by {}, never with another inside)", threads(&alone_users))
+            }
         ));
         lines.extend(e.notes.iter().map(|n| format!("  {n}")));
-        let on_it: Vec<&CommRow> =
-            e.comms.iter().filter_map(|&i| comms.get(i)).filter(|c| !c.threads.is_empty()).collect();
+        // The communicators of the threads that met (one used only by a thread that never met another,
+        // such as MPI_COMM_WORLD for a barrier and a reduce from the main thread, is not the matter).
+        let on_it: Vec<&CommRow> = e
+            .comms
+            .iter()
+            .filter_map(|&i| comms.get(i))
+            .filter(|c| c.threads.iter().any(|t| met_users.contains(t)) || (c.more && !c.threads.is_empty()))
+            .collect();
         for c in on_it.iter().filter(|c| c.threads.len() >= 2 || c.more) {
             cannot = true;
             lines.push(format!(
@@ -208,7 +224,10 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
             cannot = true;
         }
     }
+    // On an MPICH with one endpoint the explicit policy's streams share it: it cannot help there.
+    let one_endpoint = helps && f.mpi == Endpoints::OneOnly;
     let outcome = match (explicit_policy, met, shared_any, helps, cannot) {
+        (false, true, _, true, _) if one_endpoint => "one_endpoint",
         (true, true, _, _, _) => "still_shared",
         (true, false, _, _, _) => "separate",
         (false, false, false, _, _) => "none",
@@ -222,6 +241,7 @@ pub fn verdict(f: Facts, endpoints: &[EndpointRow], comms: &[CommRow]) -> Verdic
         "in_turns" => "threads shared endpoints but were never inside one at once: explicit endpoints would not remove contention".to_string(),
         "explicit_helps" => "explicit endpoints would help: threads met inside a shared endpoint, on communicators the explicit policy would separate".to_string(),
         "partly" => "explicit endpoints would help in part: some threads met on communicators the explicit policy would separate, others share a communicator".to_string(),
+        "one_endpoint" => "explicit endpoints cannot help on this MPICH: threads met on communicators the explicit policy would separate, but MPICH 4.0 has one endpoint (serial backend); an MPICH with native streams (>= 4.1) gives each an endpoint of its own".to_string(),
         "explicit_cannot_help" => "explicit endpoints cannot help: the threads that met inside an endpoint share a communicator (or one the policy leaves implicit)".to_string(),
         "separate" => "no two threads were inside one endpoint at once: every thread that overlapped before now has an endpoint of its own (or none shared one)".to_string(),
         _ => "threads still met inside an endpoint under the explicit policy".to_string(),
@@ -264,6 +284,10 @@ mod tests {
         let deb = Facts { backend: "serial", policy: "implicit", mpi: Endpoints::OneOnly };
         let v = verdict(deb, &[ep(&[1, 2], 5e5, &[0, 1])], &comms);
         assert!(v.lines.iter().any(|l| l.contains("this MPICH has one endpoint")), "{v:?}");
+        // Its headline says so too: no "would help" above a detail saying nothing can separate them.
+        assert_eq!(v.outcome, "one_endpoint");
+        assert!(v.lines[0].starts_with("explicit endpoints cannot help on this MPICH"), "{v:?}");
+        assert!(!v.lines[0].contains("would help:"), "{v:?}");
     }
 
     #[test]
@@ -302,6 +326,33 @@ mod tests {
         e.users[0].contended = 0;
         let v = verdict(IMPLICIT, &[e], &comms);
         assert_eq!((v.outcome, v.separable.as_slice()), ("explicit_helps", &[0, 1][..]));
+    }
+
+    /// MPI_COMM_WORLD used by the main thread alone (a barrier, a reduce) beside two threads on dups that
+    /// met: the verdict is about the dups, and names neither MPI_COMM_WORLD nor the main thread as met.
+    #[test]
+    fn a_communicator_of_a_thread_that_never_met_is_not_named() {
+        let comms = [
+            comm("comm 0 (MPI_COMM_WORLD)", &[0], Explicit::StaysImplicit("MPI_COMM_WORLD")),
+            comm("dup a", &[1], Explicit::OwnStream),
+            comm("dup b", &[2], Explicit::OwnStream),
+        ];
+        let mut e = ep(&[0, 1, 2], 5e5, &[0, 1, 2]);
+        e.users[0].met = 0;
+        e.users[0].contended = 0;
+        let v = verdict(IMPLICIT, &[e.clone()], &comms);
+        assert_eq!((v.outcome, v.separable.as_slice()), ("explicit_helps", &[1, 2][..]));
+        assert!(v.lines.iter().all(|l| !l.contains("MPI_COMM_WORLD")), "{v:?}");
+        assert!(
+            v.lines[1].contains("threads T1, T2 inside it at once") && v.lines[1].contains("also used by T0"),
+            "{v:?}"
+        );
+        let ex = Facts { backend: "native", policy: "explicit", mpi: Endpoints::Native };
+        let v = verdict(ex, &[e], &comms);
+        assert!(
+            v.lines.iter().any(|l| l.contains("still shared under the explicit policy: dup a (T1), dup b (T2)")),
+            "{v:?}"
+        );
     }
 
     #[test]
