@@ -381,6 +381,36 @@ impl<T> Pending<T> {
     }
 }
 
+/// Where an operation that completes after its call returns puts its status: the application's status
+/// object, or nowhere (null or `MPI_STATUS_IGNORE`). Written by whichever thread completes the operation.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingStatus(*mut crate::ffi::MPI_Status);
+
+// SAFETY: the pointer is only written through `write`, and `PendingStatus::new`'s contract (the object
+// stays writable, and untouched by the application, until the operation completes) holds on any thread.
+unsafe impl Send for PendingStatus {}
+
+impl PendingStatus {
+    pub const NOWHERE: PendingStatus = PendingStatus(std::ptr::null_mut());
+
+    /// # Safety
+    /// `p` is null, `MPI_STATUS_IGNORE`, or the status object the application passed for one
+    /// operation: writable, and not accessed by the application, until that operation completes (for a
+    /// queued blocking call: until the queue has run it, as MPIX's enqueue semantics require).
+    pub unsafe fn new(p: *mut crate::ffi::MPI_Status) -> PendingStatus {
+        PendingStatus(p)
+    }
+
+    /// Stores `status` there (nothing for nowhere).
+    pub fn write(self, status: crate::ffi::MPI_Status) {
+        if points_to_memory(self.0) {
+            // SAFETY: a real destination is writable until its operation completes (`new`'s contract);
+            // it is written when the operation completes or, already complete, at its wait.
+            unsafe { *self.0 = status };
+        }
+    }
+}
+
 impl AppArg<'_, crate::ffi::MPI_Status> {
     /// `MPI_STATUS_IGNORE`, where MPI takes a status.
     #[inline(always)]

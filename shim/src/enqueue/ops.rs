@@ -3,7 +3,7 @@
 //! operation of the stream moving, and never blocks inside MPI).
 use mpixstream_wrappers::app::Pending;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, Request};
+use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, OwnedRequest};
 use std::os::raw::{c_int, c_void};
 
 /// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
@@ -216,7 +216,7 @@ impl Op {
     }
 
     /// Starts the operation on its communicator.
-    pub fn start(&self) -> MpiResult<Request> {
+    pub fn start(&self) -> MpiResult<OwnedRequest> {
         let comm = Comm(self.comm);
         {
             match self.kind {
@@ -239,35 +239,8 @@ impl Op {
     }
 }
 
-/// Where an operation's status goes: the application's status object, or nowhere (null or
-/// `MPI_STATUS_IGNORE`). Written by whichever thread completes the operation.
-#[derive(Clone, Copy, Debug)]
-pub struct StatusDst(*mut MPI_Status);
-
-// SAFETY: the pointer is only written through `write`, and `StatusDst::new`'s contract (the object stays
-// writable, and untouched by the application, until the operation completes) holds on any thread.
-unsafe impl Send for StatusDst {}
-
-impl StatusDst {
-    pub const NOWHERE: StatusDst = StatusDst(std::ptr::null_mut());
-
-    /// # Safety
-    /// `p` is null, `MPI_STATUS_IGNORE`, or the status object the application passed for one
-    /// operation: writable, and not accessed by the application, until that operation completes (for a
-    /// queued blocking call: until the queue has run it, as MPIX's enqueue semantics require).
-    pub unsafe fn new(p: *mut MPI_Status) -> StatusDst {
-        StatusDst(p)
-    }
-
-    /// Stores `status` there (nothing for nowhere).
-    pub fn write(self, status: MPI_Status) {
-        if status_is_real(self.0) {
-            // SAFETY: a real destination is writable until its operation completes (`new`'s contract);
-            // it is written when the operation completes or, already complete, at its wait.
-            unsafe { *self.0 = status };
-        }
-    }
-}
+/// Where an operation's status goes (`app::PendingStatus`: the application's status object, or nowhere).
+pub use mpixstream_wrappers::app::PendingStatus as StatusDst;
 
 /// The status MPI gives a null or cancelled-before-start request.
 pub fn empty_status() -> MPI_Status {

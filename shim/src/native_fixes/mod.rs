@@ -23,7 +23,7 @@ use crate::forward;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{MpiResult, Request};
+use mpixstream_wrappers::mpi::{MpiResult, OwnedRequest};
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
@@ -240,8 +240,10 @@ fn sendrecv_on_stream(
     let rc = send();
     if rc != MPI_SUCCESS {
         // A native stream communicator exists, so MPI_Init resolved the table.
-        let _ = Request(recv).cancel();
-        let _ = Request(recv).free();
+        // SAFETY: `recv` is the receive `irecv` just started into our local: ours alone, freed once here.
+        let recv = unsafe { OwnedRequest::from_raw(recv) };
+        let _ = recv.cancel();
+        let _ = recv.free();
         return rc;
     }
     wait(&mut recv)

@@ -3,7 +3,7 @@
 //! with the count and datatype it gave, `crate::app::AppIn` for a call that reads it before returning,
 //! `crate::app::Pending` for an operation that completes later; MPICH checks counts and datatypes, the
 //! argument's type carries MPI's rule on the memory.
-use super::{call, check, Comm, Datatype, MpiResult, Op, Request};
+use super::{call, check, Comm, Datatype, MpiResult, Op, OwnedRequest};
 use crate::app::{AppIn, Pending};
 use crate::ffi::*;
 use std::os::raw::{c_int, c_void};
@@ -12,7 +12,7 @@ macro_rules! start {
     ($name:ident ( $($arg:expr),* )) => {{
         let mut req = MPI_REQUEST_NULL;
         check(call!($name($($arg),*, &mut req)))?;
-        Ok(Request(req))
+        Ok(OwnedRequest::made(req))
     }};
 }
 
@@ -25,7 +25,7 @@ impl Comm {
         datatype: Datatype,
         dest: c_int,
         tag: c_int,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         match c_int::try_from(count) {
             Ok(n) => start!(PMPI_Isend(buf.ptr(), n, datatype.0, dest, tag, self.0)),
             Err(_) => start!(PMPI_Isend_c(buf.ptr(), count, datatype.0, dest, tag, self.0)),
@@ -40,7 +40,7 @@ impl Comm {
         datatype: Datatype,
         source: c_int,
         tag: c_int,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         match c_int::try_from(count) {
             Ok(n) => start!(PMPI_Irecv(buf.ptr(), n, datatype.0, source, tag, self.0)),
             Err(_) => start!(PMPI_Irecv_c(buf.ptr(), count, datatype.0, source, tag, self.0)),
@@ -55,7 +55,7 @@ impl Comm {
         count: MPI_Count,
         datatype: Datatype,
         op: Op,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         match c_int::try_from(count) {
             Ok(n) => start!(PMPI_Iallreduce(send.ptr(), recv.ptr(), n, datatype.0, op.0, self.0)),
             Err(_) => start!(PMPI_Iallreduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, self.0)),
@@ -71,12 +71,18 @@ impl Comm {
         datatype: Datatype,
         op: Op,
         root: c_int,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         start!(PMPI_Ireduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, root, self.0))
     }
 
     /// `MPI_Ibcast_c`.
-    pub fn ibcast(self, buf: Pending<c_void>, count: MPI_Count, datatype: Datatype, root: c_int) -> MpiResult<Request> {
+    pub fn ibcast(
+        self,
+        buf: Pending<c_void>,
+        count: MPI_Count,
+        datatype: Datatype,
+        root: c_int,
+    ) -> MpiResult<OwnedRequest> {
         start!(PMPI_Ibcast_c(buf.ptr(), count, datatype.0, root, self.0))
     }
 
@@ -89,7 +95,7 @@ impl Comm {
         recv: Pending<c_void>,
         recv_count: MPI_Count,
         recv_type: Datatype,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         start!(PMPI_Iallgather_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
     }
 
@@ -102,7 +108,7 @@ impl Comm {
         recv: Pending<c_void>,
         recv_count: MPI_Count,
         recv_type: Datatype,
-    ) -> MpiResult<Request> {
+    ) -> MpiResult<OwnedRequest> {
         start!(PMPI_Ialltoall_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
     }
 
@@ -128,7 +134,7 @@ impl Comm {
 
     /// A send of nothing to `MPI_PROC_NULL`: a request complete at once (what a call that finished its
     /// work itself hands out).
-    pub fn completed_request(self, tag: c_int) -> MpiResult<Request> {
+    pub fn completed_request(self, tag: c_int) -> MpiResult<OwnedRequest> {
         start!(PMPI_Isend(std::ptr::null::<c_void>(), 0, MPI_BYTE, MPI_PROC_NULL, tag, self.0))
     }
 

@@ -146,19 +146,17 @@ pub fn read_int(name: &CStr) -> Option<c_int> {
         }
         READ_SESSION.store(true, Ordering::Release);
     }
-    let value = t
-        .with_int_handle(name, |handle| {
-            let mut value: c_int = 0;
-            // SAFETY: the handle of an integer variable of count 1, and a live `int` for the value.
-            let rc = unsafe { (t.read)(handle, &mut value as *mut c_int as *mut c_void) };
-            if rc == MPI_SUCCESS {
-                Ok(value)
-            } else {
-                Err(String::new())
-            }
-        })
-        .ok();
-    value
+    t.with_int_handle(name, |handle| {
+        let mut value: c_int = 0;
+        // SAFETY: the handle of an integer variable of count 1, and a live `int` for the value.
+        let rc = unsafe { (t.read)(handle, &mut value as *mut c_int as *mut c_void) };
+        if rc == MPI_SUCCESS {
+            Ok(value)
+        } else {
+            Err(String::new())
+        }
+    })
+    .ok()
 }
 
 /// Whether [`read_int`] has opened its session (kept open: see there).
