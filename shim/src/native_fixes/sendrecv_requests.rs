@@ -36,7 +36,7 @@ use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn}
 use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
-use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
+use mpixstream_wrappers::app::{AppArg, AppIn, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, OwnedRequest};
 use mpixstream_wrappers::mpi::{kept, request};
@@ -63,9 +63,7 @@ struct Unpack {
     /// What the receive wrote, packed (its heap memory, `Pack_size` zeroed bytes, is the receive buffer:
     /// it never moves).
     packed: Vec<u8>,
-    buf: Pending<c_void>,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
+    buf: PendingBuf,
 }
 
 /// The routed send-receives handed out and not complete.
@@ -251,7 +249,7 @@ impl Unpack {
         // communicator was freed; one process packs and unpacks alike on any communicator.
         // Into the application's buffer, valid until the request completes (now, once this returns); the
         // send that read it completed.
-        Comm::SELF.unpack(&self.packed[..bytes], &mut position, self.buf, self.count, Datatype(self.datatype))
+        Comm::SELF.unpack(&self.packed[..bytes], &mut position, &self.buf)
     }
 }
 
@@ -403,9 +401,9 @@ fn replace_on_stream(
     // the pack and unpack pass over anyway).
     let mut packed: Vec<u8> = vec![0; bytes.max(0) as usize];
     let into: *mut c_void = packed.as_mut_ptr().cast();
-    // SAFETY: `MPI_Isendrecv_replace`'s buffer, which MPI keeps valid until the request completes: the
-    // unpack into it is this operation's last step.
-    let unpack = Unpack { packed, buf: unsafe { buf.pending() }, count, datatype };
+    // SAFETY: `MPI_Isendrecv_replace`'s buffer with its count and datatype, which MPI keeps valid until
+    // the request completes: the unpack into it is this operation's last step.
+    let unpack = Unpack { packed, buf: unsafe { buf.pending(count, datatype) } };
     start(
         slot,
         request,

@@ -15,10 +15,13 @@
 //!   `into_raw` hands the handle on (to the application, as a constructor's result); `from_raw`, the only
 //!   way to own an `int`, is `unsafe`: its caller asserts the handle is its own to free.
 //! - Every call returns [`MpiResult`]: `Err` carries the MPI error code MPICH returned, unchanged.
-//! - Buffers: our own memory is a slice (`&[T]` / `&mut [T]` of a type with an MPI datatype, [`Element`]).
-//!   Where the application's own buffer passes through (an enqueued send, a routed collective), the
-//!   function takes the raw pointer, count and datatype as the application gave them and is `unsafe`, with
-//!   the caller's obligation written in its `# Safety` section.
+//! - Buffers: count and datatype always come from the same typed value as the memory. Our own memory is
+//!   a slice (`&[T]` / `&mut [T]` of a type with an MPI datatype, [`Element`], as rsmpi's `Equivalence`:
+//!   the slice gives address, count and datatype). Where the application's own buffer passes through to
+//!   an operation that completes later (an enqueued send, a multiplex receive, a routed replace), it is a
+//!   `crate::app::PendingBuf`: the application's address with the count and datatype its call gave,
+//!   paired once by an `unsafe` constructor whose `# Safety` states the contract; the calls here
+//!   (`raw_buffers`) take the pair whole.
 //!
 //! Why it is sound: every entry point in the table was resolved from the loaded MPICH under the name of a
 //! row of `wrappers/mpi.prototypes`, whose prototype is checked against both MPICHs' `mpi.h`
