@@ -91,11 +91,6 @@ impl AsyncThing {
         check(call_optional!(PMPIX_Async_start(Some(poll), extra.0, stream.0)))
     }
 
-    /// `MPIX_Async_spawn` from inside a poll function (`thing` is the one MPICH passed it).
-    pub fn spawn(thing: Opaque, poll: MPIX_Async_poll_function, extra: Opaque, stream: Stream) -> MpiResult {
-        check(call_optional!(PMPIX_Async_spawn(thing.0, Some(poll), extra.0, stream.0)))
-    }
-
     /// Whether the loaded MPICH has async things.
     pub fn supported() -> bool {
         crate::pmpi::pmpi().PMPIX_Async_start.is_some()
