@@ -12,6 +12,7 @@
 use crate::streams::StreamTable;
 use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
+use mpixstream_wrappers::mpi::{OwnedComm, SharedComm};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -20,12 +21,44 @@ use std::sync::Arc;
 pub use mpixstream_wrappers::tools::StreamOrigin as Origin;
 
 /// A policy communicator's plain base (`policy_base.rs`): the same group and ranks on MPICH's implicit
-/// pool. Owned by the record: freed with it.
+/// pool. A view: the record owns the communicator ([`OwnedBase`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Base {
     pub comm: MPI_Comm,
     /// The base carries a copy of the communicator's topology: neighbourhood collectives can run there.
     pub topology: bool,
+}
+
+/// A base, owned: by its maker until a record holds it, then by the record, freed once with it
+/// (`take` when the record is deleted).
+#[derive(Debug)]
+pub struct OwnedBase {
+    comm: SharedComm,
+    topology: bool,
+}
+
+impl OwnedBase {
+    pub fn new(comm: OwnedComm, topology: bool) -> OwnedBase {
+        OwnedBase { comm: SharedComm::new(comm), topology }
+    }
+
+    /// The base as the interposers use it (`MPI_COMM_NULL` once taken).
+    #[inline]
+    pub fn view(&self) -> Base {
+        Base { comm: self.comm.view().raw(), topology: self.topology }
+    }
+
+    /// The communicator, to free (once: `None` after).
+    pub fn take(&self) -> Option<OwnedComm> {
+        self.comm.take()
+    }
+
+    /// Frees the communicator (a base nobody will use).
+    pub fn free(self) {
+        if let Some(c) = self.take() {
+            let _ = c.free();
+        }
+    }
 }
 
 /// Where a communicator's nonblocking and persistent collectives run, the same on every member.
@@ -69,11 +102,17 @@ pub struct CommRecord {
     /// pool was exhausted, MPICH refused one): the communicator is still the members' one record.
     pub stream: Option<usize>,
     pub origin: Origin,
-    pub base: Option<Base>,
+    pub base: Option<OwnedBase>,
     pub collectives: Route,
 }
 
 impl CommRecord {
+    /// The base's view.
+    #[inline]
+    pub fn base(&self) -> Option<Base> {
+        self.base.as_ref().map(OwnedBase::view)
+    }
+
     /// A communicator that carries stream `stream` and runs everything on it.
     pub fn on_stream(stream: usize, origin: Origin) -> CommRecord {
         CommRecord { stream: Some(stream), origin, base: None, collectives: Route::Comm }
@@ -124,7 +163,7 @@ impl CommTable {
 
     /// The base of `comm`'s record, if it has one (a policy communicator on the native backend).
     pub fn base(&self, comm: MPI_Comm) -> Option<Base> {
-        self.map.get(&comm)?.base
+        self.map.get(&comm)?.base()
     }
 
     /// What the interposers need of `comm`'s record, on every call: one relaxed load while no record
@@ -229,7 +268,7 @@ impl CommTable {
     /// The communicator whose record has `base` as its base (a linear search: the tools library asks
     /// once per communicator, at its first use there).
     pub fn owner_of_base(&self, base: MPI_Comm) -> Option<MPI_Comm> {
-        self.map.iter().find(|e| e.value().base.is_some_and(|b| b.comm == base)).map(|e| *e.key())
+        self.map.iter().find(|e| e.value().base().is_some_and(|b| b.comm == base)).map(|e| *e.key())
     }
 }
 
@@ -255,11 +294,13 @@ mod tests {
         assert_eq!(t.remove(&streams, c1, &r1), Some(true), "the stream's last communicator");
         assert_eq!(t.stream_of(c1), None, "a cached entry does not outlive the removal");
         assert_eq!(streams.slot(a).comms.load(Ordering::Relaxed), 0);
-        let base = Base { comm: 0x8400_0009u32 as MPI_Comm, topology: false };
+        let base = 0x8400_0009u32 as MPI_Comm;
+        // SAFETY: a handle value only, never freed (the record is dropped with its base unfreed: a leak).
+        let owned = OwnedBase::new(unsafe { OwnedComm::from_raw(base) }, false);
         let r2 = Arc::new(CommRecord {
             stream: None,
             origin: Origin::Policy,
-            base: Some(base),
+            base: Some(owned),
             collectives: Route::BaseButNeighbourhood,
         });
         t.insert(&streams, c2, r2);
@@ -267,7 +308,7 @@ mod tests {
             let c = t.lookup(c2).unwrap();
             assert_eq!((c.stream, c.collectives), (None, Route::BaseButNeighbourhood));
         }
-        assert_eq!(t.owner_of_base(base.comm), Some(c2));
+        assert_eq!(t.owner_of_base(base), Some(c2));
         assert_eq!(t.lookup(c1), None);
     }
 

@@ -136,7 +136,8 @@ fn start_runtime(
     let size = Comm::WORLD.size().unwrap_or(1);
     let level = mpi::env::query_thread().unwrap_or(MPI_THREAD_SINGLE);
     errors::install(Errors::create()?);
-    let progress_comm = Comm::SELF.dup().map_err(|_| "could not duplicate MPI_COMM_SELF".to_string())?.raw();
+    let progress_comm_owned = Comm::SELF.dup().map_err(|_| "could not duplicate MPI_COMM_SELF".to_string())?;
+    let progress_comm = progress_comm_owned.raw();
     // The communicator records' keyval: not copied by a dup (each constructor settles its result's
     // record), deleted by `record_deleted`.
     let record_keyval = mpi::comm::create_keyval((None, Some(record_deleted)), Opaque(std::ptr::null_mut()))
@@ -157,6 +158,7 @@ fn start_runtime(
         thread_level: level,
         inert,
         progress_comm,
+        progress_comm_owned: mpi::SharedComm::new(progress_comm_owned),
         global_progress: Mutex::new(None),
         config,
     }))
@@ -233,7 +235,9 @@ pub fn finalize() -> c_int {
             std::thread::yield_now();
         }
         crate::tools_link::tools_finalize();
-        let _ = Comm(rt.progress_comm).free();
+        if let Some(progress_comm) = rt.progress_comm_owned.take() {
+            let _ = progress_comm.free();
+        }
         runtime::mark_finalized();
         errors::retire();
         let rc = mpi::env::finalize().err().unwrap_or(MPI_SUCCESS);
@@ -438,7 +442,7 @@ fn facts(
         match rt.comms.get(parent) {
             Some(r) if r.origin == Origin::User => Parent::AppStream,
             Some(r) if r.origin == Origin::Policy => Parent::Policy {
-                base_idup: r.base.is_some_and(|b| b.topology || !crate::policy::base::has_topology(parent)),
+                base_idup: r.base().is_some_and(|b| b.topology || !crate::policy::base::has_topology(parent)),
             },
             _ => Parent::Plain,
         }
@@ -539,15 +543,15 @@ unsafe extern "C" fn record_deleted(comm: MPI_Comm, _keyval: c_int, value: *mut 
         if let Some(mx) = crate::multiplex::registry::lookup(comm) {
             crate::multiplex::comm_freed(rt, comm, mx);
         }
-        let base = record.base;
         let retire = match (record.origin, record.stream) {
             (Origin::Policy, Some(s)) if last => Some(s),
             _ => None,
         };
-        if base.is_some() || retire.is_some() {
+        if record.base.is_some() || retire.is_some() {
             crate::deferred::defer(move |rt| {
-                if let Some(base) = base {
-                    let _ = Comm(base.comm).free();
+                // The record's one delete: its base is freed once, here.
+                if let Some(base) = record.base.as_ref().and_then(|b| b.take()) {
+                    let _ = base.free();
                 }
                 if let Some(s) = retire {
                     policy::release_stream(rt, s);

@@ -614,16 +614,10 @@ pub unsafe extern "C" fn MPIX_Async_spawn(
         if pmpi().PMPIX_Async_spawn.is_none() {
             return no_async(F);
         }
-        let Some(poll_fn) = poll_fn else {
-            // A null poll function: MPICH's to judge, as the application's own call.
-            // SAFETY: MPICH's `MPIX_Async_spawn` (present: checked above) with the application's own
-            // arguments, its stream handle translated.
-            return unsafe {
-                pmpi().PMPIX_Async_spawn.map_or(MPI_ERR_INTERN, |f| f(async_thing, None, extra_state, native))
-            };
-        };
-        AsyncThing::spawn(Opaque(async_thing), poll_fn, Opaque(extra_state), Stream(native))
-            .err()
-            .unwrap_or(MPI_SUCCESS)
+        // A null poll function is MPICH's to judge, as the application's own call.
+        // SAFETY: MPICH's `MPIX_Async_spawn` (present: checked above) with the application's own
+        // arguments (`async_thing`, a pointer MPICH dereferences, is the one MPICH passed the calling poll
+        // function: the caller's contract), its stream handle translated.
+        unsafe { pmpi().PMPIX_Async_spawn.map_or(MPI_ERR_INTERN, |f| f(async_thing, poll_fn, extra_state, native)) }
     })
 }

@@ -29,6 +29,8 @@ pub struct Runtime {
     pub record_keyval: c_int,
     /// A private duplicate of `MPI_COMM_SELF` on which `MPI_Iprobe` drives MPICH's global progress.
     pub progress_comm: MPI_Comm,
+    /// The same communicator, owned: freed once, in `MPI_Finalize` (`progress_comm` is its view).
+    pub progress_comm_owned: mpixstream_wrappers::mpi::SharedComm,
     /// Why this backend (for the banner and the report).
     pub backend_reason: String,
     /// `MPIX_Start_progress_thread(MPIX_STREAM_NULL)`'s thread.
@@ -127,8 +129,12 @@ impl Runtime {
         let record = std::sync::Arc::new(record);
         let value = kept::give(&record);
         if let Err(rc) = Comm(comm).set_attr(self.record_keyval, value.word()) {
-            // MPICH refused the attribute and keeps no copy: the reference is ours again.
+            // MPICH refused the attribute and keeps no copy: the reference is ours again, and nothing of
+            // the record stays (its base is freed here, before anyone else could see it).
             drop(value.refused());
+            if let Some(base) = record.base.as_ref().and_then(|b| b.take()) {
+                let _ = base.free();
+            }
             return rc;
         }
         value.taken();

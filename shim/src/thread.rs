@@ -24,6 +24,7 @@ impl BackgroundThread {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+            crate::tools_link::tools_library_thread();
             while !flag.load(Ordering::Acquire) {
                 if turn(&flag) == Turn::Done {
                     break;
@@ -38,7 +39,10 @@ impl BackgroundThread {
     ///
     /// [`join`]: Self::join
     pub fn run(name: &str, body: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
-        let handle = std::thread::Builder::new().name(name.to_string()).spawn(body)?;
+        let handle = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+            crate::tools_link::tools_library_thread();
+            body()
+        })?;
         Ok(BackgroundThread { stop: Arc::new(AtomicBool::new(false)), handle: Some(handle) })
     }
 

@@ -60,6 +60,15 @@ pub fn tools_comm_created(kind: CommCtor, parent: MPI_Comm, newcomm: MPI_Comm) {
     }
 }
 
+/// The calling thread is one of ours (`thread::BackgroundThread`): the tools library leaves its calls out
+/// of the program's (its profile counts the program's threads). Before `MPI_Init*` ends nothing is
+/// loaded yet, and none of our threads runs then.
+pub fn tools_library_thread() {
+    if let Some(f) = HOOKS.get().and_then(|h| h.library_thread) {
+        f();
+    }
+}
+
 /// At the start of our `MPI_Finalize`, while MPI and our state are still up: the tools library's
 /// report (a collective over `MPI_COMM_WORLD`), once.
 pub fn tools_finalize() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The unsafe rule (docs/architecture.md, "Unsafe at the edge"):
 # - every crate root denies unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks and
-#   clippy::missing_safety_doc, and no source allows them again (clippy itself runs in tests/run.sh,
+#   clippy::missing_safety_doc, and no source (nor the code build.rs generates) allows them or
+#   clippy::not_unsafe_ptr_arg_deref again (clippy itself runs in tests/run.sh,
 #   cargo-lints: with the denials in place, an unsafe block without its SAFETY comment fails the suite);
 # - `unsafe` outside wrappers/ and the extern "C" entry points stays within the budget below
 #   (tests/scripts/unsafe_count.py counts it);
@@ -28,15 +29,28 @@ breaches() {
   for f in $ROOTS; do grep -qxF "$DENY" "$dir/$f" || echo "$f: no '$DENY'"; done
   # Each file read whole (-z: one record), so an attribute split over lines (or a generator's string
   # continued on the next line) is read as one: [^)]* spans newlines.
-  grep -rlzE 'allow\([^)]*(unsafe_op_in_unsafe_fn|undocumented_unsafe_blocks|missing_safety_doc)' \
+  grep -rlzE "allow\\([^)]*($SAFETY_LINTS)" \
     --include='*.rs' "$dir/wrappers" "$dir/shim" "$dir/tools" 2>/dev/null | sed "s|^$dir/||; s|\$|: allows a safety lint|"
 }
+# The lints that guard unsafe code: none may be allowed, in the sources or in what build.rs generates.
+SAFETY_LINTS='unsafe_op_in_unsafe_fn|undocumented_unsafe_blocks|missing_safety_doc|not_unsafe_ptr_arg_deref'
 
 found=$(breaches "$root")
 [ -z "$found" ]
 rc=$?
 verdict "every crate root denies the unsafe lints and nothing allows them again" $rc
 [ -n "$found" ] && echo "$found" | sed 's/^/    | /'
+
+# The generated code of the newest build (build.rs writes it under target/): the same rule.
+newest=$(ls -t target/*/build/mpixstream-wrappers-*/out/forwarders.rs 2>/dev/null | head -n 1)
+generated=${newest%/forwarders.rs}
+if [ -n "$generated" ]; then
+  allowing=$(grep -lzE "allow\\([^)]*($SAFETY_LINTS)" "$generated"/*.rs 2>/dev/null)
+  [ -z "$allowing" ]
+  rc=$?
+  verdict "the generated code allows no safety lint ($generated)" $rc
+  [ -n "$allowing" ] && echo "$allowing" | sed 's/^/    | /'
+fi
 
 count=$(python3 tests/scripts/unsafe_count.py "$root")
 [ "$count" -le "$BUDGET" ]
@@ -72,6 +86,10 @@ printf '#[allow(non_snake_case,\n    clippy::missing_safety_doc)]\npub fn sample
 breaches "$tmp" | grep -qx 'shim/src/sample.rs: allows a safety lint'
 rc=$?
 verdict "the check catches an allow of a safety lint split over two lines" $rc
+printf '#[allow(clippy::not_unsafe_ptr_arg_deref)]\npub fn sample(p: *const u8) {}\n' >"$tmp/shim/src/sample.rs"
+breaches "$tmp" | grep -qx 'shim/src/sample.rs: allows a safety lint'
+rc=$?
+verdict "the check catches an allow of not_unsafe_ptr_arg_deref" $rc
 printf 'const A: &str = "#[allow(non_snake_case, \\\n     clippy::missing_safety_doc)]";\n' >"$tmp/shim/src/sample.rs"
 breaches "$tmp" | grep -qx 'shim/src/sample.rs: allows a safety lint'
 rc=$?

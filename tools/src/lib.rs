@@ -192,6 +192,14 @@ pub unsafe extern "C" fn mpixstream_tools_contended(
     }
 }
 
+/// Called by each thread of the lean library's own when it starts
+/// (`mpixstream_wrappers::tools::LIBRARY_THREAD_SYMBOL`): its calls are not the program's, and the
+/// profile leaves them out.
+#[no_mangle]
+pub extern "C" fn mpixstream_tools_library_thread() {
+    guard_with("mpixstream_tools_library_thread", (), profile::mark_library_thread);
+}
+
 /// Called by the lean library after each communicator constructor it interposes
 /// (`mpixstream_wrappers::tools::COMM_CREATED_SYMBOL`, `kind` a `CommCtor`'s position in
 /// `CommCtor::ALL`): MPICH's round robin counts it (`round_robin`).

@@ -103,8 +103,13 @@ pub fn named(n: u32) -> Slot {
 
 /// A slot for an endpoint whose number is unknown; the last one is shared once they run out.
 pub fn unnamed() -> Slot {
+    next_unnamed(&NEXT_UNNAMED)
+}
+
+/// The next unnamed slot of `counter` (which starts at `NAMED`).
+fn next_unnamed(counter: &AtomicU16) -> Slot {
     // Saturating at SLOTS: a wrapping count would hand out named slots after 65,536 communicators.
-    let s = NEXT_UNNAMED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < SLOTS as u16).then(|| s + 1));
+    let s = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < SLOTS as u16).then(|| s + 1));
     s.unwrap_or_else(|full| full).min((SLOTS - 1) as u16)
 }
 
@@ -171,6 +176,18 @@ impl ThreadProfile {
 }
 
 static THREADS: Mutex<Vec<&'static ThreadProfile>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The calling thread is one of the lean library's own (a progress or engine thread: it says so when
+    /// it starts, `mark_library_thread`): its calls are not the program's and are never profiled.
+    static LIBRARY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread is the lean library's: none of its calls is profiled, and it never counts as one
+/// of the program's threads.
+pub fn mark_library_thread() {
+    LIBRARY.with(|l| l.set(true));
+}
 static THREAD_COUNT: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
@@ -265,7 +282,7 @@ pub fn enter_comm(slot: Slot, set: &ThreadSet) -> Inside {
 
 #[inline]
 fn enter_as(slots: impl IntoIterator<Item = Slot>, set: Option<&ThreadSet>) -> Inside {
-    if !on() {
+    if !on() || LIBRARY.with(Cell::get) {
         return Inside::none();
     }
     let me = me();
@@ -428,5 +445,38 @@ mod tests {
         drop(enter_comm(slot, &set));
         drop(enter_comm(slot, &set));
         assert_eq!(set.list().0.len(), 1);
+    }
+
+    #[test]
+    fn a_library_thread_is_never_profiled() {
+        start();
+        clock::start();
+        let slot = unnamed();
+        let set = ThreadSet::default();
+        let tid = std::thread::spawn(move || {
+            mark_library_thread();
+            let g = enter_comm(slot, &set);
+            assert!(g.me.is_none(), "a library thread's call enters nothing");
+            drop(g);
+            assert_eq!(set.list().0.len(), 0, "nor joins the communicator's threads");
+            thread_id()
+        })
+        .join()
+        .unwrap();
+        assert!(threads().iter().all(|t| t.tid != tid), "nor is it one of the profile's threads");
+    }
+
+    #[test]
+    fn unnamed_slots_saturate_and_never_wrap_onto_named_ones() {
+        let counter = AtomicU16::new(NAMED as u16);
+        let first = next_unnamed(&counter);
+        assert_eq!(first as usize, NAMED);
+        // Past 65,536 requests a wrapping u16 would have come back to 0 (a named slot).
+        for _ in 0..(u16::MAX as usize + 10) {
+            let s = next_unnamed(&counter);
+            assert!((NAMED..SLOTS).contains(&(s as usize)), "slot {s}");
+        }
+        assert_eq!(next_unnamed(&counter) as usize, SLOTS - 1);
+        assert_eq!(counter.load(Ordering::Relaxed) as usize, SLOTS);
     }
 }

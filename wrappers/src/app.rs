@@ -128,15 +128,19 @@ impl<'call, T> AppArg<'call, T> {
     pub fn as_in(self) -> AppIn<'call, T> {
         AppIn { p: self.p, _call: PhantomData }
     }
+}
 
-    /// The same memory, handed to an operation that completes after the call returns.
+impl AppArg<'_, c_void> {
+    /// The same buffer, with `count` elements of `datatype`, handed to an operation that completes after
+    /// the call returns.
     ///
     /// # Safety
-    /// The argument is one MPI requires valid until that operation completes (a nonblocking call's
-    /// buffer), and that operation is the one it goes to.
+    /// As [`PendingBuf::new`]: `count` and `datatype` are the ones the call gives for this buffer, which
+    /// MPI requires valid until that operation completes (a nonblocking call's buffer), and that
+    /// operation is the one it goes to.
     #[inline(always)]
-    pub unsafe fn pending(self) -> Pending<T> {
-        Pending(self.p)
+    pub unsafe fn pending(self, count: crate::ffi::MPI_Count, datatype: crate::ffi::MPI_Datatype) -> PendingBuf {
+        PendingBuf { p: self.p, count, datatype }
     }
 }
 
@@ -320,64 +324,135 @@ impl<'call, T: Copy> AppInArray<'call, T> {
     }
 }
 
-/// The application's memory handed to an operation that completes after the call returns (an enqueued
+/// The application's buffer handed to an operation that completes after the call returns (an enqueued
 /// operation's buffer, a nonblocking receive's that a multiplex engine matches later, a persistent
-/// buffered send's): valid as MPI requires of it (readable for a send, writable for a receive, with the
-/// operation's own count and datatype) until that operation completes, and passed to that operation only
-/// (MPI's rule on the application). Only its address is kept: nothing dereferences it but MPI, so any
-/// thread may hold it and complete the operation.
-pub struct Pending<T>(*mut T);
+/// buffered send's), bound to the count and datatype its call gave for it: one value, so that safe code
+/// can hand MPI the buffer only with its own count and datatype (the typed layer's `raw_buffers` calls
+/// take them from here). Valid as MPI requires of it (readable for a send, writable for a receive) until
+/// that operation completes, and passed to that operation only (MPI's rule on the application).
+/// Neither `Copy` nor `Clone`: one operation's buffer has one holder.
+///
+/// A buffer and a count of safe code's choosing do not compile together:
+/// ```compile_fail,E0061
+/// fn wider(comm: mpixstream_wrappers::mpi::Comm, buf: &mpixstream_wrappers::app::PendingBuf) {
+///     let _ = comm.irecv(buf, 1 << 20, mpixstream_wrappers::mpi::Datatype::BYTE, 0, 0);
+/// }
+/// ```
+/// nor a second holder of one buffer:
+/// ```compile_fail,E0599
+/// fn twice(buf: mpixstream_wrappers::app::PendingBuf) -> (mpixstream_wrappers::app::PendingBuf, mpixstream_wrappers::app::PendingBuf) {
+///     (buf.clone(), buf)
+/// }
+/// ```
+/// while a receive into the buffer, with its own count and datatype, does:
+/// ```no_run
+/// fn into(comm: mpixstream_wrappers::mpi::Comm, buf: &mpixstream_wrappers::app::PendingBuf) {
+///     let _ = comm.irecv(buf, 0, 0);
+/// }
+/// ```
+pub struct PendingBuf {
+    p: *mut c_void,
+    count: crate::ffi::MPI_Count,
+    datatype: crate::ffi::MPI_Datatype,
+}
 
-impl<T> Clone for Pending<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Pending<T> {}
-impl<T> PartialEq for Pending<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-impl<T> Eq for Pending<T> {}
-impl<T> std::fmt::Debug for Pending<T> {
+impl std::fmt::Debug for PendingBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pending({:p})", self.0)
+        write!(f, "PendingBuf({:p}, {} x 0x{:08x})", self.p, self.count, self.datatype as u32)
     }
 }
 
-// SAFETY: an address, never dereferenced here; MPI's rule keeps the memory valid until the operation
-// completes, whichever thread completes it (MPI lets any).
-unsafe impl<T> Send for Pending<T> {}
-// SAFETY: as for `Send`: shared, it is only read as an address.
-unsafe impl<T> Sync for Pending<T> {}
+// SAFETY: an address with its count and datatype, never dereferenced by Rust code: only MPI reads or
+// writes the memory, within the one operation it is handed to, and MPI's rule keeps it valid until that
+// operation completes whichever thread completes it (MPI lets any).
+unsafe impl Send for PendingBuf {}
+// SAFETY: shared, it is only read (address, count, datatype: plain values); the memory behind it is
+// reached only through MPI, by the operation's one completion (a multiplex receive's `finish`).
+unsafe impl Sync for PendingBuf {}
 
-impl<T> Pending<T> {
-    /// The application's `p`, handed to one operation that completes later.
+impl PendingBuf {
+    /// The application's buffer `p` of `count` elements of `datatype`, handed to one operation that
+    /// completes later.
     ///
     /// # Safety
-    /// MPI's rule on the application (the type's comment): `p` valid as the operation requires until it
-    /// completes, and not handed to another operation meanwhile.
+    /// `p`, `count` and `datatype` are one buffer argument of the application's call with the count and
+    /// datatype that call gives for it (as MPI pairs them: a collective's per-process count times the
+    /// group size where the buffer holds one part per process is the caller's to pass as that call's
+    /// own); `p` is valid as the operation requires of that buffer until it completes (MPI's rule on the
+    /// application), and not handed to another operation meanwhile. `p` may be one of MPI's sentinels
+    /// (`MPI_IN_PLACE`, `MPI_BOTTOM`) where the call allows it.
     #[inline(always)]
-    pub unsafe fn new(p: *mut T) -> Self {
-        Pending(p)
+    pub unsafe fn new(p: *mut c_void, count: crate::ffi::MPI_Count, datatype: crate::ffi::MPI_Datatype) -> Self {
+        PendingBuf { p, count, datatype }
     }
 
-    /// No memory: for an operation of no elements.
+    /// No memory: an operation of no elements.
     #[inline(always)]
     pub fn none() -> Self {
-        Pending(std::ptr::null_mut())
+        PendingBuf { p: std::ptr::null_mut(), count: 0, datatype: crate::ffi::MPI_BYTE }
+    }
+
+    /// The address, as the application passed it (to compare, or to stage).
+    #[inline(always)]
+    pub fn ptr(&self) -> *mut c_void {
+        self.p
     }
 
     #[inline(always)]
-    pub fn ptr(self) -> *mut T {
-        self.0
+    pub fn count(&self) -> crate::ffi::MPI_Count {
+        self.count
     }
 
-    /// The same memory as an argument of a call of its operation (to a forwarder), its address handed on.
     #[inline(always)]
-    pub fn arg(&self) -> AppArg<'_, T> {
-        AppArg { p: self.0, _call: PhantomData }
+    pub fn datatype(&self) -> crate::ffi::MPI_Datatype {
+        self.datatype
+    }
+
+    /// The same buffer at `p` instead (staging: a copy of it in other memory).
+    ///
+    /// # Safety
+    /// `p` holds (for a send) or has room for (for a receive) this buffer's `count` elements of its
+    /// `datatype`, as MPI would read or write them, and stays valid until the operation completes.
+    #[inline(always)]
+    pub unsafe fn retarget(&mut self, p: *mut c_void) {
+        self.p = p;
+    }
+
+    /// The address as an argument of a call of its operation (to a forwarder, beside `count()` and
+    /// `datatype()`).
+    #[inline(always)]
+    pub fn arg(&self) -> AppArg<'_, c_void> {
+        AppArg { p: self.p, _call: PhantomData }
+    }
+}
+
+/// Where an operation that completes after its call returns puts its status: the application's status
+/// object, or nowhere (null or `MPI_STATUS_IGNORE`). Written by whichever thread completes the operation.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingStatus(*mut crate::ffi::MPI_Status);
+
+// SAFETY: the pointer is only written through `write`, and `PendingStatus::new`'s contract (the object
+// stays writable, and untouched by the application, until the operation completes) holds on any thread.
+unsafe impl Send for PendingStatus {}
+
+impl PendingStatus {
+    pub const NOWHERE: PendingStatus = PendingStatus(std::ptr::null_mut());
+
+    /// # Safety
+    /// `p` is null, `MPI_STATUS_IGNORE`, or the status object the application passed for one
+    /// operation: writable, and not accessed by the application, until that operation completes (for a
+    /// queued blocking call: until the queue has run it, as MPIX's enqueue semantics require).
+    pub unsafe fn new(p: *mut crate::ffi::MPI_Status) -> PendingStatus {
+        PendingStatus(p)
+    }
+
+    /// Stores `status` there (nothing for nowhere).
+    pub fn write(self, status: crate::ffi::MPI_Status) {
+        if points_to_memory(self.0) {
+            // SAFETY: a real destination is writable until its operation completes (`new`'s contract);
+            // it is written when the operation completes or, already complete, at its wait.
+            unsafe { *self.0 = status };
+        }
     }
 }
 

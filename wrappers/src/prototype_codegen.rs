@@ -191,16 +191,18 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
             continue;
         }
         let (params, args) = app_params(r, "crate::ffi::").expect("checked by generate_fn_types");
+        let (safety, head) = safe_call_head(r, "crate::ffi::").expect("checked by generate_fn_types");
         writeln!(
             s,
             "    /// `{}` with the application's arguments or our locals (`app`).\n\
-             \x20   #[inline(always)]\n\
-             \x20   #[allow(non_snake_case, clippy::too_many_arguments, clippy::not_unsafe_ptr_arg_deref)]\n\
-             \x20   pub fn call_{}(&self, {}) -> ::std::os::raw::c_int {{\n\
+             {}\x20   #[inline(always)]\n\
+             \x20   #[allow(non_snake_case, clippy::too_many_arguments)]\n\
+             \x20   pub {head} call_{}(&self, {}) -> ::std::os::raw::c_int {{\n\
              \x20       // SAFETY: the loaded MPI library's entry point of the row's prototype (`resolve`); every\n\
              \x20       // pointer the application's argument or our local, valid as MPI requires of it (`app`).\n\
              \x20       unsafe {{ (self.{})({}) }}\n\x20   }}",
             r.pmpi_name(),
+            safety.replace("/// ", "    /// "),
             r.pmpi_name(),
             params.join(", "),
             r.pmpi_name(),
@@ -210,6 +212,43 @@ pub fn generate_pmpi_table(rows: &[Row]) -> String {
     }
     s.push_str("}\n");
     s
+}
+
+/// The handles that are pointers (`MPI_File`, `MPIX_Async_thing`), which MPI dereferences without a
+/// check: a function that passes one on cannot be safe.
+const POINTER_HANDLES: &[&str] = &["MPI_File", "MPIX_Async_thing"];
+
+/// The parameters of `r` passed by value that are pointers (a pointer handle, or a pointer type that
+/// `app_params` leaves unwrapped), by name.
+fn raw_pointer_params(r: &Row, ffi: &str) -> Result<Vec<String>, String> {
+    let (params, _) = app_params(r, ffi)?;
+    Ok(params
+        .into_iter()
+        .filter_map(|p| {
+            let (name, ty) = p.split_once(": ")?;
+            let handle = POINTER_HANDLES.iter().any(|h| ty.strip_suffix(h).is_some_and(|pre| pre.ends_with("::")));
+            (handle || ty.starts_with('*')).then(|| name.to_string())
+        })
+        .collect())
+}
+
+/// How a generated safe call is declared (the generators' one contract, `generate_forwarders` and the
+/// table's `call_*`): every pointer argument comes wrapped (`app`), whose `unsafe` constructors carry the
+/// obligation, so the function is safe; a row with a pointer passed by value (`raw_pointer_params`)
+/// instead makes an `unsafe fn`, whose `# Safety` names those arguments. No lint is allowed for either.
+fn safe_call_head(r: &Row, ffi: &str) -> Result<(String, &'static str), String> {
+    let raw = raw_pointer_params(r, ffi)?;
+    if raw.is_empty() {
+        return Ok((String::new(), "fn"));
+    }
+    let names = raw.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    Ok((
+        format!(
+            "/// # Safety\n/// {names}: a pointer MPI dereferences unchecked (a pointer handle): one MPI made and \
+             still live, as the program passed it.\n"
+        ),
+        "unsafe fn",
+    ))
 }
 
 /// A row's parameters as the safe calls take them (pointers as `app::AppArg` / `app::AppIn`), and the
@@ -566,16 +605,16 @@ pub fn generate_forwarders(rows: &[Row]) -> Result<String, String> {
     );
     for r in rows {
         let (params, args) = app_params(r, "$crate::ffi::")?;
+        let (safety, head) = safe_call_head(r, "$crate::ffi::")?;
         writeln!(
             s,
             "/// `{}` through the next definition.\n\
-             #[inline(always)]\n\
-             // `not_unsafe_ptr_arg_deref`: `MPI_File` and `MPIX_Async_thing` are handles that are pointers, passed on.\n\
-             #[allow(non_snake_case, dead_code, clippy::too_many_arguments, clippy::not_unsafe_ptr_arg_deref)]\n\
-             pub fn {}({}) -> ::std::os::raw::c_int {{\n\
+             {safety}#[inline(always)]\n\
+             #[allow(non_snake_case, dead_code, clippy::too_many_arguments)]\n\
+             pub {head} {}({}) -> ::std::os::raw::c_int {{\n\
              // SAFETY: every pointer is the application's argument or our local, valid as MPI requires of it\n\
              // for the call (`app`'s contract), and a buffer comes with the count and datatype of the same\n\
-             // call.\n\
+             // call; a pointer passed by value, as this function's `# Safety` requires.\n\
              unsafe {{ $crate::next!({})({}) }}\n}}\n",
             r.c_prototype(""),
             r.name,

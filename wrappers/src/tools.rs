@@ -30,6 +30,10 @@ pub const CONTENDED_SYMBOL: &CStr = c"mpixstream_tools_contended";
 /// tools library counts MPICH's communicators as MPICH's round robin over its implicit VCIs does.
 pub const COMM_CREATED_SYMBOL: &CStr = c"mpixstream_tools_comm_created";
 
+/// `extern "C" fn()`: called by each thread of the lean library's own (progress, multiplex, enqueue
+/// engine threads) when it starts: the tools library does not count its calls as the program's.
+pub const LIBRARY_THREAD_SYMBOL: &CStr = c"mpixstream_tools_library_thread";
+
 /// The tools library's entry points, where it is preloaded (each `None` where its symbol is absent), as
 /// the lean library calls them: looked up once ([`ToolsEntries::lookup`]).
 pub struct ToolsEntries {
@@ -38,13 +42,22 @@ pub struct ToolsEntries {
     pub request_replaced: Option<extern "C" fn(crate::ffi::MPI_Request, crate::ffi::MPI_Request)>,
     pub contended: Option<extern "C" fn(crate::ffi::MPI_Comm, *const c_char)>,
     pub comm_created: Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>,
+    pub library_thread: Option<extern "C" fn()>,
 }
 
 impl ToolsEntries {
     /// The symbols in the global scope.
     pub fn lookup() -> ToolsEntries {
         let at = |name: &CStr| crate::dl::default_symbol(name) as usize;
-        let a = [INIT_SYMBOL, FINALIZE_SYMBOL, REQUEST_REPLACED_SYMBOL, CONTENDED_SYMBOL, COMM_CREATED_SYMBOL].map(at);
+        let a = [
+            INIT_SYMBOL,
+            FINALIZE_SYMBOL,
+            REQUEST_REPLACED_SYMBOL,
+            CONTENDED_SYMBOL,
+            COMM_CREATED_SYMBOL,
+            LIBRARY_THREAD_SYMBOL,
+        ]
+        .map(at);
         // SAFETY: each address is 0 (absent: `None`, the function pointer's niche) or that of the symbol the
         // tools library defines with this prototype (its `#[no_mangle]` definitions, typed by the comments
         // of the names above, which both libraries share).
@@ -62,6 +75,7 @@ impl ToolsEntries {
                     usize,
                     Option<extern "C" fn(c_int, crate::ffi::MPI_Comm, crate::ffi::MPI_Comm)>,
                 >(a[4]),
+                library_thread: transmute::<usize, Option<extern "C" fn()>>(a[5]),
             }
         }
     }

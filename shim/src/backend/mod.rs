@@ -20,7 +20,7 @@ mod split;
 
 use crate::config::{BackendChoice, Config};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, MpiResult, Stream};
+use mpixstream_wrappers::mpi::{Comm, MpiResult, OwnedComm, Stream};
 use mpixstream_wrappers::mpich_build;
 use mpixstream_wrappers::pmpi::Pmpi;
 use std::os::raw::c_int;
@@ -180,7 +180,7 @@ impl Backend {
     }
 
     /// Collective over `parent`: a communicator whose traffic runs on `native` (may be NULL).
-    pub fn stream_comm(self, parent: Comm, native: Stream) -> MpiResult<Comm> {
+    pub fn stream_comm(self, parent: Comm, native: Stream) -> MpiResult<OwnedComm> {
         match self {
             Backend::Native => native::stream_comm_create(parent, native),
             Backend::Serial => serial::stream_comm_create(parent),

@@ -3,7 +3,7 @@ use super::pool_size::Node;
 use crate::config::Config;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::stream::streams_supported;
-use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Stream};
+use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, OwnedComm, OwnedStream, Stream};
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
@@ -71,8 +71,9 @@ pub fn finish_control_variables() {
 /// Our model of MPICH's reserved-VCI allocation, for the report: `MPID_Allocate_vci` (ch4_vci.c) gives
 /// a new native stream the lowest free VCI from `NUM_VCIS` up, and the UCX probe confirms it (worker
 /// `NUM_VCIS + i`). Every native stream of the process is created and freed here, under this lock, so the
-/// model stays in step: position = reserved index, value = the native stream holding it.
-static RESERVED: Mutex<Vec<MPIX_Stream>> = Mutex::new(Vec::new());
+/// model stays in step: position = reserved index, value = the native stream holding it, owned here (the
+/// table frees it: `free_stream`).
+static RESERVED: Mutex<Vec<Option<OwnedStream>>> = Mutex::new(Vec::new());
 
 /// The VCI a native stream of ours runs on (`NUM_VCIS` + reserved index), if it is one of ours.
 pub fn vci_of(native: MPIX_Stream) -> Option<u32> {
@@ -80,7 +81,7 @@ pub fn vci_of(native: MPIX_Stream) -> Option<u32> {
         return None;
     }
     let reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    let pos = reserved.iter().position(|&s| s == native)?;
+    let pos = reserved.iter().position(|s| s.as_ref().is_some_and(|s| s.raw() == native))?;
     Some(implicit_vcis_in_force() + pos as u32)
 }
 
@@ -96,16 +97,17 @@ pub fn create_stream() -> Result<MPIX_Stream, String> {
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     // Never the application's info: a GPU "type" would make native MPICH lock every reserved VCI;
     // queues are ours (the enqueue engine), the endpoint is MPICH's.
-    let created = Stream::create(Info::NULL);
-    if let Ok(s) = created {
-        match reserved.iter().position(|&h| h == MPIX_STREAM_NULL) {
-            Some(pos) => reserved[pos] = s.raw(),
-            None => reserved.push(s.raw()),
+    let created = Stream::create(Info::NULL).map(|s| {
+        let raw = s.raw();
+        match reserved.iter().position(Option::is_none) {
+            Some(pos) => reserved[pos] = Some(s),
+            None => reserved.push(Some(s)),
         }
-    }
+        raw
+    });
     drop(reserved);
     match created {
-        Ok(s) => Ok(s.raw()),
+        Ok(s) => Ok(s),
         Err(rc) => {
             Err(format!("MPICH refused a reserved endpoint (error {rc}); its pool ({RESERVE}) is smaller than ours"))
         }
@@ -117,16 +119,18 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
         return Err("native MPIX_Stream_free is missing".into());
     }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(rc) = Stream(native).free() {
+    let Some(owned) = reserved.iter_mut().find(|s| s.as_ref().is_some_and(|s| s.raw() == native)) else {
+        return Err(format!("0x{:08x} is no native stream of ours", native as u32));
+    };
+    // Its slot is free once MPICH freed it; a refused free leaves the stream, its VCI and the slot taken.
+    if let Some(Err((kept, rc))) = owned.take().map(OwnedStream::free_or_keep) {
+        *owned = Some(kept);
         return Err(format!("native MPIX_Stream_free failed (error {rc})"));
-    }
-    if let Some(pos) = reserved.iter().position(|&h| h == native) {
-        reserved[pos] = MPIX_STREAM_NULL;
     }
     Ok(())
 }
 
-pub fn stream_comm_create(parent: Comm, native: Stream) -> MpiResult<Comm> {
+pub fn stream_comm_create(parent: Comm, native: Stream) -> MpiResult<OwnedComm> {
     if pmpi().PMPIX_Stream_comm_create.is_none() {
         return Err(MPI_ERR_INTERN);
     }

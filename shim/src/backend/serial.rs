@@ -1,10 +1,10 @@
 //! Serial backend: MPICH without native streams. A stream communicator is a duplicate of its parent;
 //! every stream shares MPICH's endpoint. Correct, serialised, and honest about it in the banner.
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, MpiResult};
+use mpixstream_wrappers::mpi::{Comm, MpiResult, OwnedComm};
 use std::os::raw::c_int;
 
-pub fn stream_comm_create(parent: Comm) -> MpiResult<Comm> {
+pub fn stream_comm_create(parent: Comm) -> MpiResult<OwnedComm> {
     parent.dup()
 }
 

@@ -11,9 +11,8 @@
 //! same endpoint: anything else is refused on every member.
 use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op};
+use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op, OwnedComm, OwnedInfo, SharedComm};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
 /// Intel MPI's control variables (writable through the tool interface before `MPI_Init*`, as MPICH's).
@@ -33,7 +32,8 @@ static TAKEN: Mutex<(u64, u32)> = Mutex::new((0, 0));
 
 /// For each taken endpoint, a private communicator on it that never carries a message: its
 /// `MPI_Iprobe` turns that endpoint's progress only ([`progress`]); read without a lock.
-static QUIET: [AtomicI32; 64] = [const { AtomicI32::new(MPI_COMM_NULL) }; 64];
+/// Owned here, freed when the endpoint is given back.
+static QUIET: [SharedComm; 64] = [const { SharedComm::empty() }; 64];
 
 fn taken() -> std::sync::MutexGuard<'static, (u64, u32)> {
     TAKEN.lock().unwrap_or_else(|e| e.into_inner())
@@ -60,7 +60,7 @@ pub fn endpoint_of(native: MPIX_Stream) -> Option<u32> {
 }
 
 /// An info object holding `thread_id=k` (the caller frees it).
-fn info_for(k: u32) -> MpiResult<Info> {
+fn info_for(k: u32) -> MpiResult<OwnedInfo> {
     let info = Info::create()?;
     let value = std::ffi::CString::new(k.to_string()).unwrap_or_default();
     if let Err(rc) = info.set(KEY, &value) {
@@ -77,7 +77,7 @@ pub fn set_endpoint(comm: MPI_Comm, k: u32) -> c_int {
         Ok(i) => i,
         Err(rc) => return rc,
     };
-    let rc = Comm(comm).set_info(info);
+    let rc = Comm(comm).set_info(*info);
     let _ = info.free();
     rc.err().unwrap_or(MPI_SUCCESS)
 }
@@ -92,18 +92,24 @@ fn claim(k: u32) -> Result<MPIX_Stream, String> {
         }
         t.0 |= 1u64 << k;
     }
-    let (quiet, rc) = match Comm::SELF.dup() {
-        Ok(quiet) => (quiet.raw(), set_endpoint(quiet.raw(), k)),
-        Err(rc) => (MPI_COMM_NULL, rc),
-    };
-    if rc != MPI_SUCCESS {
-        if quiet != MPI_COMM_NULL {
-            let _ = Comm(quiet).free();
+    let made = Comm::SELF.dup().and_then(|quiet| match set_endpoint(quiet.raw(), k) {
+        MPI_SUCCESS => Ok(quiet),
+        rc => {
+            let _ = quiet.free();
+            Err(rc)
         }
-        taken().0 &= !(1u64 << k);
-        return Err(format!("cannot make endpoint {k}'s progress communicator (error {rc})"));
+    });
+    let quiet = match made {
+        Ok(quiet) => quiet,
+        Err(rc) => {
+            taken().0 &= !(1u64 << k);
+            return Err(format!("cannot make endpoint {k}'s progress communicator (error {rc})"));
+        }
+    };
+    if let Err(stale) = QUIET[k as usize].put(quiet) {
+        // Endpoint k was free (its bit was clear), so its slot is empty: never reached.
+        let _ = stale.free();
     }
-    QUIET[k as usize].store(quiet, Ordering::Release);
     Ok(HANDLE_BASE | k as c_int)
 }
 
@@ -158,9 +164,8 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
         return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));
     };
-    let quiet = QUIET[k as usize].swap(MPI_COMM_NULL, Ordering::AcqRel);
-    if quiet != MPI_COMM_NULL {
-        let _ = Comm(quiet).free();
+    if let Some(quiet) = QUIET[k as usize].take() {
+        let _ = quiet.free();
     }
     taken().0 &= !(1u64 << k);
     Ok(())
@@ -168,7 +173,7 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
 
 /// Collective over `parent`: a dup on `native`'s endpoint, where every member attached the same one
 /// (Intel MPI's rule); refused on every member otherwise, with an error naming the endpoints.
-pub fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream) -> MpiResult<Comm> {
+pub fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream) -> MpiResult<OwnedComm> {
     const F: &str = "MPIX_Stream_comm_create";
     let k = endpoint_of(native).unwrap_or(0) as c_int;
     // max(k) and max(-k) = -min(k), in one reduction.
@@ -201,9 +206,9 @@ pub fn stream_comm_create(parent: MPI_Comm, native: MPIX_Stream) -> MpiResult<Co
 /// of ours).
 pub fn progress(native: MPIX_Stream) -> Option<c_int> {
     let k = endpoint_of(native).filter(|&k| (1..64).contains(&k))?;
-    let quiet = QUIET[k as usize].load(Ordering::Acquire);
-    if quiet == MPI_COMM_NULL {
+    let quiet = QUIET[k as usize].view();
+    if quiet == Comm::NULL {
         return None;
     }
-    Some(Comm(quiet).iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).err().unwrap_or(MPI_SUCCESS))
+    Some(quiet.iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).err().unwrap_or(MPI_SUCCESS))
 }

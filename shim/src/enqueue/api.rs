@@ -10,9 +10,9 @@ use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
 use crate::streams::StreamTable;
-use mpixstream_wrappers::app::{AppArg, CallScope, Pending};
+use mpixstream_wrappers::app::{AppArg, CallScope, PendingBuf};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{self, Datatype};
+use mpixstream_wrappers::mpi;
 use std::os::raw::{c_int, c_void};
 
 /// The engine of `comm`'s local stream, or the error (raised on `comm`).
@@ -145,7 +145,7 @@ macro_rules! p2p {
             let count = count as MPI_Count;
             let kind =
                 // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-                unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+                unsafe { Kind::Send { buf: PendingBuf::new(buf.cast_mut(), count, datatype), dest, tag } };
             enqueue!($send, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -163,7 +163,7 @@ macro_rules! p2p {
         ) -> c_int {
             let count = count as MPI_Count;
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Recv { buf: Pending::new(buf), count, dt: Datatype(datatype), source, tag } };
+            let kind = unsafe { Kind::Recv { buf: PendingBuf::new(buf, count, datatype), source, tag } };
             // SAFETY: the application's status for this operation: null, ignored, or writable until it
             // completes (MPI's rule for a queued call).
             let done = Completion::Blocking(unsafe { StatusDst::new(status) });
@@ -185,7 +185,7 @@ macro_rules! p2p {
             let count = count as MPI_Count;
             let kind =
                 // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-                unsafe { Kind::Send { buf: Pending::new(buf.cast_mut()), count, dt: Datatype(datatype), dest, tag } };
+                unsafe { Kind::Send { buf: PendingBuf::new(buf.cast_mut(), count, datatype), dest, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
             let done = Completion::Request(unsafe { AppArg::new(&scope, request) });
@@ -206,7 +206,7 @@ macro_rules! p2p {
         ) -> c_int {
             let count = count as MPI_Count;
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Recv { buf: Pending::new(buf), count, dt: Datatype(datatype), source, tag } };
+            let kind = unsafe { Kind::Recv { buf: PendingBuf::new(buf, count, datatype), source, tag } };
             let scope = CallScope::new();
             // SAFETY: the application's request argument: null (refused) or writable during the call.
             let done = Completion::Request(unsafe { AppArg::new(&scope, request) });
@@ -232,10 +232,11 @@ macro_rules! collectives {
             comm: MPI_Comm,
         ) -> c_int {
             let count = count as MPI_Count;
-            let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
+            let (sbuf, op) = (sendbuf.cast_mut(), mpi::Op(op));
             let kind =
-                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-                unsafe { Kind::Allreduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op } };
+                // SAFETY: the application's buffers for this operation, each with the call's count and
+                // datatype, valid until it completes (MPI's rule).
+                unsafe { Kind::Allreduce { sbuf: PendingBuf::new(sbuf, count, datatype), rbuf: PendingBuf::new(recvbuf, count, datatype), op } };
             enqueue!($allreduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -251,7 +252,7 @@ macro_rules! collectives {
         ) -> c_int {
             let count = count as MPI_Count;
             // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-            let kind = unsafe { Kind::Bcast { buf: Pending::new(buffer), count, dt: Datatype(datatype), root } };
+            let kind = unsafe { Kind::Bcast { buf: PendingBuf::new(buffer, count, datatype), root } };
             enqueue!($bcast, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -268,10 +269,11 @@ macro_rules! collectives {
             comm: MPI_Comm,
         ) -> c_int {
             let count = count as MPI_Count;
-            let (sbuf, dt, op) = (sendbuf.cast_mut(), Datatype(datatype), mpi::Op(op));
+            let (sbuf, op) = (sendbuf.cast_mut(), mpi::Op(op));
             let kind =
-                // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
-                unsafe { Kind::Reduce { sbuf: Pending::new(sbuf), rbuf: Pending::new(recvbuf), count, dt, op, root } };
+                // SAFETY: the application's buffers for this operation, each with the call's count and
+                // datatype, valid until it completes (MPI's rule).
+                unsafe { Kind::Reduce { sbuf: PendingBuf::new(sbuf, count, datatype), rbuf: PendingBuf::new(recvbuf, count, datatype), op, root } };
             enqueue!($reduce, comm, [count], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
 
@@ -288,10 +290,11 @@ macro_rules! collectives {
             comm: MPI_Comm,
         ) -> c_int {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
-            let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let sbuf = sendbuf.cast_mut();
+            // SAFETY: the application's buffers for this operation, each with its count (per process) and
+            // datatype in the call, valid until it completes (MPI's rule).
             let kind = unsafe {
-                Kind::Allgather { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype }
+                Kind::Allgather { sbuf: PendingBuf::new(sbuf, scount, sendtype), rbuf: PendingBuf::new(recvbuf, rcount, recvtype) }
             };
             enqueue!($allgather, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }
@@ -309,10 +312,11 @@ macro_rules! collectives {
             comm: MPI_Comm,
         ) -> c_int {
             let (scount, rcount) = (sendcount as MPI_Count, recvcount as MPI_Count);
-            let (sbuf, stype, rtype) = (sendbuf.cast_mut(), Datatype(sendtype), Datatype(recvtype));
-            // SAFETY: the application's buffers for this operation, valid until it completes (MPI's rule).
+            let sbuf = sendbuf.cast_mut();
+            // SAFETY: the application's buffers for this operation, each with its count (per process) and
+            // datatype in the call, valid until it completes (MPI's rule).
             let kind = unsafe {
-                Kind::Alltoall { sbuf: Pending::new(sbuf), scount, stype, rbuf: Pending::new(recvbuf), rcount, rtype }
+                Kind::Alltoall { sbuf: PendingBuf::new(sbuf, scount, sendtype), rbuf: PendingBuf::new(recvbuf, rcount, recvtype) }
             };
             enqueue!($alltoall, comm, [scount, rcount], kind, Completion::Blocking(StatusDst::NOWHERE))
         }

@@ -6,7 +6,6 @@
 use super::cuda::{CudaQueue, StageBuf, Staging};
 use super::flags::{reached, POSITION_WORD};
 use super::ops::{Buf, Kind, MPI_IN_PLACE};
-use mpixstream_wrappers::app::Pending;
 use mpixstream_wrappers::cuda::{pointer_attribute, Current, MemoryType, PinnedBuf, PointerAttribute};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::Comm;
@@ -69,9 +68,12 @@ impl CudaQueue {
             sb.pos = None;
             // MPI addresses the buffer at `ptr + true_lb`; the staged copy starts there.
             let at = host.wrapping_offset(-(lb as isize)) as *mut c_void;
-            // SAFETY: pool buffer `idx`, ours, `bytes` long from `ptr + true_lb` as the operation's count and
-            // datatype address it, kept for the operation alone until it is done (`sb.seq`).
-            kind.set_buffer(b.which, unsafe { Pending::new(at) });
+            if let Some(buf) = kind.buffer_mut(b.which) {
+                // SAFETY: pool buffer `idx`, ours, `bytes` long from `ptr + true_lb` as the operation's
+                // count and datatype (the buffer's own) address it, kept for the operation alone until it is
+                // done (`sb.seq`).
+                unsafe { buf.retarget(at) };
+            }
             if b.output {
                 staged.back.push(CopyBack { dev, bytes, buf: idx });
             }

@@ -8,7 +8,7 @@ use super::ops::{empty_status, Op};
 use crate::runtime::Runtime;
 use crate::streams::StreamSlot;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::Request;
+use mpixstream_wrappers::mpi::OwnedRequest;
 use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ pub struct Driver {
     ledger: Arc<Ledger>,
     /// CUDA queues: the done words the stream waits for, written at each completion.
     flags: Option<Arc<Flags>>,
-    inflight: Vec<(Op, Request)>,
+    inflight: Vec<(Op, OwnedRequest)>,
 }
 
 impl Driver {
@@ -113,7 +113,7 @@ impl Driver {
     /// Starts `op` and tests it for up to `window`, for an operation run on the enqueuing thread
     /// while nothing else is in flight: its outcome, or its request if it is not complete by then
     /// (the caller registers it and hands it to `adopt`). A failure to start is an outcome.
-    pub fn start_and_poll(&mut self, op: &Op, window: Duration) -> Result<(MPI_Status, Option<c_int>), Request> {
+    pub fn start_and_poll(&mut self, op: &Op, window: Duration) -> Result<(MPI_Status, Option<c_int>), OwnedRequest> {
         debug_assert!(self.inflight.is_empty());
         let started = {
             let _claim = self.slot.claim();
@@ -148,7 +148,7 @@ impl Driver {
     }
 
     /// Keeps `op`, started by `start_and_poll` as `req` and registered since, in flight.
-    pub fn adopt(&mut self, op: Op, req: Request) {
+    pub fn adopt(&mut self, op: Op, req: OwnedRequest) {
         self.inflight.push((op, req));
     }
 
@@ -198,7 +198,7 @@ impl Driver {
 /// Tests `op`'s request once: its status and error once complete.
 /// The status starts empty: MPICH fills in only what the request kind defines (a send: the cancelled bit).
 #[inline]
-fn test(op: &Op, req: &mut Request) -> Option<(MPI_Status, Option<c_int>)> {
+fn test(op: &Op, req: &mut OwnedRequest) -> Option<(MPI_Status, Option<c_int>)> {
     let mut status = empty_status();
     let err = match req.test_into(&mut status) {
         Ok(false) => return None,

@@ -1,67 +1,52 @@
 //! The operations that can be enqueued, and how the driving thread starts each one: always as the
 //! nonblocking MPI call, completed by `MPI_Test` in the engine's loop (so one thread keeps every
 //! operation of the stream moving, and never blocks inside MPI).
-use mpixstream_wrappers::app::Pending;
+use mpixstream_wrappers::app::PendingBuf;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, Request};
+use mpixstream_wrappers::mpi::{self, Comm, Datatype, MpiResult, OwnedRequest};
 use std::os::raw::{c_int, c_void};
 
 /// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
 pub const MPI_IN_PLACE: *mut c_void = usize::MAX as *mut c_void;
 
-#[derive(Clone, Copy, Debug)]
+/// An enqueued operation: each buffer the application's (`PendingBuf`: with its call's count and
+/// datatype), or staging's copy of it.
+#[derive(Debug)]
 pub enum Kind {
     Send {
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        dt: Datatype,
+        buf: PendingBuf,
         dest: c_int,
         tag: c_int,
     },
     Recv {
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        dt: Datatype,
+        buf: PendingBuf,
         source: c_int,
         tag: c_int,
     },
     Barrier,
     Bcast {
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        dt: Datatype,
+        buf: PendingBuf,
         root: c_int,
     },
     Reduce {
-        sbuf: Pending<c_void>,
-        rbuf: Pending<c_void>,
-        count: MPI_Count,
-        dt: Datatype,
+        sbuf: PendingBuf,
+        rbuf: PendingBuf,
         op: mpi::Op,
         root: c_int,
     },
     Allreduce {
-        sbuf: Pending<c_void>,
-        rbuf: Pending<c_void>,
-        count: MPI_Count,
-        dt: Datatype,
+        sbuf: PendingBuf,
+        rbuf: PendingBuf,
         op: mpi::Op,
     },
+    /// Counts per process, as the call gives them.
     Allgather {
-        sbuf: Pending<c_void>,
-        scount: MPI_Count,
-        stype: Datatype,
-        rbuf: Pending<c_void>,
-        rcount: MPI_Count,
-        rtype: Datatype,
+        sbuf: PendingBuf,
+        rbuf: PendingBuf,
     },
     Alltoall {
-        sbuf: Pending<c_void>,
-        scount: MPI_Count,
-        stype: Datatype,
-        rbuf: Pending<c_void>,
-        rcount: MPI_Count,
-        rtype: Datatype,
+        sbuf: PendingBuf,
+        rbuf: PendingBuf,
     },
 }
 
@@ -100,78 +85,73 @@ impl Kind {
     /// The buffers this rank's part of the operation reads and writes (`rank`, `size`: in `comm`).
     pub fn buffers(&self, rank: c_int, size: c_int) -> Vec<Buf> {
         let n = size.max(0) as MPI_Count;
-        let b = |which, ptr: Pending<c_void>, count, dt, input, output| Buf {
+        // `per`: elements of the buffer per count (the group size for a buffer of one part per process).
+        let b = |which, buf: &PendingBuf, per: MPI_Count, input, output| Buf {
             which,
-            ptr: ptr.ptr(),
-            count,
-            dt,
+            ptr: buf.ptr(),
+            count: buf.count() * per,
+            dt: Datatype(buf.datatype()),
             input,
             output,
         };
-        match *self {
-            Kind::Send { buf, count, dt, .. } => vec![b(Which::Send, buf, count, dt, true, false)],
-            Kind::Recv { buf, count, dt, .. } => vec![b(Which::Recv, buf, count, dt, false, true)],
+        match self {
+            Kind::Send { buf, .. } => vec![b(Which::Send, buf, 1, true, false)],
+            Kind::Recv { buf, .. } => vec![b(Which::Recv, buf, 1, false, true)],
             Kind::Barrier => vec![],
-            Kind::Bcast { buf, count, dt, root } => vec![b(Which::Recv, buf, count, dt, rank == root, rank != root)],
-            Kind::Reduce { sbuf, rbuf, count, dt, root, .. } => {
-                if rank == root && sbuf.ptr() == MPI_IN_PLACE {
-                    vec![b(Which::Recv, rbuf, count, dt, true, true)]
-                } else if rank == root {
-                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
+            Kind::Bcast { buf, root } => vec![b(Which::Recv, buf, 1, rank == *root, rank != *root)],
+            Kind::Reduce { sbuf, rbuf, root, .. } => {
+                if rank == *root && sbuf.ptr() == MPI_IN_PLACE {
+                    vec![b(Which::Recv, rbuf, 1, true, true)]
+                } else if rank == *root {
+                    vec![b(Which::Send, sbuf, 1, true, false), b(Which::Recv, rbuf, 1, false, true)]
                 } else {
-                    vec![b(Which::Send, sbuf, count, dt, true, false)]
+                    vec![b(Which::Send, sbuf, 1, true, false)]
                 }
             }
-            Kind::Allreduce { sbuf, rbuf, count, dt, .. } => {
+            Kind::Allreduce { sbuf, rbuf, .. } => {
                 if sbuf.ptr() == MPI_IN_PLACE {
-                    vec![b(Which::Recv, rbuf, count, dt, true, true)]
+                    vec![b(Which::Recv, rbuf, 1, true, true)]
                 } else {
-                    vec![b(Which::Send, sbuf, count, dt, true, false), b(Which::Recv, rbuf, count, dt, false, true)]
+                    vec![b(Which::Send, sbuf, 1, true, false), b(Which::Recv, rbuf, 1, false, true)]
                 }
             }
-            Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
+            Kind::Allgather { sbuf, rbuf } => {
                 if sbuf.ptr() == MPI_IN_PLACE {
-                    vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
+                    vec![b(Which::Recv, rbuf, n, true, true)]
                 } else {
-                    vec![
-                        b(Which::Send, sbuf, scount, stype, true, false),
-                        b(Which::Recv, rbuf, rcount * n, rtype, false, true),
-                    ]
+                    vec![b(Which::Send, sbuf, 1, true, false), b(Which::Recv, rbuf, n, false, true)]
                 }
             }
-            Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
+            Kind::Alltoall { sbuf, rbuf } => {
                 if sbuf.ptr() == MPI_IN_PLACE {
-                    vec![b(Which::Recv, rbuf, rcount * n, rtype, true, true)]
+                    vec![b(Which::Recv, rbuf, n, true, true)]
                 } else {
-                    vec![
-                        b(Which::Send, sbuf, scount * n, stype, true, false),
-                        b(Which::Recv, rbuf, rcount * n, rtype, false, true),
-                    ]
+                    vec![b(Which::Send, sbuf, n, true, false), b(Which::Recv, rbuf, n, false, true)]
                 }
             }
         }
     }
 
-    /// Replaces one buffer argument (staging).
-    pub fn set_buffer(&mut self, which: Which, ptr: Pending<c_void>) {
+    /// The buffer argument `which` (staging), `None` where the operation has none.
+    pub fn buffer_mut(&mut self, which: Which) -> Option<&mut PendingBuf> {
         match (self, which) {
-            (Kind::Send { buf, .. }, Which::Send) => *buf = ptr,
-            (Kind::Recv { buf, .. } | Kind::Bcast { buf, .. }, Which::Recv) => *buf = ptr,
+            (Kind::Send { buf, .. }, Which::Send) => Some(buf),
+            (Kind::Recv { buf, .. } | Kind::Bcast { buf, .. }, Which::Recv) => Some(buf),
             (
                 Kind::Reduce { sbuf, .. }
                 | Kind::Allreduce { sbuf, .. }
                 | Kind::Allgather { sbuf, .. }
                 | Kind::Alltoall { sbuf, .. },
                 Which::Send,
-            ) => *sbuf = ptr,
+            ) => Some(sbuf),
             (
                 Kind::Reduce { rbuf, .. }
                 | Kind::Allreduce { rbuf, .. }
                 | Kind::Allgather { rbuf, .. }
                 | Kind::Alltoall { rbuf, .. },
                 Which::Recv,
-            ) => *rbuf = ptr,
-            _ => {}
+            ) => Some(rbuf),
+            _ => None,
         }
     }
 
@@ -216,58 +196,25 @@ impl Op {
     }
 
     /// Starts the operation on its communicator.
-    pub fn start(&self) -> MpiResult<Request> {
+    pub fn start(&self) -> MpiResult<OwnedRequest> {
         let comm = Comm(self.comm);
-        {
-            match self.kind {
-                // The int forms where the count fits (the typed layer picks them): MPICH's large-count
-                // entry points take a slower path (measured on Debian's 4.0.2).
-                Kind::Send { buf, count, dt, dest, tag } => comm.isend(buf, count, dt, dest, tag),
-                Kind::Recv { buf, count, dt, source, tag } => comm.irecv(buf, count, dt, source, tag),
-                Kind::Barrier => comm.ibarrier(),
-                Kind::Bcast { buf, count, dt, root } => comm.ibcast(buf, count, dt, root),
-                Kind::Reduce { sbuf, rbuf, count, dt, op, root } => comm.ireduce(sbuf, rbuf, count, dt, op, root),
-                Kind::Allreduce { sbuf, rbuf, count, dt, op } => comm.iallreduce(sbuf, rbuf, count, dt, op),
-                Kind::Allgather { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                    comm.iallgather(sbuf, scount, stype, rbuf, rcount, rtype)
-                }
-                Kind::Alltoall { sbuf, scount, stype, rbuf, rcount, rtype } => {
-                    comm.ialltoall(sbuf, scount, stype, rbuf, rcount, rtype)
-                }
-            }
+        // The int forms where the count fits (the typed layer picks them): MPICH's large-count entry
+        // points take a slower path (measured on Debian's 4.0.2).
+        match &self.kind {
+            Kind::Send { buf, dest, tag } => comm.isend(buf, *dest, *tag),
+            Kind::Recv { buf, source, tag } => comm.irecv(buf, *source, *tag),
+            Kind::Barrier => comm.ibarrier(),
+            Kind::Bcast { buf, root } => comm.ibcast(buf, *root),
+            Kind::Reduce { sbuf, rbuf, op, root } => comm.ireduce(sbuf, rbuf, *op, *root),
+            Kind::Allreduce { sbuf, rbuf, op } => comm.iallreduce(sbuf, rbuf, *op),
+            Kind::Allgather { sbuf, rbuf } => comm.iallgather(sbuf, rbuf),
+            Kind::Alltoall { sbuf, rbuf } => comm.ialltoall(sbuf, rbuf),
         }
     }
 }
 
-/// Where an operation's status goes: the application's status object, or nowhere (null or
-/// `MPI_STATUS_IGNORE`). Written by whichever thread completes the operation.
-#[derive(Clone, Copy, Debug)]
-pub struct StatusDst(*mut MPI_Status);
-
-// SAFETY: the pointer is only written through `write`, and `StatusDst::new`'s contract (the object stays
-// writable, and untouched by the application, until the operation completes) holds on any thread.
-unsafe impl Send for StatusDst {}
-
-impl StatusDst {
-    pub const NOWHERE: StatusDst = StatusDst(std::ptr::null_mut());
-
-    /// # Safety
-    /// `p` is null, `MPI_STATUS_IGNORE`, or the status object the application passed for one
-    /// operation: writable, and not accessed by the application, until that operation completes (for a
-    /// queued blocking call: until the queue has run it, as MPIX's enqueue semantics require).
-    pub unsafe fn new(p: *mut MPI_Status) -> StatusDst {
-        StatusDst(p)
-    }
-
-    /// Stores `status` there (nothing for nowhere).
-    pub fn write(self, status: MPI_Status) {
-        if status_is_real(self.0) {
-            // SAFETY: a real destination is writable until its operation completes (`new`'s contract);
-            // it is written when the operation completes or, already complete, at its wait.
-            unsafe { *self.0 = status };
-        }
-    }
-}
+/// Where an operation's status goes (`app::PendingStatus`: the application's status object, or nowhere).
+pub use mpixstream_wrappers::app::PendingStatus as StatusDst;
 
 /// The status MPI gives a null or cancelled-before-start request.
 pub fn empty_status() -> MPI_Status {
@@ -286,25 +233,28 @@ mod tests {
 
     #[test]
     fn buffers_follow_in_place_and_root() {
+        let int = Datatype::INT.raw();
         // SAFETY: addresses only: no operation is started on them.
-        let (s, r, in_place) = unsafe {
-            (Pending::new(0x10 as *mut c_void), Pending::new(0x20 as *mut c_void), Pending::new(MPI_IN_PLACE))
-        };
-        let k = Kind::Allreduce { sbuf: in_place, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM };
+        let buf = |p: usize, count| unsafe { PendingBuf::new(p as *mut c_void, count, int) };
+        let r = 0x20 as *mut c_void;
+        let k = Kind::Allreduce { sbuf: buf(usize::MAX, 3), rbuf: buf(0x20, 3), op: mpi::Op::SUM };
         assert_eq!(
             k.buffers(0, 2),
-            vec![Buf { which: Which::Recv, ptr: r.ptr(), count: 3, dt: Datatype::INT, input: true, output: true }]
+            vec![Buf { which: Which::Recv, ptr: r, count: 3, dt: Datatype::INT, input: true, output: true }]
         );
-        let k = Kind::Reduce { sbuf: s, rbuf: r, count: 3, dt: Datatype::INT, op: mpi::Op::SUM, root: 1 };
+        let k = Kind::Reduce { sbuf: buf(0x10, 3), rbuf: buf(0x20, 3), op: mpi::Op::SUM, root: 1 };
         assert_eq!(k.buffers(0, 2).len(), 1);
         assert_eq!(k.buffers(1, 2).len(), 2);
-        let k = Kind::Alltoall { sbuf: s, scount: 2, stype: Datatype::INT, rbuf: r, rcount: 2, rtype: Datatype::INT };
+        let k = Kind::Alltoall { sbuf: buf(0x10, 2), rbuf: buf(0x20, 2) };
         let b = k.buffers(0, 4);
         assert_eq!((b[0].count, b[1].count), (8, 8));
-        let mut k = Kind::Bcast { buf: s, count: 1, dt: Datatype::INT, root: 0 };
+        let mut k = Kind::Bcast { buf: buf(0x10, 1), root: 0 };
         assert!(k.buffers(0, 2)[0].input && !k.buffers(0, 2)[0].output);
         assert!(!k.buffers(1, 2)[0].input && k.buffers(1, 2)[0].output);
-        k.set_buffer(Which::Recv, r);
-        assert!(matches!(k, Kind::Bcast { buf, .. } if buf == r));
+        let staged = k.buffer_mut(Which::Recv).expect("a broadcast has a buffer");
+        // SAFETY: an address only, as above.
+        unsafe { staged.retarget(r) };
+        assert!(matches!(&k, Kind::Bcast { buf, .. } if buf.ptr() == r && buf.count() == 1));
+        assert!(k.buffer_mut(Which::Send).is_none());
     }
 }

@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::errors::{raise, Class};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Errhandler, MpiResult, Op};
+use mpixstream_wrappers::mpi::{Comm, Errhandler, MpiResult, Op, OwnedComm};
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,14 +21,14 @@ const F: &str = "multiplex communicator";
 pub(super) fn build(
     rt: &'static Runtime,
     user: MPI_Comm,
-    base: Option<MPI_Comm>,
+    base: Option<OwnedComm>,
     rank: c_int,
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
 ) -> Result<Arc<Multiplex>, c_int> {
     let base = match base {
-        Some(b) => Comm(b),
+        Some(b) => b,
         None => {
             // A split never inherits a stream: the base is on the implicit pool on every backend.
             let b = Comm(user).split(0, rank)?;
@@ -36,8 +36,8 @@ pub(super) fn build(
             b
         }
     };
-    let built = build_on(rt, user, base, rank, counts, tag_ub, streams);
-    if base != Comm::NULL {
+    let built = build_on(rt, user, *base, rank, counts, tag_ub, streams);
+    if base.raw() != MPI_COMM_NULL {
         let _ = base.free();
     }
     built
@@ -199,8 +199,8 @@ fn make_endpoints(
             None => MPIX_STREAM_NULL,
         }
     };
-    let stream_comm = |parent: MPI_Comm, s: MPIX_Stream| -> MpiResult<MPI_Comm> {
-        Ok(rt.backend.stream_comm(Comm(parent), mpixstream_wrappers::mpi::Stream(s))?.raw())
+    let stream_comm = |parent: MPI_Comm, s: MPIX_Stream| -> MpiResult<OwnedComm> {
+        rt.backend.stream_comm(Comm(parent), mpixstream_wrappers::mpi::Stream(s))
     };
     let make_dedicated = |base: MPI_Comm| dedicated_endpoint(rt, user, Comm(base), shape);
     Endpoints::build(
@@ -222,7 +222,7 @@ fn dedicated_endpoint(
     user: MPI_Comm,
     base: Comm,
     shape: &Shape,
-) -> Result<(MPI_Comm, MPIX_Stream), c_int> {
+) -> Result<(OwnedComm, MPIX_Stream), c_int> {
     let Some(endpoint) = rt.backend.agree_endpoint(base.raw(), true) else {
         let need = endpoints::dedicated_cost(shape.size, shape.width);
         return Err(raise(
@@ -247,7 +247,7 @@ fn dedicated_endpoint(
         Ok(comm)
     });
     match made {
-        Ok(comm) => Ok((comm.raw(), endpoint)),
+        Ok(comm) => Ok((comm, endpoint)),
         Err(rc) => {
             let _ = rt.backend.free_stream(endpoint);
             Err(rc)

@@ -45,7 +45,7 @@
 //!   (`mailbox`), route `Route::LOCAL`. Every index needs a stream (`MPIX_STREAM_NULL` is refused:
 //!   several threads may use a conventional index at once). Cost: `S + S(S-1)B` endpoints of the pool.
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Errhandler, MpiResult, Request};
+use mpixstream_wrappers::mpi::{Comm, Errhandler, MpiResult, OwnedComm, OwnedRequest, SharedComm};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -155,12 +155,15 @@ pub struct Endpoints {
     /// when they are freed; self messages between two indices take `Route::LOCAL`. Empty otherwise.
     dedicated: Box<[MPIX_Stream]>,
     mailbox: bool,
+    /// The hidden communicators themselves (`pooled` and `pair` are their views, read on every call),
+    /// owned here and taken once by `free`.
+    owned: Box<[SharedComm]>,
 }
 
 /// Collective over a base communicator: a dup of it on an endpoint of its own, agreed by every member,
 /// with that endpoint (the split backend's hidden communicators); an error on every member where none
 /// is free on all.
-pub type MakeDedicated<'a> = &'a dyn Fn(MPI_Comm) -> Result<(MPI_Comm, MPIX_Stream), c_int>;
+pub type MakeDedicated<'a> = &'a dyn Fn(MPI_Comm) -> Result<(OwnedComm, MPIX_Stream), c_int>;
 
 /// Gives the split backend's dedicated endpoints back (only that backend makes them).
 fn give_back(endpoints: &[MPIX_Stream]) {
@@ -226,7 +229,7 @@ impl Endpoints {
         size: usize,
         width: usize,
         attach: &dyn Fn(usize) -> MPIX_Stream,
-        stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream) -> MpiResult<MPI_Comm>,
+        stream_comm: &dyn Fn(MPI_Comm, MPIX_Stream) -> MpiResult<OwnedComm>,
         dedicated: Option<MakeDedicated>,
     ) -> Result<Endpoints, c_int> {
         let bits = if layout == Layout::Streams { rank_bits(size) } else { 0 };
@@ -240,13 +243,14 @@ impl Endpoints {
             real: None,
             dedicated: Box::new([]),
             mailbox: dedicated.is_some(),
+            owned: Box::new([]),
         };
         let mut pooled = Vec::with_capacity(width);
-        let mut made: Vec<MPI_Comm> = Vec::new();
+        let mut made: Vec<OwnedComm> = Vec::new();
         let mut taken: Vec<MPIX_Stream> = Vec::new();
-        let fail = |made: &mut Vec<MPI_Comm>, taken: &mut Vec<MPIX_Stream>, rc: c_int| {
-            for &c in made.iter() {
-                let _ = Comm(c).free();
+        let fail = |made: &mut Vec<OwnedComm>, taken: &mut Vec<MPIX_Stream>, rc: c_int| {
+            for c in made.drain(..) {
+                let _ = c.free();
             }
             give_back(taken);
             Err(rc)
@@ -258,7 +262,7 @@ impl Endpoints {
             };
             let _ = c.set_errhandler(Errhandler::ERRORS_RETURN);
             pooled.push(c.raw());
-            made.push(c.raw());
+            made.push(c);
         }
         if layout == Layout::Streams {
             let b1 = bits.max(1);
@@ -276,14 +280,15 @@ impl Endpoints {
                     Ok(c) => c,
                     Err(rc) => return fail(&mut made, &mut taken, rc),
                 };
-                let _ = Comm(c).set_errhandler(Errhandler::ERRORS_RETURN);
-                pair[(i * width + j) * b1 + b] = c;
+                let _ = c.set_errhandler(Errhandler::ERRORS_RETURN);
+                pair[(i * width + j) * b1 + b] = c.raw();
                 made.push(c);
             }
             ep.pair = pair.into_boxed_slice();
         }
         ep.pooled = pooled.into_boxed_slice();
         ep.dedicated = taken.into_boxed_slice();
+        ep.owned = made.into_iter().map(SharedComm::new).collect();
         STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok(ep)
     }
@@ -293,15 +298,18 @@ impl Endpoints {
     /// MPICH's idup keeps a stream communicator's stream, so each copy is on the endpoints of its
     /// original: the same routes, with other handles. The copy keeps the layout, whatever the
     /// process's bound says now (choosing again would take a blocking agreement).
-    pub fn idup(&self) -> Result<(Endpoints, Vec<Request>), c_int> {
+    pub fn idup(&self) -> Result<(Endpoints, Vec<OwnedRequest>), c_int> {
         let mut requests = Vec::with_capacity(self.count());
+        let mut owned = Vec::with_capacity(self.count());
         let mut dup = |c: MPI_Comm| -> Result<MPI_Comm, c_int> {
             if c == MPI_COMM_NULL {
                 return Ok(c);
             }
             let (child, request) = Comm(c).idup()?;
             requests.push(request);
-            Ok(child.raw())
+            let raw = child.raw();
+            owned.push(SharedComm::new(child));
+            Ok(raw)
         };
         let pooled = self.pooled.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
         let pair = self.pair.iter().map(|&c| dup(c)).collect::<Result<Box<[_]>, _>>()?;
@@ -316,6 +324,7 @@ impl Endpoints {
             // Never on dedicated endpoints: the split backend refuses a multiplex idup before it starts.
             dedicated: Box::new([]),
             mailbox: self.mailbox,
+            owned: owned.into_boxed_slice(),
         };
         STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok((ep, requests))
@@ -467,8 +476,9 @@ impl Endpoints {
     /// endpoints back.
     pub fn free(&self) {
         STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
-        for c in self.hidden() {
-            let _ = Comm(c).free();
+        // Each taken once: a second call frees nothing.
+        for c in self.owned.iter().filter_map(SharedComm::take) {
+            let _ = c.free();
         }
         give_back(&self.dedicated);
     }
@@ -500,6 +510,7 @@ impl Endpoints {
             real: None,
             dedicated: Box::new([]),
             mailbox: false,
+            owned: Box::new([]),
         }
     }
 

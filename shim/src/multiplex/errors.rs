@@ -142,8 +142,12 @@ fn hidden_errhandler(user: MPI_Comm) -> Errhandler {
     let Ok(h) = Comm(user).errhandler() else {
         return Errhandler::ERRORS_RETURN;
     };
-    let mirrored =
-        if h.raw() == MPI_ERRORS_ARE_FATAL || h.raw() == MPI_ERRORS_ABORT { h } else { Errhandler::ERRORS_RETURN };
+    // Predefined handlers: their views outlive the reference freed here.
+    let mirrored = if h.raw() == MPI_ERRORS_ARE_FATAL || h.raw() == MPI_ERRORS_ABORT {
+        Errhandler(h.raw())
+    } else {
+        Errhandler::ERRORS_RETURN
+    };
     let _ = h.free();
     mirrored
 }

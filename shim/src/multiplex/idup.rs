@@ -29,7 +29,7 @@ use crate::runtime::Runtime;
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
-use mpixstream_wrappers::mpi::{kept, request, Comm, GrequestFns, Request};
+use mpixstream_wrappers::mpi::{kept, request, Comm, GrequestFns, OwnedRequest, Request};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,7 +56,7 @@ struct Dups {
     rt: &'static Runtime,
     newcomm: MPI_Comm,
     endpoints: Option<Endpoints>,
-    requests: Vec<Request>,
+    requests: Vec<OwnedRequest>,
     rank: c_int,
     counts: Box<[c_int]>,
     tag_ub: c_int,
@@ -128,7 +128,8 @@ fn start_request(inner: MPI_Request, dups: Option<Dups>) -> Result<(Arc<IdupOp>,
         }
     };
     op.greq.store(greq.raw(), Ordering::Release);
-    Ok((op, greq))
+    // The application's request from here on (MPI_Wait or MPI_Request_free frees it).
+    Ok((op, Request(greq.into_raw())))
 }
 
 /// The way with a thread of ours (module doc): our request, in place of MPICH's idup request `inner`.
@@ -140,20 +141,23 @@ fn with_thread(
 ) -> Result<Request, c_int> {
     // The base: an idup of the parent's plain P_0 (none where no process has an index).
     let (base, mut base_req) = match parent.endpoints.plain() {
-        Some(plain) => Comm(plain).idup()?,
-        None => (Comm::NULL, Request::NULL),
+        Some(plain) => {
+            let (base, req) = Comm(plain).idup()?;
+            (Some(base), Some(req))
+        }
+        None => (None, None),
     };
     let (op, greq) = start_request(inner, None)?;
     let (rank, counts, tag_ub, streams) = (parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone());
     let worker = op.clone();
     let spawned = BackgroundThread::run("mpixstream-idup", move || {
         let rc = ffi_guard("MPI_Comm_idup (multiplex)", || {
-            if base_req != Request::NULL {
+            if let Some(base_req) = base_req.as_mut().filter(|r| !r.is_null()) {
                 if let Err(rc) = base_req.wait() {
                     return rc;
                 }
             }
-            let base = if base == Comm::NULL { None } else { Some(base.raw()) };
+            let base = base.filter(|b| b.raw() != MPI_COMM_NULL);
             match creation::build(rt, newcomm, base, rank, counts, tag_ub, streams) {
                 Ok(_) => MPI_SUCCESS,
                 Err(rc) => rc,
@@ -226,13 +230,13 @@ fn dups_done(d: &mut Dups, op: &IdupOp) -> bool {
         crate::native_fixes::native_streams::progress_turn(d.rt.streams.slot(slot));
     }
     let mut rc = MPI_SUCCESS;
-    for r in d.requests.iter_mut().filter(|r| **r != Request::NULL) {
+    for r in d.requests.iter_mut().filter(|r| !r.is_null()) {
         if let Err(e) = r.test() {
             rc = e;
             break;
         }
     }
-    if rc == MPI_SUCCESS && d.requests.iter().any(|&r| r != Request::NULL) {
+    if rc == MPI_SUCCESS && d.requests.iter().any(|r| !r.is_null()) {
         return false;
     }
     if rc != MPI_SUCCESS {

@@ -11,7 +11,7 @@ use crate::streams::{LookupError, StreamTable};
 use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::mpi::Comm;
+use mpixstream_wrappers::mpi::{Comm, OwnedComm};
 use std::ops::Deref;
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
@@ -147,8 +147,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.
                 attach_record(rt, comm, user.raw());
                 // SAFETY: `newcomm` is not NULL (`local_streams` checked) and is the application's
-                // output argument, writable during its call.
-                unsafe { *newcomm = user.raw() };
+                // output argument, writable during its call; the communicator is the application's now.
+                unsafe { *newcomm = user.into_raw() };
                 MPI_SUCCESS
             }
             Err(rc) => {
@@ -196,7 +196,10 @@ pub fn comm_constructed(
         }
         Err(rc) => {
             // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
-            if Comm(child).free().is_ok() {
+            // SAFETY: `child` is what MPICH's constructor made in this very call, which has not returned
+            // to the program: nobody else holds it to free it.
+            let child = unsafe { OwnedComm::from_raw(child) };
+            if child.free().is_ok() {
                 newcomm.set(MPI_COMM_NULL);
             }
             rc

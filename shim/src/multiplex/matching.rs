@@ -22,7 +22,7 @@ use super::endpoints::Source;
 use super::Multiplex;
 use crate::forward;
 use crate::streams::StreamSlot;
-use mpixstream_wrappers::app::{AppArg, Pending};
+use mpixstream_wrappers::app::{AppArg, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
 use mpixstream_wrappers::mpi::{status_bytes, Comm, Datatype, Request, Stream};
@@ -102,14 +102,12 @@ pub struct Inflight {
     tag: c_int,
 }
 
-/// One posted receive. Its buffer is the application's, valid (writable) until the receive completes
-/// (`Pending`), on which the receives started into it rely.
+/// One posted receive. Its buffer is the application's, with its count and datatype, valid (writable)
+/// until the receive completes (`PendingBuf`), on which the receives started into it rely.
 pub struct RecvOp {
     pub mx: Arc<Multiplex>,
     pub index: usize,
-    pub buf: Pending<c_void>,
-    pub count: MPI_Count,
-    pub datatype: MPI_Datatype,
+    pub buf: PendingBuf,
     pub source: c_int,
     pub tag: c_int,
     pub sidx: c_int,
@@ -139,21 +137,12 @@ pub fn envelope_matches(want: (c_int, c_int, c_int), source: c_int, sidx: c_int,
 }
 
 impl RecvOp {
-    /// A receive into `count` elements of `datatype` at `buf`, the application's receive buffer.
-    pub fn new(
-        mx: Arc<Multiplex>,
-        index: usize,
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        datatype: MPI_Datatype,
-        envelope: (c_int, c_int, c_int),
-    ) -> RecvOp {
+    /// A receive into `buf`, the application's receive buffer.
+    pub fn new(mx: Arc<Multiplex>, index: usize, buf: PendingBuf, envelope: (c_int, c_int, c_int)) -> RecvOp {
         RecvOp {
             mx,
             index,
             buf,
-            count,
-            datatype,
             source: envelope.0,
             tag: envelope.1,
             sidx: envelope.2,
@@ -166,7 +155,7 @@ impl RecvOp {
     /// A receive complete already with `outcome`, which receives nothing (no buffer).
     pub fn completed(mx: Arc<Multiplex>, index: usize, envelope: (c_int, c_int, c_int), outcome: Outcome) -> RecvOp {
         // No buffer: the receive is complete before anything could write one.
-        let op = RecvOp::new(mx, index, Pending::none(), 0, MPI_BYTE, envelope);
+        let op = RecvOp::new(mx, index, PendingBuf::none(), envelope);
         let _ = op.outcome.set(outcome);
         op
     }
@@ -481,7 +470,7 @@ impl MatchingEngine {
 fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
     let comm = Comm(op.mx.comm);
     let mut status = MPI_Status { MPI_SOURCE: source, MPI_TAG: tag, ..Default::default() };
-    let (room, mut error) = match comm.pack_size(op.count, Datatype(op.datatype)) {
+    let (room, mut error) = match comm.pack_size(op.buf.count(), Datatype(op.buf.datatype())) {
         Ok(room) => (room, MPI_SUCCESS),
         Err(rc) => (0, rc),
     };
@@ -491,7 +480,7 @@ fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
     } else if error == MPI_SUCCESS && !data.is_empty() {
         // `op`'s buffer is the application's, writable until the receive completes, which `finish`
         // signals after this.
-        let unpacked = comm.unpack(data, &mut got, op.buf, op.count, Datatype(op.datatype));
+        let unpacked = comm.unpack(data, &mut got, &op.buf);
         error = unpacked.err().unwrap_or(MPI_SUCCESS);
     }
     let _ = set_elements(&mut status, Datatype::BYTE, got);
@@ -504,8 +493,8 @@ fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &M
     let mut req = MPI_REQUEST_NULL;
     // `op`'s buffer is the application's, writable until the receive completes, which is no earlier than
     // this request's completion (`drive` finishes the receive then).
-    let rc =
-        forward::MPI_Imrecv_c(op.buf.arg(), op.count, op.datatype, AppArg::local(&mut msg), AppArg::local(&mut req));
+    let (buf, count, datatype) = (op.buf.arg(), op.buf.count(), op.buf.datatype());
+    let rc = forward::MPI_Imrecv_c(buf, count, datatype, AppArg::local(&mut msg), AppArg::local(&mut req));
     if rc != MPI_SUCCESS {
         let mut got = *status;
         got.MPI_TAG = tag;

@@ -28,7 +28,7 @@ use crate::errors::{raise, Class};
 use crate::forward;
 use crate::runtime::mpix_entry;
 use crate::runtime::Runtime;
-use mpixstream_wrappers::app::{AppArg, AppIn, CallScope, Pending};
+use mpixstream_wrappers::app::{AppArg, AppIn, CallScope, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::{set_cancelled, set_elements};
 use mpixstream_wrappers::mpi::{Datatype, MpiResult};
@@ -195,9 +195,7 @@ fn recv_proc_null(mx: &Arc<Multiplex>, d: usize, out: RecvOut) -> c_int {
 fn recv(
     rt: &Runtime,
     f: &str,
-    buf: Pending<c_void>,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
+    buf: PendingBuf,
     source: c_int,
     tag: c_int,
     comm: MPI_Comm,
@@ -217,8 +215,8 @@ fn recv(
     };
     // A call on index `d`: inside its endpoint (the engine's turns below nest in this claim).
     let _claim = mx.claim_index(d as c_int, MPI_COMM_NULL, c"MPI_Recv");
-    if count < 0 {
-        return raise(comm, Class::Count, f, &format!("count {count} is negative"));
+    if buf.count() < 0 {
+        return raise(comm, Class::Count, f, &format!("count {} is negative", buf.count()));
     }
     if source == MPI_PROC_NULL {
         return recv_proc_null(&mx, d, out);
@@ -239,7 +237,8 @@ fn recv(
     }
     // The direct path (`fast_recv_route`) was declined before this: the receive goes through the engine.
     let engine = &mx.engines[d];
-    let new_op = || RecvOp::new(mx.clone(), d, buf, count, datatype, (source, tag, si));
+    let (count, datatype) = (buf.count(), buf.datatype());
+    let new_op = |buf: PendingBuf| RecvOp::new(mx.clone(), d, buf, (source, tag, si));
     // No receive posted before ours on this engine: the first matching message, already pulled or next
     // out of MPICH, is ours; take it without queueing anything.
     if let Some((mut msg, got, user_tag)) = engine.take_first(&mx, (source, tag, si)) {
@@ -267,7 +266,7 @@ fn recv(
             }
             // The hidden tag carries the source index: a generalized request reports the user's tag.
             RecvOut::Nonblocking(request) => {
-                let op = Arc::new(new_op());
+                let op = Arc::new(new_op(buf));
                 match requests::start(&op) {
                     Ok(req) => *request = req.raw(),
                     Err(rc) => return forward(comm, rc),
@@ -278,7 +277,7 @@ fn recv(
             }
         }
     }
-    let op = Arc::new(new_op());
+    let op = Arc::new(new_op(buf));
     match out {
         RecvOut::Nonblocking(request) => {
             match requests::start(&op) {
@@ -575,7 +574,17 @@ macro_rules! indexed_p2p {
                 let f = stringify!($recv);
                 mpix_entry(f, |rt| {
                     let out = RecvOut::Blocking(status_is_real(status).then(|| &mut *status));
-                    recv(rt, f, Pending::new(buf), count as MPI_Count, datatype, source, tag, comm, si, di, Some(out))
+                    recv(
+                        rt,
+                        f,
+                        PendingBuf::new(buf, count as MPI_Count, datatype),
+                        source,
+                        tag,
+                        comm,
+                        si,
+                        di,
+                        Some(out),
+                    )
                 })
             })
         }
@@ -634,7 +643,7 @@ macro_rules! indexed_p2p {
                 let f = stringify!($irecv);
                 mpix_entry(f, |rt| {
                     let out = request.as_mut().map(RecvOut::Nonblocking);
-                    recv(rt, f, Pending::new(buf), count as MPI_Count, datatype, source, tag, comm, si, di, out)
+                    recv(rt, f, PendingBuf::new(buf, count as MPI_Count, datatype), source, tag, comm, si, di, out)
                 })
             })
         }

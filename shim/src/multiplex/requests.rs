@@ -22,7 +22,8 @@ pub fn start(op: &Arc<RecvOp>) -> MpiResult<Request> {
         Ok(req) => {
             extra.taken();
             op.greq.store(req.raw(), Ordering::Release);
-            Ok(req)
+            // The application's request from here on (MPI_Wait or MPI_Request_free frees it).
+            Ok(Request(req.into_raw()))
         }
         Err(rc) => {
             // MPICH did not take the reference (the start failed): it is ours again.

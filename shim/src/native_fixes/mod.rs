@@ -21,9 +21,9 @@ pub mod wrapped_collectives;
 
 use crate::forward;
 use crate::streams::StreamSlot;
-use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
+use mpixstream_wrappers::app::{AppArg, AppIn, PendingBuf};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{MpiResult, Request};
+use mpixstream_wrappers::mpi::{MpiResult, OwnedRequest};
 pub use native_streams::claimed;
 use native_streams::{native_stream_of, progress_turn};
 use std::os::raw::{c_int, c_void};
@@ -135,9 +135,10 @@ pub fn bsend_init(
 ) -> c_int {
     let rc = forward::MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
     let made = if rc == MPI_SUCCESS { request.get() } else { None };
-    // SAFETY: `MPI_Bsend_init`'s buffer, which MPI requires valid for each start while the request exists.
-    let buf = unsafe { Pending::new(buf.ptr().cast_mut()) };
-    crate::native_fixes::buffered::persistent_bsend_created(buf, count.into(), datatype, dest, tag, comm, made);
+    // SAFETY: `MPI_Bsend_init`'s buffer with its count and datatype, which MPI requires valid for each
+    // start while the request exists.
+    let buf = unsafe { PendingBuf::new(buf.ptr().cast_mut(), count.into(), datatype) };
+    crate::native_fixes::buffered::persistent_bsend_created(buf, dest, tag, comm, made);
     rc
 }
 
@@ -154,9 +155,10 @@ pub fn bsend_init_c(
 ) -> c_int {
     let rc = forward::MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request);
     let made = if rc == MPI_SUCCESS { request.get() } else { None };
-    // SAFETY: `MPI_Bsend_init`'s buffer, which MPI requires valid for each start while the request exists.
-    let buf = unsafe { Pending::new(buf.ptr().cast_mut()) };
-    crate::native_fixes::buffered::persistent_bsend_created(buf, count, datatype, dest, tag, comm, made);
+    // SAFETY: `MPI_Bsend_init`'s buffer with its count and datatype, which MPI requires valid for each
+    // start while the request exists.
+    let buf = unsafe { PendingBuf::new(buf.ptr().cast_mut(), count, datatype) };
+    crate::native_fixes::buffered::persistent_bsend_created(buf, dest, tag, comm, made);
     rc
 }
 
@@ -240,8 +242,10 @@ fn sendrecv_on_stream(
     let rc = send();
     if rc != MPI_SUCCESS {
         // A native stream communicator exists, so MPI_Init resolved the table.
-        let _ = Request(recv).cancel();
-        let _ = Request(recv).free();
+        // SAFETY: `recv` is the receive `irecv` just started into our local: ours alone, freed once here.
+        let recv = unsafe { OwnedRequest::from_raw(recv) };
+        let _ = recv.cancel();
+        let _ = recv.free();
         return rc;
     }
     wait(&mut recv)

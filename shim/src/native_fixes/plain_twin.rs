@@ -23,7 +23,7 @@ use crate::native_fixes::native_streams::{native_stream_of, panic_for_test};
 use crate::runtime;
 use mpixstream_wrappers::app::{AppArg, AppIn, AppInArray};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::Comm;
+use mpixstream_wrappers::mpi::{Comm, OwnedComm};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -41,7 +41,7 @@ fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int 
         _ => return make(comm),
     };
     // A policy communicator: its base, which every process keeps.
-    if let Some(base) = record.base {
+    if let Some(base) = record.base() {
         let rc = make(base.comm);
         if rc == MPI_SUCCESS {
             TWINS.fetch_add(1, Ordering::Relaxed);
@@ -56,8 +56,8 @@ fn on_plain_twin(comm: MPI_Comm, make: impl FnOnce(MPI_Comm) -> c_int) -> c_int 
             Err(rc) => return rc,
         }
     };
-    let rc = make(twin);
-    let _ = Comm(twin).free();
+    let rc = make(twin.raw());
+    let _ = twin.free();
     if rc == MPI_SUCCESS {
         TWINS.fetch_add(1, Ordering::Relaxed);
     }
@@ -119,19 +119,19 @@ twin_constructor!(
 /// A plain communicator with `comm`'s group and ranks (a split: MPICH gives it no stream and no
 /// attributes) and `comm`'s error handler. Collective over `comm`. The plain twin made here for an
 /// application's stream communicator, and the base of a policy communicator (`policy::base`).
-pub fn plain_split(comm: MPI_Comm) -> Result<MPI_Comm, c_int> {
+pub fn plain_split(comm: MPI_Comm) -> Result<OwnedComm, c_int> {
     let comm = Comm(comm);
     // A bad communicator fails the rank query and the split alike: the split reports it.
     let rank = comm.rank().unwrap_or(0);
     let split = comm.split(0, rank)?;
     give_errhandler(comm.raw(), split.raw());
-    Ok(split.raw())
+    Ok(split)
 }
 
 /// Gives `to` the error handler `from` has now.
 pub(crate) fn give_errhandler(from: MPI_Comm, to: MPI_Comm) {
     if let Ok(handler) = Comm(from).errhandler() {
-        let _ = Comm(to).set_errhandler(handler);
+        let _ = Comm(to).set_errhandler(*handler);
         let _ = handler.free();
     }
 }

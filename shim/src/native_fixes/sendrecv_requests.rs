@@ -36,9 +36,9 @@ use crate::native_fixes::native_streams::{native_stream_index_of, progress_turn}
 use crate::native_fixes::rc;
 use crate::orphans::Orphan;
 use crate::runtime;
-use mpixstream_wrappers::app::{AppArg, AppIn, Pending};
+use mpixstream_wrappers::app::{AppArg, AppIn, PendingBuf};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, Request};
+use mpixstream_wrappers::mpi::{self, Comm, Datatype, GrequestFns, OwnedRequest};
 use mpixstream_wrappers::mpi::{kept, request};
 use mpixstream_wrappers::next;
 use std::os::raw::{c_int, c_void};
@@ -47,8 +47,8 @@ use std::os::raw::{c_int, c_void};
 struct SendRecv {
     /// The stream-table slot of its communicator's stream.
     slot: usize,
-    recv: MPI_Request,
-    send: MPI_Request,
+    recv: OwnedRequest,
+    send: OwnedRequest,
     /// The receive's status, once it completed.
     status: MPI_Status,
     /// The first error of the inner operations or the unpack.
@@ -60,12 +60,10 @@ struct SendRecv {
 /// Made only by `replace_on_stream`, from the application's `MPI_Isendrecv_replace(_c)` arguments:
 /// the unpack into `buf` relies on that (MPI's buffer rule).
 struct Unpack {
-    /// What the receive wrote, packed (its heap memory, `Pack_size` bytes of capacity, is the receive
-    /// buffer: it never moves; its length stays 0 until the unpack).
+    /// What the receive wrote, packed (its heap memory, `Pack_size` zeroed bytes, is the receive buffer:
+    /// it never moves).
     packed: Vec<u8>,
-    buf: Pending<c_void>,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
+    buf: PendingBuf,
 }
 
 /// The routed send-receives handed out and not complete.
@@ -89,32 +87,37 @@ fn start(
 ) -> c_int {
     let Some(rt) = runtime::active() else { return MPI_ERR_OTHER };
     let _claim = rt.streams.slot(slot).claim();
+    let (mut recv, mut send) = (MPI_REQUEST_NULL, MPI_REQUEST_NULL);
+    // The receive first, as MPICH's own send-receives do.
+    let rc = irecv(&mut recv);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    crate::request_check::verify(rt, slot, recv);
+    let rc = isend(&mut send);
+    // SAFETY: the requests the two calls just made into our locals (`MPI_REQUEST_NULL` where one made
+    // none): ours alone, the program never sees them.
+    let (recv, send) = unsafe { (OwnedRequest::from_raw(recv), OwnedRequest::from_raw(send)) };
     let mut op = SendRecv {
         slot,
-        recv: MPI_REQUEST_NULL,
-        send: MPI_REQUEST_NULL,
+        recv,
+        send,
         status: MPI_Status { MPI_SOURCE: MPI_ANY_SOURCE, MPI_TAG: MPI_ANY_TAG, ..MPI_Status::default() },
         error: MPI_SUCCESS,
         unpack,
     };
-    // The receive first, as MPICH's own send-receives do.
-    let rc = irecv(&mut op.recv);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    crate::request_check::verify(rt, slot, op.recv);
-    let rc = isend(&mut op.send);
     if rc != MPI_SUCCESS {
         // The receive may be matched already, to a message still arriving in pieces (a large one, or
         // one whose rendezvous began): a cancel then fails silently and the receive goes on writing.
         // So it is not freed here with its memory dropped (MPICH would write into freed memory, the
         // replace forms' packed copy): it is cancelled and becomes an orphan that keeps that memory
         // until the receive is known complete or cancelled (a poll under the stream's claim).
-        let _ = Request(op.recv).cancel();
-        crate::orphans::adopt(Box::new(Abandoned { slot, recv: op.recv, _into: op.unpack.take().map(|u| u.packed) }));
+        let _ = op.recv.cancel();
+        let recv = op.recv.take();
+        crate::orphans::adopt(Box::new(Abandoned { slot, recv, _into: op.unpack.take().map(|u| u.packed) }));
         return rc;
     }
-    let (send, recv) = (op.send, op.recv);
+    let (send, recv) = (op.send.raw(), op.recv.raw());
     let shared = Shared::new(op);
     let extra = Shared::into_extra(&shared);
     let fns = GrequestFns { query: sr_query, free: sr_free, cancel: sr_cancel, poll: sr_poll, wait: Some(sr_wait) };
@@ -146,7 +149,7 @@ fn start(
 /// receives into until it completes (matched before the cancel) or is cancelled.
 struct Abandoned {
     slot: usize,
-    recv: MPI_Request,
+    recv: OwnedRequest,
     /// The replace forms' packed copy, the receive's buffer.
     _into: Option<Vec<u8>>,
 }
@@ -157,18 +160,16 @@ impl Orphan for Abandoned {
     }
 
     fn poll(&mut self, _: crate::orphans::MayPoll) -> bool {
-        let mut recv = Request(self.recv);
-        let tested = recv.test();
-        self.recv = recv.raw();
-        tested.is_err() || self.recv == MPI_REQUEST_NULL
+        let tested = self.recv.test();
+        tested.is_err() || self.recv.is_null()
     }
 }
 
 impl Drop for Abandoned {
     fn drop(&mut self) {
-        if self.recv != MPI_REQUEST_NULL {
+        if !self.recv.is_null() {
             // Its test failed: nobody will test it again (MPICH completed it with the error).
-            let _ = Request(self.recv).free();
+            let _ = self.recv.take().free();
         }
     }
 }
@@ -182,40 +183,34 @@ impl Operation for SendRecv {
     /// must not wait for the thread inside it): a turn of its stream's progress, a test of each inner
     /// request not yet complete, and, once both are, the unpack. Returns whether it is complete.
     fn step(&mut self) -> bool {
-        if self.recv == MPI_REQUEST_NULL && self.send == MPI_REQUEST_NULL && self.unpack.is_none() {
+        if self.recv.is_null() && self.send.is_null() && self.unpack.is_none() {
             return true;
         }
         let Some(rt) = runtime::active() else { return false };
         let slot = rt.streams.slot(self.slot);
         let Some(_claim) = slot.try_claim() else { return false };
         progress_turn(slot);
-        if self.recv != MPI_REQUEST_NULL {
-            let mut recv = Request(self.recv);
-            let tested = recv.test_into(&mut self.status);
-            self.recv = recv.raw();
+        if !self.recv.is_null() {
+            let tested = self.recv.test_into(&mut self.status);
             if let Err(rc) = tested {
                 self.failed(rc);
-                if self.recv != MPI_REQUEST_NULL {
+                if !self.recv.is_null() {
                     // Not completed by the failing test: nobody will test it again.
-                    let _ = recv.cancel();
-                    if recv.free().is_ok() {
-                        self.recv = MPI_REQUEST_NULL;
-                    }
+                    let _ = self.recv.cancel();
+                    free_or_keep(&mut self.recv);
                 }
             }
         }
-        if self.send != MPI_REQUEST_NULL {
-            let mut send = Request(self.send);
-            let tested = send.test();
-            self.send = send.raw();
+        if !self.send.is_null() {
+            let tested = self.send.test();
             if let Err(rc) = tested {
                 self.failed(rc);
-                if self.send != MPI_REQUEST_NULL && send.free().is_ok() {
-                    self.send = MPI_REQUEST_NULL;
+                if !self.send.is_null() {
+                    free_or_keep(&mut self.send);
                 }
             }
         }
-        if self.recv != MPI_REQUEST_NULL || self.send != MPI_REQUEST_NULL {
+        if !self.recv.is_null() || !self.send.is_null() {
             return false;
         }
         if let Some(u) = self.unpack.take() {
@@ -229,6 +224,13 @@ impl Operation for SendRecv {
     }
 }
 
+/// Frees `request`, or keeps it where MPICH refuses (as before: tested again at the next step).
+fn free_or_keep(request: &mut OwnedRequest) {
+    if let Err((kept, _)) = request.take().free_or_keep() {
+        *request = kept;
+    }
+}
+
 impl SendRecv {
     fn failed(&mut self, rc: c_int) {
         if self.error == MPI_SUCCESS {
@@ -239,17 +241,15 @@ impl SendRecv {
 
 impl Unpack {
     /// Unpacks the `bytes` the receive wrote into the application's buffer (both halves completed).
-    fn unpack(mut self, bytes: MPI_Count) -> mpi::MpiResult {
-        let bytes = (bytes as usize).min(self.packed.capacity());
+    fn unpack(self, bytes: MPI_Count) -> mpi::MpiResult {
+        // The completed receive wrote `bytes` from the start, its status's count.
+        let bytes = (bytes as usize).min(self.packed.len());
         let mut position: MPI_Count = 0;
         // On MPI_COMM_SELF: a request the application freed completes later, maybe after its
         // communicator was freed; one process packs and unpacks alike on any communicator.
-        // SAFETY: the completed receive (posted for `capacity` bytes of `MPI_PACKED` into this memory)
-        // wrote `bytes` of them from its start, its status's count: they are initialised.
-        unsafe { self.packed.set_len(bytes) };
         // Into the application's buffer, valid until the request completes (now, once this returns); the
         // send that read it completed.
-        Comm::SELF.unpack(&self.packed, &mut position, self.buf, self.count, Datatype(self.datatype))
+        Comm::SELF.unpack(&self.packed[..bytes], &mut position, &self.buf)
     }
 }
 
@@ -307,12 +307,12 @@ unsafe extern "C" fn sr_cancel(extra: *mut c_void, complete: c_int) -> c_int {
 
 fn cancel_receive(shared: &Shared<SendRecv>, complete: bool) -> c_int {
     let op = shared.op();
-    if complete || op.recv == MPI_REQUEST_NULL {
+    if complete || op.recv.is_null() {
         return MPI_SUCCESS;
     }
     let Some(rt) = runtime::active() else { return MPI_SUCCESS };
     let _claim = rt.streams.slot(op.slot).claim();
-    rc(Request(op.recv).cancel())
+    rc(op.recv.cancel())
 }
 
 /// `MPI_Isendrecv`: on a native stream communicator, the routed send-receive (module doc). The
@@ -397,16 +397,18 @@ fn replace_on_stream(
         Ok(bytes) => bytes,
         Err(rc) => return rc,
     };
-    let mut packed: Vec<u8> = Vec::with_capacity(bytes.max(0) as usize);
+    // Zeroed, so that the unpack reads initialised bytes whatever the receive wrote (a pass over memory
+    // the pack and unpack pass over anyway).
+    let mut packed: Vec<u8> = vec![0; bytes.max(0) as usize];
     let into: *mut c_void = packed.as_mut_ptr().cast();
-    // SAFETY: `MPI_Isendrecv_replace`'s buffer, which MPI keeps valid until the request completes: the
-    // unpack into it is this operation's last step.
-    let unpack = Unpack { packed, buf: unsafe { buf.pending() }, count, datatype };
+    // SAFETY: `MPI_Isendrecv_replace`'s buffer with its count and datatype, which MPI keeps valid until
+    // the request completes: the unpack into it is this operation's last step.
+    let unpack = Unpack { packed, buf: unsafe { buf.pending(count, datatype) } };
     start(
         slot,
         request,
         Some(unpack),
-        // SAFETY: the receive goes into `into`, the `bytes` of capacity of the packed copy, which the
+        // SAFETY: the receive goes into `into`, the `bytes` of the packed copy, which the
         // request's state keeps (moving a Vec moves no heap memory) until the receive completed.
         |r| unsafe { next!(MPI_Irecv_c)(into, bytes, MPI_PACKED, source, recvtag, comm, r) },
         |r| forward::MPI_Isend_c(buf.as_in(), count, datatype, dest, sendtag, comm, AppArg::local(r)),

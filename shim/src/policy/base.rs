@@ -27,13 +27,13 @@
 //! A parent with a topology (a policy dup of a Cartesian communicator) has a base with a copy of it
 //! (`topology_copy`), which MPICH's idup of the base copies into the child; where that copy failed
 //! (on every member alike) the parent keeps MPICH's idup, whose child shares its stream.
-pub use crate::comms::Base;
+pub use crate::comms::{Base, OwnedBase};
 use crate::native_fixes::plain_twin::{give_errhandler, plain_split};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::app::AppArg;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::interpose::CommCtor;
-use mpixstream_wrappers::mpi::{Comm, Errhandler, Info, MpiResult, Opaque};
+use mpixstream_wrappers::mpi::{Comm, Errhandler, Info, MpiResult, Opaque, OwnedComm};
 use mpixstream_wrappers::pmpi::Pmpi;
 use std::os::raw::{c_int, c_void};
 use std::sync::Mutex;
@@ -51,21 +51,22 @@ static KEYVALS: Mutex<Vec<Keyval>> = Mutex::new(Vec::new());
 
 /// `base`, made for a policy communicator, as its record keeps it (asked once: whether it carries a
 /// topology).
-pub fn base_of(base: MPI_Comm) -> Base {
-    Base { comm: base, topology: has_topology(base) }
+pub fn base_of(base: OwnedComm) -> OwnedBase {
+    let topology = has_topology(base.raw());
+    OwnedBase::new(base, topology)
 }
 
 /// Makes the base of a policy dup of `parent` (collective over `parent`, as the dup is). A parent with
 /// a topology gives the base a copy of it (`topology_copy`), so that the neighbourhood collectives run
 /// there too; where that copy fails (on every member alike: a collective's outcome), the base has none
 /// and they stay on the stream.
-pub fn split_base(parent: MPI_Comm) -> Option<Base> {
+pub fn split_base(parent: MPI_Comm) -> Option<OwnedBase> {
     let split = plain_split(parent).ok()?;
-    let base = match topology_copy(Comm(parent), Comm(split)) {
+    let base = match topology_copy(Comm(parent), *split) {
         Some(copy) => {
-            let _ = Comm(split).free();
+            let _ = split.free();
             give_errhandler(parent, copy.raw());
-            copy.raw()
+            copy
         }
         None => split,
     };
@@ -76,14 +77,14 @@ pub fn split_base(parent: MPI_Comm) -> Option<Base> {
 /// that ranks stay the same; `None` where `parent` has none or the copy failed. The graph of a
 /// distributed graph is copied as its neighbour lists, with weights 1 where it has none (only
 /// neighbourhood collectives run on the base, and they ignore weights).
-fn topology_copy(parent: Comm, split: Comm) -> Option<Comm> {
-    let copy: MpiResult<Comm> = match parent.topology().ok()? {
+fn topology_copy(parent: Comm, split: Comm) -> Option<OwnedComm> {
+    let copy: MpiResult<OwnedComm> = match parent.topology().ok()? {
         MPI_CART => split.cart_create(&parent.cart().ok()?, false),
         MPI_GRAPH => split.graph_create(&parent.graph().ok()?, false),
         MPI_DIST_GRAPH => split.dist_graph_create_adjacent(&parent.dist_graph().ok()?, Info::NULL, false),
         _ => return None,
     };
-    copy.ok().filter(|&c| c != Comm::NULL)
+    copy.ok().filter(|c| c.raw() != MPI_COMM_NULL)
 }
 
 /// Whether `comm` carries a topology.
@@ -198,10 +199,11 @@ fn idup_of_base(
         Ok(started) => started,
         Err(rc) => return rc,
     };
-    *newcomm = child.raw();
-    *request = req.raw();
     for (keyval, value) in copies {
         let _ = child.set_attr(keyval, value);
     }
+    // The program's from here on.
+    *newcomm = child.into_raw();
+    *request = req.into_raw();
     MPI_SUCCESS
 }

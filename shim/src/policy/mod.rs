@@ -7,10 +7,10 @@ pub mod identity;
 mod json_read;
 
 use crate::backend::Backend;
-use crate::comms::{Base, CommRecord, Origin, Route};
+use crate::comms::{CommRecord, Origin, OwnedBase, Route};
 use crate::runtime::Runtime;
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Info, Stream};
+use mpixstream_wrappers::mpi::{Comm, Info, OwnedComm, Stream};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -124,7 +124,7 @@ enum Made {
     /// Another constructor just made it for the caller: it becomes the base once replaced.
     Replaced,
     /// It is the parent of a dup; the base was made for the dup (`None`: that failed, on every member).
-    Dup(Option<Base>),
+    Dup(Option<OwnedBase>),
 }
 
 /// The policy's `MPI_Comm_dup` / `MPI_Comm_dup_with_info` on the native backend, instead of MPICH's
@@ -235,14 +235,18 @@ fn attach_native(rt: &Runtime, taken: Taken, source: MPI_Comm, made: Made, newco
         }
     };
     let base = if replace {
-        match become_base(source, streamed) {
+        match become_base(source, &streamed) {
             Ok(b) => Some(b),
-            Err(rc) => return rc,
+            Err(rc) => {
+                let _ = streamed.free();
+                return rc;
+            }
         }
     } else {
         base
     };
-    *newcomm = streamed.raw();
+    // The program's from here on.
+    *newcomm = streamed.into_raw();
     finish(rt, taken.index, base, *newcomm)
 }
 
@@ -262,18 +266,20 @@ fn stays_implicit(rt: &Runtime, rc: c_int, comm: MPI_Comm) -> c_int {
 /// `streamed`: it stays, as `streamed`'s base (a plain communicator of the same group:
 /// policy_base.rs), and `streamed` gets its hints (MPICH's stream communicator starts with none; an
 /// `MPI_Comm_split_type` with info, say, gave `made` some). Where the hints fail, `streamed` is freed.
-fn become_base(made: MPI_Comm, streamed: Comm) -> Result<Base, c_int> {
+fn become_base(made: MPI_Comm, streamed: &OwnedComm) -> Result<OwnedBase, c_int> {
     let rc = copy_hints(made, streamed.raw());
     if rc != MPI_SUCCESS {
-        let _ = streamed.free();
         return Err(rc);
     }
+    // SAFETY: `made` is the communicator the program's constructor just made in this call, which the
+    // program never sees (its variable gets `streamed` instead): nobody else owns it or frees it.
+    let made = unsafe { OwnedComm::from_raw(made) };
     Ok(crate::policy::base::base_of(made))
 }
 
-fn free_base(base: Option<Base>) {
+fn free_base(base: Option<OwnedBase>) {
     if let Some(b) = base {
-        let _ = Comm(b.comm).free();
+        b.free();
     }
 }
 
@@ -295,14 +301,14 @@ fn copy_hints(from: MPI_Comm, to: MPI_Comm) -> c_int {
         Ok(info) => info,
         Err(rc) => return rc,
     };
-    let set = Comm(to).set_info(info);
+    let set = Comm(to).set_info(*info);
     let _ = info.free();
     set.err().unwrap_or(MPI_SUCCESS)
 }
 
 /// Attaches the record of the new policy communicator `comm` on every member, with where its
 /// collectives run (`route_of`).
-fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm) -> c_int {
+fn finish(rt: &Runtime, index: Option<usize>, base: Option<OwnedBase>, comm: MPI_Comm) -> c_int {
     if rt.backend != Backend::Native {
         // No native stream communicators, so no routes: only the stream, where this process has one.
         // A record on every member, with a stream or not, so that every member plans a constructor of
@@ -313,20 +319,18 @@ fn finish(rt: &Runtime, index: Option<usize>, base: Option<Base>, comm: MPI_Comm
             CommRecord { stream: index, origin: Origin::Policy, base: None, collectives: Route::Comm },
         );
     }
-    let collectives = route_of(base);
+    let collectives = route_of(base.as_ref().map(OwnedBase::view));
     attach(rt, comm, CommRecord { stream: index, origin: Origin::Policy, base, collectives })
 }
 
 fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
     let stream = record.stream;
-    let base = record.base;
     let rc = rt.attach_record(comm, record);
     if rc != MPI_SUCCESS {
-        // MPICH refused the attribute: nothing of the record stays.
+        // MPICH refused the attribute: nothing of the record stays (`attach_record` freed its base).
         if let Some(i) = stream {
             release_stream(rt, i);
         }
-        free_base(base);
         return rc;
     }
     if stream.is_some() {
@@ -342,7 +346,7 @@ fn attach(rt: &Runtime, comm: MPI_Comm, record: CommRecord) -> c_int {
 /// (the split that made it, the topology's copy), the same on every member; whether this member has a
 /// stream is not used (members with and without a stream once ran one collective on different
 /// communicators, and it never completed).
-fn route_of(base: Option<Base>) -> Route {
+fn route_of(base: Option<crate::comms::Base>) -> Route {
     match base {
         Some(b) if b.topology => Route::Base,
         Some(_) => Route::BaseButNeighbourhood,

@@ -1,7 +1,8 @@
 //! Communicators: their making and freeing, queries, attributes, error handlers and hints, and the
 //! blocking collectives mpixstream runs on its own data (slices).
 use super::{
-    call, call_optional, check, Comm, Datatype, Element, Errhandler, Info, MpiResult, Op, Opaque, Request, Stream,
+    call, call_optional, check, Comm, Datatype, Element, Errhandler, Info, MpiResult, Op, Opaque, OwnedComm,
+    OwnedErrhandler, OwnedInfo, OwnedRequest, Stream,
 };
 use crate::ffi::*;
 use std::os::raw::{c_int, c_void};
@@ -29,59 +30,48 @@ impl Comm {
         Ok(flag != 0)
     }
 
-    pub fn dup(self) -> MpiResult<Comm> {
+    pub fn dup(self) -> MpiResult<OwnedComm> {
         let mut new = MPI_COMM_NULL;
         check(call!(PMPI_Comm_dup(self.0, &mut new)))?;
-        Ok(Comm(new))
+        Ok(OwnedComm::made(new))
     }
 
     /// `MPI_Comm_split`; `Comm::NULL` for a process whose color is `MPI_UNDEFINED`.
-    pub fn split(self, color: c_int, key: c_int) -> MpiResult<Comm> {
+    pub fn split(self, color: c_int, key: c_int) -> MpiResult<OwnedComm> {
         let mut new = MPI_COMM_NULL;
         check(call!(PMPI_Comm_split(self.0, color, key, &mut new)))?;
-        Ok(Comm(new))
+        Ok(OwnedComm::made(new))
     }
 
     /// `MPI_Comm_idup`: the new communicator (usable once the request completes) and the request.
-    pub fn idup(self) -> MpiResult<(Comm, Request)> {
+    pub fn idup(self) -> MpiResult<(OwnedComm, OwnedRequest)> {
         let (mut new, mut req) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
         check(call!(PMPI_Comm_idup(self.0, &mut new, &mut req)))?;
-        Ok((Comm(new), Request(req)))
+        Ok((OwnedComm::made(new), OwnedRequest::made(req)))
     }
 
-    pub fn idup_with_info(self, info: Info) -> MpiResult<(Comm, Request)> {
+    pub fn idup_with_info(self, info: Info) -> MpiResult<(OwnedComm, OwnedRequest)> {
         let (mut new, mut req) = (MPI_COMM_NULL, MPI_REQUEST_NULL);
         check(call!(PMPI_Comm_idup_with_info(self.0, info.0, &mut new, &mut req)))?;
-        Ok((Comm(new), Request(req)))
+        Ok((OwnedComm::made(new), OwnedRequest::made(req)))
     }
 
     /// `MPIX_Stream_comm_create` of the loaded MPICH (>= 4.1).
-    pub fn stream_comm_create(self, stream: Stream) -> MpiResult<Comm> {
+    pub fn stream_comm_create(self, stream: Stream) -> MpiResult<OwnedComm> {
         let mut new = MPI_COMM_NULL;
         check(call_optional!(PMPIX_Stream_comm_create(self.0, stream.0, &mut new)))?;
-        Ok(Comm(new))
-    }
-
-    /// `MPI_Comm_free`. The handle is gone afterwards whatever the outcome; callers drop their copies.
-    pub fn free(self) -> MpiResult {
-        let mut c = self.0;
-        check(call!(PMPI_Comm_free(&mut c)))
-    }
-
-    pub fn disconnect(self) -> MpiResult {
-        let mut c = self.0;
-        check(call!(PMPI_Comm_disconnect(&mut c)))
+        Ok(OwnedComm::made(new))
     }
 
     pub fn set_errhandler(self, handler: Errhandler) -> MpiResult {
         check(call!(PMPI_Comm_set_errhandler(self.0, handler.0)))
     }
 
-    /// The communicator's error handler (a new reference: free it with [`Errhandler::free`]).
-    pub fn errhandler(self) -> MpiResult<Errhandler> {
+    /// The communicator's error handler (a new reference, ours to free).
+    pub fn errhandler(self) -> MpiResult<OwnedErrhandler> {
         let mut h = MPI_ERRORS_ARE_FATAL;
         check(call!(PMPI_Comm_get_errhandler(self.0, &mut h)))?;
-        Ok(Errhandler(h))
+        Ok(OwnedErrhandler::made(h))
     }
 
     /// Raises `code` through the communicator's error handler; gives the handler's return (a handler
@@ -94,11 +84,11 @@ impl Comm {
         check(call!(PMPI_Comm_set_info(self.0, info.0)))
     }
 
-    /// The hints in use (a new info object: free it).
-    pub fn info(self) -> MpiResult<Info> {
+    /// The hints in use (a new info object, ours to free).
+    pub fn info(self) -> MpiResult<OwnedInfo> {
         let mut info = MPI_INFO_NULL;
         check(call!(PMPI_Comm_get_info(self.0, &mut info)))?;
-        Ok(Info(info))
+        Ok(OwnedInfo::made(info))
     }
 
     /// The communicator's name as MPICH keeps it.
@@ -245,10 +235,10 @@ impl Comm {
     }
 
     /// `MPI_Ibarrier`.
-    pub fn ibarrier(self) -> MpiResult<Request> {
+    pub fn ibarrier(self) -> MpiResult<OwnedRequest> {
         let mut req = MPI_REQUEST_NULL;
         check(call!(PMPI_Ibarrier(self.0, &mut req)))?;
-        Ok(Request(req))
+        Ok(OwnedRequest::made(req))
     }
 }
 
@@ -268,11 +258,4 @@ pub fn create_keyval(fns: KeyvalFns, extra: Opaque) -> MpiResult<c_int> {
 pub fn free_keyval(keyval: c_int) -> MpiResult {
     let mut k = keyval;
     check(call!(PMPI_Comm_free_keyval(&mut k)))
-}
-
-impl Errhandler {
-    pub fn free(self) -> MpiResult {
-        let mut h = self.0;
-        check(call!(PMPI_Errhandler_free(&mut h)))
-    }
 }

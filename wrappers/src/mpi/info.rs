@@ -1,19 +1,14 @@
 //! Info objects (hints).
-use super::{call, check, Info, MpiResult};
+use super::{call, check, Info, MpiResult, OwnedInfo};
 use crate::ffi::*;
 use std::ffi::CStr;
 
 impl Info {
     /// `MPI_Info_create`: a new, empty info object (free it).
-    pub fn create() -> MpiResult<Info> {
+    pub fn create() -> MpiResult<OwnedInfo> {
         let mut info = MPI_INFO_NULL;
         check(call!(PMPI_Info_create(&mut info)))?;
-        Ok(Info(info))
-    }
-
-    pub fn free(self) -> MpiResult {
-        let mut info = self.0;
-        check(call!(PMPI_Info_free(&mut info)))
+        Ok(OwnedInfo::made(info))
     }
 
     pub fn set(self, key: &CStr, value: &CStr) -> MpiResult {

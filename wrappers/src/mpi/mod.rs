@@ -2,14 +2,26 @@
 //! calls instead of the raw entry points.
 //!
 //! - Handles are newtypes ([`Comm`], [`Request`], [`Datatype`], [`Info`], [`Stream`], [`Op`],
-//!   [`Errhandler`]) over MPICH's `int` handles: `Copy`, compared and hashed as the `int`, `.raw()` for the
-//!   C side. A handle is a name MPICH checks (error checking is on in every build we support), never a
-//!   pointer we follow, so passing a wrong one is an MPI error, not unsoundness.
+//!   [`Errhandler`]) over MPICH's `int` handles: borrowed views, `Copy`, compared and hashed as the `int`,
+//!   `.raw()` for the C side. A view names a handle someone else owns (MPICH's predefined ones, the
+//!   application's that we pass through, one of ours borrowed): it can be used, never freed. A handle is
+//!   a name MPICH checks (error checking is on in every build we support), never a pointer we follow, so
+//!   passing a wrong one is an MPI error, not unsoundness.
+//! - What mpixstream makes, it owns: [`OwnedComm`], [`OwnedRequest`], [`OwnedInfo`], [`OwnedStream`],
+//!   [`OwnedErrhandler`] (what MPICH's constructors here return) are neither `Copy` nor `Clone`, borrow
+//!   as their view ([`std::ops::Deref`]), and `free(self)` consumes them: a handle of ours is freed once,
+//!   by its one owner (a double free does not compile, see [`OwnedComm`]). Dropped unfreed, a handle leaks
+//!   (never freed by `Drop`: after `MPI_Finalize`, or from a thread MPI does not expect, a free is wrong).
+//!   `into_raw` hands the handle on (to the application, as a constructor's result); `from_raw`, the only
+//!   way to own an `int`, is `unsafe`: its caller asserts the handle is its own to free.
 //! - Every call returns [`MpiResult`]: `Err` carries the MPI error code MPICH returned, unchanged.
-//! - Buffers: our own memory is a slice (`&[T]` / `&mut [T]` of a type with an MPI datatype, [`Element`]).
-//!   Where the application's own buffer passes through (an enqueued send, a routed collective), the
-//!   function takes the raw pointer, count and datatype as the application gave them and is `unsafe`, with
-//!   the caller's obligation written in its `# Safety` section.
+//! - Buffers: count and datatype always come from the same typed value as the memory. Our own memory is
+//!   a slice (`&[T]` / `&mut [T]` of a type with an MPI datatype, [`Element`], as rsmpi's `Equivalence`:
+//!   the slice gives address, count and datatype). Where the application's own buffer passes through to
+//!   an operation that completes later (an enqueued send, a multiplex receive, a routed replace), it is a
+//!   `crate::app::PendingBuf`: the application's address with the count and datatype its call gave,
+//!   paired once by an `unsafe` constructor whose `# Safety` states the contract; the calls here
+//!   (`raw_buffers`) take the pair whole.
 //!
 //! Why it is sound: every entry point in the table was resolved from the loaded MPICH under the name of a
 //! row of `wrappers/mpi.prototypes`, whose prototype is checked against both MPICHs' `mpi.h`
@@ -26,6 +38,7 @@ pub mod env;
 pub mod errors;
 mod info;
 pub mod kept;
+mod owned;
 mod raw_buffers;
 pub mod request;
 pub mod stream;
@@ -33,6 +46,7 @@ pub mod tool_interface;
 pub mod topology;
 
 pub use datatype::Element;
+pub use owned::{OwnedComm, OwnedErrhandler, OwnedInfo, OwnedRequest, OwnedStream, SharedComm};
 pub use request::{AsyncThing, GrequestFns};
 
 /// The outcome of an MPI call: `Err` holds the error code MPICH returned.

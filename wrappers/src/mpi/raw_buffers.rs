@@ -1,10 +1,11 @@
 //! Calls that carry the application's own buffers through (enqueued operations, routed collectives,
-//! the multiplex communicators' sends and receives): each buffer comes as the application's argument
-//! with the count and datatype it gave, `crate::app::AppIn` for a call that reads it before returning,
-//! `crate::app::Pending` for an operation that completes later; MPICH checks counts and datatypes, the
-//! argument's type carries MPI's rule on the memory.
-use super::{call, check, Comm, Datatype, MpiResult, Op, Request};
-use crate::app::{AppIn, Pending};
+//! the multiplex communicators' sends and receives). A buffer of an operation that completes later is a
+//! `crate::app::PendingBuf`: its address with the count and datatype the application's call gave for it,
+//! one value, so that these safe functions pass MPI a buffer only with its own count and datatype (the
+//! pairing is asserted once, by the `unsafe` constructor). A buffer read before the call returns is a
+//! `crate::app::AppIn` beside its call's count and datatype (`pack`, `pack_append`).
+use super::{call, check, Comm, Datatype, MpiResult, Op, OwnedRequest};
+use crate::app::{AppIn, PendingBuf};
 use crate::ffi::*;
 use std::os::raw::{c_int, c_void};
 
@@ -12,98 +13,84 @@ macro_rules! start {
     ($name:ident ( $($arg:expr),* )) => {{
         let mut req = MPI_REQUEST_NULL;
         check(call!($name($($arg),*, &mut req)))?;
-        Ok(Request(req))
+        Ok(OwnedRequest::made(req))
     }};
+}
+
+/// A reduction's send buffer goes with the receive buffer's count and datatype (one pair in MPI's
+/// call): where they differ (or the send is `MPI_IN_PLACE`, which has none), the receive's are MPI's,
+/// and a send buffer of another count is refused rather than read past its end.
+fn same_elements(send: &PendingBuf, recv: &PendingBuf) -> MpiResult {
+    if send.ptr() == MPI_IN_PLACE || (send.count(), send.datatype()) == (recv.count(), recv.datatype()) {
+        Ok(())
+    } else {
+        Err(MPI_ERR_ARG)
+    }
 }
 
 impl Comm {
     /// `MPI_Isend_c` (the `int` form where the count fits, as MPICH's own binding would pick).
-    pub fn isend(
-        self,
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-        dest: c_int,
-        tag: c_int,
-    ) -> MpiResult<Request> {
-        match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Isend(buf.ptr(), n, datatype.0, dest, tag, self.0)),
-            Err(_) => start!(PMPI_Isend_c(buf.ptr(), count, datatype.0, dest, tag, self.0)),
+    pub fn isend(self, buf: &PendingBuf, dest: c_int, tag: c_int) -> MpiResult<OwnedRequest> {
+        match c_int::try_from(buf.count()) {
+            Ok(n) => start!(PMPI_Isend(buf.ptr(), n, buf.datatype(), dest, tag, self.0)),
+            Err(_) => start!(PMPI_Isend_c(buf.ptr(), buf.count(), buf.datatype(), dest, tag, self.0)),
         }
     }
 
     /// `MPI_Irecv_c` (the `int` form where the count fits).
-    pub fn irecv(
-        self,
-        buf: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-        source: c_int,
-        tag: c_int,
-    ) -> MpiResult<Request> {
-        match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Irecv(buf.ptr(), n, datatype.0, source, tag, self.0)),
-            Err(_) => start!(PMPI_Irecv_c(buf.ptr(), count, datatype.0, source, tag, self.0)),
+    pub fn irecv(self, buf: &PendingBuf, source: c_int, tag: c_int) -> MpiResult<OwnedRequest> {
+        match c_int::try_from(buf.count()) {
+            Ok(n) => start!(PMPI_Irecv(buf.ptr(), n, buf.datatype(), source, tag, self.0)),
+            Err(_) => start!(PMPI_Irecv_c(buf.ptr(), buf.count(), buf.datatype(), source, tag, self.0)),
         }
     }
 
-    /// `MPI_Iallreduce_c` (the `int` form where the count fits).
-    pub fn iallreduce(
-        self,
-        send: Pending<c_void>,
-        recv: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-        op: Op,
-    ) -> MpiResult<Request> {
+    /// `MPI_Iallreduce_c` (the `int` form where the count fits) of `send` into `recv` (the same count
+    /// and datatype, or `send` `MPI_IN_PLACE`).
+    pub fn iallreduce(self, send: &PendingBuf, recv: &PendingBuf, op: Op) -> MpiResult<OwnedRequest> {
+        same_elements(send, recv)?;
+        let (count, datatype) = (recv.count(), recv.datatype());
         match c_int::try_from(count) {
-            Ok(n) => start!(PMPI_Iallreduce(send.ptr(), recv.ptr(), n, datatype.0, op.0, self.0)),
-            Err(_) => start!(PMPI_Iallreduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, self.0)),
+            Ok(n) => start!(PMPI_Iallreduce(send.ptr(), recv.ptr(), n, datatype, op.0, self.0)),
+            Err(_) => start!(PMPI_Iallreduce_c(send.ptr(), recv.ptr(), count, datatype, op.0, self.0)),
         }
     }
 
-    /// `MPI_Ireduce_c`.
-    pub fn ireduce(
-        self,
-        send: Pending<c_void>,
-        recv: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-        op: Op,
-        root: c_int,
-    ) -> MpiResult<Request> {
-        start!(PMPI_Ireduce_c(send.ptr(), recv.ptr(), count, datatype.0, op.0, root, self.0))
+    /// `MPI_Ireduce_c` of `send` into `recv` at `root` (as [`Comm::iallreduce`]).
+    pub fn ireduce(self, send: &PendingBuf, recv: &PendingBuf, op: Op, root: c_int) -> MpiResult<OwnedRequest> {
+        same_elements(send, recv)?;
+        start!(PMPI_Ireduce_c(send.ptr(), recv.ptr(), recv.count(), recv.datatype(), op.0, root, self.0))
     }
 
     /// `MPI_Ibcast_c`.
-    pub fn ibcast(self, buf: Pending<c_void>, count: MPI_Count, datatype: Datatype, root: c_int) -> MpiResult<Request> {
-        start!(PMPI_Ibcast_c(buf.ptr(), count, datatype.0, root, self.0))
+    pub fn ibcast(self, buf: &PendingBuf, root: c_int) -> MpiResult<OwnedRequest> {
+        start!(PMPI_Ibcast_c(buf.ptr(), buf.count(), buf.datatype(), root, self.0))
     }
 
-    /// `MPI_Iallgather_c`.
-    pub fn iallgather(
-        self,
-        send: Pending<c_void>,
-        send_count: MPI_Count,
-        send_type: Datatype,
-        recv: Pending<c_void>,
-        recv_count: MPI_Count,
-        recv_type: Datatype,
-    ) -> MpiResult<Request> {
-        start!(PMPI_Iallgather_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
+    /// `MPI_Iallgather_c` (`recv`'s count: per process, as MPI's call takes it).
+    pub fn iallgather(self, send: &PendingBuf, recv: &PendingBuf) -> MpiResult<OwnedRequest> {
+        start!(PMPI_Iallgather_c(
+            send.ptr(),
+            send.count(),
+            send.datatype(),
+            recv.ptr(),
+            recv.count(),
+            recv.datatype(),
+            self.0
+        ))
     }
 
-    /// `MPI_Ialltoall_c`.
-    pub fn ialltoall(
-        self,
-        send: Pending<c_void>,
-        send_count: MPI_Count,
-        send_type: Datatype,
-        recv: Pending<c_void>,
-        recv_count: MPI_Count,
-        recv_type: Datatype,
-    ) -> MpiResult<Request> {
-        start!(PMPI_Ialltoall_c(send.ptr(), send_count, send_type.0, recv.ptr(), recv_count, recv_type.0, self.0))
+    /// `MPI_Ialltoall_c` (both counts per process, as MPI's call takes them).
+    pub fn ialltoall(self, send: &PendingBuf, recv: &PendingBuf) -> MpiResult<OwnedRequest> {
+        start!(PMPI_Ialltoall_c(
+            send.ptr(),
+            send.count(),
+            send.datatype(),
+            recv.ptr(),
+            recv.count(),
+            recv.datatype(),
+            self.0
+        ))
     }
 
     /// `MPI_Pack_c` of the application's `count` elements into `out` at `*position` (advanced).
@@ -128,7 +115,7 @@ impl Comm {
 
     /// A send of nothing to `MPI_PROC_NULL`: a request complete at once (what a call that finished its
     /// work itself hands out).
-    pub fn completed_request(self, tag: c_int) -> MpiResult<Request> {
+    pub fn completed_request(self, tag: c_int) -> MpiResult<OwnedRequest> {
         start!(PMPI_Isend(std::ptr::null::<c_void>(), 0, MPI_BYTE, MPI_PROC_NULL, tag, self.0))
     }
 
@@ -161,23 +148,20 @@ impl Comm {
         Ok(())
     }
 
-    /// `MPI_Unpack_c` from `packed` at `*position` (advanced) into the application's `count` elements.
-    pub fn unpack(
-        self,
-        packed: &[u8],
-        position: &mut MPI_Count,
-        outbuf: Pending<c_void>,
-        count: MPI_Count,
-        datatype: Datatype,
-    ) -> MpiResult {
+    /// `MPI_Unpack_c` from `packed` at `*position` (advanced) into the application's buffer `outbuf`, its
+    /// own count and datatype.
+    pub fn unpack(self, packed: &[u8], position: &mut MPI_Count, outbuf: &PendingBuf) -> MpiResult {
         check(call!(PMPI_Unpack_c(
             packed.as_ptr().cast(),
             packed.len() as MPI_Count,
             position,
             outbuf.ptr(),
-            count,
-            datatype.0,
+            outbuf.count(),
+            outbuf.datatype(),
             self.0
         )))
     }
 }
+
+/// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
+const MPI_IN_PLACE: *mut c_void = usize::MAX as *mut c_void;

@@ -1,6 +1,6 @@
 //! Requests: completion, cancelling and freeing; generalized requests and async things (ours, with
 //! callbacks MPICH calls).
-use super::{call, call_optional, check, MpiResult, Opaque, Request, Stream};
+use super::{call, call_optional, check, MpiResult, Opaque, OwnedRequest, Request, Stream};
 use crate::ffi::*;
 
 impl Request {
@@ -38,12 +38,6 @@ impl Request {
         Ok((flag != 0).then_some(status))
     }
 
-    /// `MPI_Request_free`.
-    pub fn free(self) -> MpiResult {
-        let mut r = self.0;
-        check(call!(PMPI_Request_free(&mut r)))
-    }
-
     /// `MPI_Cancel`.
     pub fn cancel(self) -> MpiResult {
         let mut r = self.0;
@@ -71,7 +65,7 @@ impl GrequestFns {
     /// `MPIX_Grequest_start`: a new generalized request. `extra` is an opaque word MPICH keeps and hands
     /// to the callbacks until the free function ran; it never dereferences it (the callbacks do, and their
     /// own safety notes say why that is sound).
-    pub fn start(self, extra: Opaque) -> MpiResult<Request> {
+    pub fn start(self, extra: Opaque) -> MpiResult<OwnedRequest> {
         let mut req = MPI_REQUEST_NULL;
         check(call!(PMPIX_Grequest_start(
             self.query,
@@ -82,7 +76,7 @@ impl GrequestFns {
             extra.0,
             &mut req
         )))?;
-        Ok(Request(req))
+        Ok(OwnedRequest::made(req))
     }
 }
 
@@ -95,11 +89,6 @@ impl AsyncThing {
     /// opaque word MPICH hands to `poll`; it never dereferences it.
     pub fn start(poll: MPIX_Async_poll_function, extra: Opaque, stream: Stream) -> MpiResult {
         check(call_optional!(PMPIX_Async_start(Some(poll), extra.0, stream.0)))
-    }
-
-    /// `MPIX_Async_spawn` from inside a poll function (`thing` is the one MPICH passed it).
-    pub fn spawn(thing: Opaque, poll: MPIX_Async_poll_function, extra: Opaque, stream: Stream) -> MpiResult {
-        check(call_optional!(PMPIX_Async_spawn(thing.0, Some(poll), extra.0, stream.0)))
     }
 
     /// Whether the loaded MPICH has async things.

@@ -1,5 +1,5 @@
 //! Virtual topologies: what a communicator has, and making one on another communicator.
-use super::{call, check, Comm, Info, MpiResult};
+use super::{call, check, Comm, Info, MpiResult, OwnedComm};
 use crate::ffi::*;
 use std::os::raw::c_int;
 
@@ -47,7 +47,7 @@ impl Comm {
     }
 
     /// `MPI_Cart_create` on this communicator with `cart`'s dimensions and periods.
-    pub fn cart_create(self, cart: &Cart, reorder: bool) -> MpiResult<Comm> {
+    pub fn cart_create(self, cart: &Cart, reorder: bool) -> MpiResult<OwnedComm> {
         assert_eq!(cart.dims.len(), cart.periods.len());
         let mut new = MPI_COMM_NULL;
         let ndims = cart.dims.len() as c_int;
@@ -59,7 +59,7 @@ impl Comm {
             reorder as c_int,
             &mut new
         )))?;
-        Ok(Comm(new))
+        Ok(OwnedComm::made(new))
     }
 
     pub fn graph(self) -> MpiResult<Graph> {
@@ -73,13 +73,13 @@ impl Comm {
     }
 
     /// `MPI_Graph_create` on this communicator with `graph`'s index and edges.
-    pub fn graph_create(self, graph: &Graph, reorder: bool) -> MpiResult<Comm> {
+    pub fn graph_create(self, graph: &Graph, reorder: bool) -> MpiResult<OwnedComm> {
         let needed = graph.index.last().copied().unwrap_or(0).max(0) as usize;
         assert!(graph.edges.len() >= needed, "graph_create: fewer edges than the index names");
         let mut new = MPI_COMM_NULL;
         let (idx, edges) = (graph.index.as_ptr(), graph.edges.as_ptr());
         check(call!(PMPI_Graph_create(self.0, graph.index.len() as c_int, idx, edges, reorder as c_int, &mut new)))?;
-        Ok(Comm(new))
+        Ok(OwnedComm::made(new))
     }
 
     pub fn dist_graph(self) -> MpiResult<DistGraph> {
@@ -110,7 +110,7 @@ impl Comm {
     }
 
     /// `MPI_Dist_graph_create_adjacent` on this communicator with `graph`'s lists and weights.
-    pub fn dist_graph_create_adjacent(self, graph: &DistGraph, info: Info, reorder: bool) -> MpiResult<Comm> {
+    pub fn dist_graph_create_adjacent(self, graph: &DistGraph, info: Info, reorder: bool) -> MpiResult<OwnedComm> {
         assert_eq!(graph.sources.len(), graph.source_weights.len());
         assert_eq!(graph.destinations.len(), graph.destination_weights.len());
         let mut new = MPI_COMM_NULL;
@@ -126,6 +126,6 @@ impl Comm {
             reorder as c_int,
             &mut new
         )))?;
-        Ok(Comm(new))
+        Ok(OwnedComm::made(new))
     }
 }

@@ -4,26 +4,24 @@ use super::route::send_routed;
 use crate::forward;
 use crate::native_fixes::native_streams::native_stream_of;
 use crate::native_fixes::persistent;
-use mpixstream_wrappers::app::{AppArg, AppArray, Pending};
+use mpixstream_wrappers::app::{AppArg, AppArray, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::guard::ffi_guard;
 use std::collections::HashMap;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// The arguments of a persistent buffered send made on a native stream communicator.
-#[derive(Clone, Copy)]
+/// The arguments of a persistent buffered send made on a native stream communicator (shared: a start
+/// reads them outside the table's lock).
 struct Recorded {
-    buf: Pending<c_void>,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
+    buf: PendingBuf,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
 }
 
-static PERSISTENT: Mutex<Option<HashMap<MPI_Request, Recorded>>> = Mutex::new(None);
+static PERSISTENT: Mutex<Option<HashMap<MPI_Request, Arc<Recorded>>>> = Mutex::new(None);
 /// How many are recorded; 0 keeps `MPI_Start`/`MPI_Startall`/`MPI_Request_free` on their pass-through path.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -32,9 +30,9 @@ fn none_live() -> bool {
     LIVE.load(Ordering::Relaxed) == 0
 }
 
-fn recorded(request: MPI_Request) -> Option<Recorded> {
+fn recorded(request: MPI_Request) -> Option<Arc<Recorded>> {
     let map = PERSISTENT.lock().unwrap_or_else(|e| e.into_inner());
-    map.as_ref()?.get(&request).copied()
+    map.as_ref()?.get(&request).cloned()
 }
 
 /// After `MPI_Bsend_init(_c)` (and the completion calls' own record, `persistent::persistent_created`)
@@ -44,9 +42,7 @@ fn recorded(request: MPI_Request) -> Option<Recorded> {
 /// there).
 #[allow(clippy::too_many_arguments)]
 pub fn persistent_bsend_created(
-    buf: Pending<c_void>,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
+    buf: PendingBuf,
     dest: c_int,
     tag: c_int,
     comm: MPI_Comm,
@@ -56,7 +52,7 @@ pub fn persistent_bsend_created(
     if native_stream_of(comm).is_none() {
         return;
     }
-    let args = Recorded { buf, count, datatype, dest, tag, comm };
+    let args = Arc::new(Recorded { buf, dest, tag, comm });
     let mut map = PERSISTENT.lock().unwrap_or_else(|e| e.into_inner());
     if map.get_or_insert_with(HashMap::new).insert(request, args).is_none() {
         LIVE.fetch_add(1, Ordering::Release);
@@ -96,9 +92,9 @@ fn start_one(request: AppArg<MPI_Request>) -> c_int {
     }
     // The buffer the application gave `MPI_Bsend_init` with this count and datatype: read (packed) within
     // this start.
-    let buf = r.buf.arg().as_in();
-    send_routed(buf, r.count, r.datatype, r.dest, r.tag, r.comm, || {
-        forward::MPI_Bsend_c(buf, r.count, r.datatype, r.dest, r.tag, r.comm)
+    let (buf, count, datatype) = (r.buf.arg().as_in(), r.buf.count(), r.buf.datatype());
+    send_routed(buf, count, datatype, r.dest, r.tag, r.comm, || {
+        forward::MPI_Bsend_c(buf, count, datatype, r.dest, r.tag, r.comm)
     })
 }
 

@@ -7,7 +7,7 @@ use crate::ownership::{Budget, Held, Take};
 use crate::runtime;
 use mpixstream_wrappers::app::{AppArg, AppIn};
 use mpixstream_wrappers::ffi::*;
-use mpixstream_wrappers::mpi::{Comm, Datatype, Request};
+use mpixstream_wrappers::mpi::{Comm, Datatype, OwnedRequest};
 use mpixstream_wrappers::next;
 use std::os::raw::{c_int, c_void};
 use std::sync::LazyLock;
@@ -26,7 +26,7 @@ static SPACE: LazyLock<Budget> = LazyLock::new(Budget::new);
 /// for a buffered send), holding its packed bytes and, until it is known transmitted, its space in the
 /// attached buffer.
 struct Departing {
-    request: MPI_Request,
+    request: OwnedRequest,
     /// The packed message (MPICH reads it until the request completes).
     _memory: Vec<u8>,
     /// Its space, until the message is known transmitted.
@@ -51,10 +51,8 @@ impl Orphan for Departing {
 
     fn poll(&mut self, _: MayPoll) -> bool {
         // Through PMPI: the tools library forgot the request when it was made (`send_routed`).
-        let mut request = Request(self.request);
-        let tested = request.test();
-        self.request = request.raw();
-        tested.is_err() || self.request == MPI_REQUEST_NULL
+        let tested = self.request.test();
+        tested.is_err() || self.request.is_null()
     }
 
     /// The endpoint's owner is inside it, maybe blocked there (`MPI_Recv` on the same communicator)
@@ -64,7 +62,7 @@ impl Orphan for Departing {
     /// of MPICH"), so the space comes back once the message left, as MPI has it. The request stays
     /// for a poll under the claim, which frees it.
     fn reclaim(&mut self, _: MayReclaim) {
-        if self.space.is_some() && !matches!(Request(self.request).status(), Ok(None)) {
+        if self.space.is_some() && !matches!(self.request.status(), Ok(None)) {
             self.transmitted();
         }
     }
@@ -72,9 +70,9 @@ impl Orphan for Departing {
 
 impl Drop for Departing {
     fn drop(&mut self) {
-        if self.request != MPI_REQUEST_NULL {
+        if !self.request.is_null() {
             // Failed: nobody will test it again.
-            let _ = Request(self.request).free();
+            let _ = self.request.take().free();
         }
         self.transmitted();
     }
@@ -166,7 +164,7 @@ pub(super) fn send_routed(
         }
     };
     let mut memory: Vec<u8> = Vec::with_capacity(packed.max(0) as usize);
-    let mut request = MPI_REQUEST_NULL;
+    let mut request = OwnedRequest::null();
     let rc = {
         // Inside the stream's endpoint, as any call on its communicator: the message takes its place
         // among the calling thread's messages (a buffered send and a later `MPI_Send` to the same peer
@@ -176,24 +174,28 @@ pub(super) fn send_routed(
         if rc == MPI_SUCCESS {
             // Through the next definition, so that the tools library counts the send.
             let bytes = memory.len() as MPI_Count;
+            let mut made = MPI_REQUEST_NULL;
             // SAFETY: the send reads the `bytes` packed into `memory`, which the orphan made of it keeps
-            // (moving a Vec moves no heap memory) until the request completed (below).
-            rc =
-                unsafe { next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut request) };
+            // (moving a Vec moves no heap memory) until the request completed (below). The request it
+            // makes is ours alone (the program never sees it): owned from here.
+            (rc, request) = unsafe {
+                (
+                    next!(MPI_Isend_c)(memory.as_ptr().cast(), bytes, MPI_PACKED, dest, tag, comm, &mut made),
+                    OwnedRequest::from_raw(made),
+                )
+            };
         }
         if rc == MPI_SUCCESS {
             // It is ours to complete from here on (the tools library must not keep an entry for it:
             // MPICH reuses the handle). One test, never a wait: a message that left at once (eager,
             // room in the queue) gives its space back now.
-            crate::tools_link::tools_request_replaced(request, MPI_REQUEST_NULL);
-            crate::request_check::verify(rt, slot, request);
-            let mut r = Request(request);
-            let _ = r.test();
-            request = r.raw();
+            crate::tools_link::tools_request_replaced(request.raw(), MPI_REQUEST_NULL);
+            crate::request_check::verify(rt, slot, request.raw());
+            let _ = request.test();
         }
         rc
     };
-    if rc != MPI_SUCCESS || request == MPI_REQUEST_NULL {
+    if rc != MPI_SUCCESS || request.is_null() {
         space.give_back(&SPACE);
         return rc;
     }
