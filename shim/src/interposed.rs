@@ -85,10 +85,13 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         // native backend always does: its progress helper thread keeps MPI's progress rule for the
         // streams' reserved endpoints (helper.rs), and may call MPI only at that level.
         let multiple = config.enqueue.thread_multiple || detected.backend == Backend::Native;
-        if let Err(e) = detected.configure_mpich() {
-            eprintln!("mpixstream: {e}");
-            std::process::exit(1);
-        }
+        let ucx_window = match detected.configure_mpich().and_then(|()| backend::ucx_init::open(&detected, mpi_code)) {
+            Ok(window) => window,
+            Err(e) => {
+                eprintln!("mpixstream: {e}");
+                std::process::exit(1);
+            }
+        };
         // The application's own arguments (the thread level raised where `multiple`; a local for the
         // level provided where it passed none).
         let rc = match thread {
@@ -98,6 +101,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
                 forward::MPI_Init_thread(argc, argv, if multiple { MPI_THREAD_MULTIPLE } else { required }, provided)
             }
         };
+        backend::ucx_init::close(ucx_window);
         if rc != MPI_SUCCESS {
             return rc;
         }

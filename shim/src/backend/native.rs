@@ -9,7 +9,7 @@ use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
-const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
+pub const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 
 /// MPICH control variables to write before `PMPI_Init*`: (name, value).
 pub type ControlVariables = Vec<(&'static str, u32)>;
@@ -17,6 +17,11 @@ pub type ControlVariables = Vec<(&'static str, u32)>;
 /// The reserved pool the user set on MPICH's own variable, if any.
 pub fn user_reserve() -> Option<u32> {
     std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok())
+}
+
+/// The implicit VCIs the user set on MPICH's own variable, if any.
+pub fn user_implicit() -> Option<u32> {
+    std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok())
 }
 
 /// MPICH's pool sizes to write before `PMPI_Init*`, from ours. A value the user set directly on MPICH's
@@ -31,9 +36,7 @@ pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result
             writes.push((IMPLICIT, n));
             n
         }
-        None => {
-            std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
-        }
+        None => user_implicit().filter(|&n| n >= 1).unwrap_or(1),
     };
     let (pool, variable) = match user_reserve() {
         Some(n) if !config.streams_set => (n, RESERVE),
