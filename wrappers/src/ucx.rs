@@ -11,7 +11,7 @@
 //! library's definitions, first in the global scope, see them. While the init window is open (the
 //! lean library opens it just before `PMPI_Init*` and closes it when that returns), every worker
 //! created is recorded, and a progress call turns every recorded worker, so each VCI's handshake
-//! completes. Closed, `ucp_worker_progress` is one relaxed load and the call to UCX's.
+//! completes. Closed, `ucp_worker_progress` is one relaxed load and a jump to UCX's.
 //!
 //! The exported symbols are made by [`ucx_interposers!`], instantiated by the lean library only (a
 //! `#[no_mangle]` function of this crate would be exported by the tools library too).
@@ -40,6 +40,9 @@ static WORKERS: [AtomicPtr<c_void>; MAX_WORKERS] = [const { AtomicPtr::new(std::
 static ROUTED_CALLS: AtomicUsize = AtomicUsize::new(0);
 static NEXT_CREATE: AtomicUsize = AtomicUsize::new(0);
 static NEXT_PROGRESS: AtomicUsize = AtomicUsize::new(0);
+/// The progress call's fast path, one load: UCX's `ucp_worker_progress` while the window is closed,
+/// 0 while it is open or before the first call resolved it (the slow path decides).
+static PASS_THROUGH: AtomicUsize = AtomicUsize::new(0);
 
 /// Opens the init window: forgets the workers of an earlier one (MPICH destroyed them at its
 /// `MPI_Finalize`), then records every worker created and turns them all at each progress call.
@@ -50,12 +53,14 @@ pub fn open_init_window() {
     RECORDED.store(0, Ordering::Relaxed);
     ROUTED_CALLS.store(0, Ordering::Relaxed);
     OPEN.store(true, Ordering::Release);
+    PASS_THROUGH.store(0, Ordering::Relaxed);
 }
 
 /// Closes the window: from now on a pure pass-through. Returns how many workers MPICH created in it
 /// and how many progress calls turned them all.
 pub fn close_init_window() -> (usize, usize) {
     OPEN.store(false, Ordering::Release);
+    PASS_THROUGH.store(NEXT_PROGRESS.load(Ordering::Relaxed), Ordering::Relaxed);
     (RECORDED.load(Ordering::Acquire).min(MAX_WORKERS), ROUTED_CALLS.load(Ordering::Relaxed))
 }
 
@@ -149,18 +154,41 @@ pub unsafe fn worker_create(context: Handle, params: *const c_void, worker: *mut
 /// `worker` is the C caller's argument to `ucp_worker_progress`, passed on unchanged.
 #[inline(always)]
 pub unsafe fn worker_progress(worker: Handle) -> c_uint {
-    if !OPEN.load(Ordering::Relaxed) {
-        // SAFETY: the caller's worker, unchanged (this function's contract).
-        return unsafe { next_progress()(worker) };
+    let addr = PASS_THROUGH.load(Ordering::Relaxed);
+    if addr != 0 {
+        // SAFETY: a non-zero PASS_THROUGH is UCX's `ucp_worker_progress` (as in `next_progress`); the
+        // caller's worker, unchanged (this function's contract).
+        return unsafe { std::mem::transmute::<usize, ProgressFn>(addr)(worker) };
     }
     // SAFETY: as above.
-    crate::guard::guard_with("ucp_worker_progress", 0, || unsafe { progress_all(worker) })
+    crate::guard::guard_with("ucp_worker_progress", 0, || unsafe { progress_slow(worker) })
 }
 
+/// The window open, or the first call: turns every recorded worker while open, else resolves UCX's
+/// definition for the fast path.
+///
 /// # Safety
 /// As [`worker_progress`].
 #[cold]
 #[inline(never)]
+unsafe fn progress_slow(worker: Handle) -> c_uint {
+    if OPEN.load(Ordering::Acquire) {
+        // SAFETY: this function's contract.
+        return unsafe { progress_all(worker) };
+    }
+    let progress = next_progress();
+    // Not stored where a window opened meanwhile. (A window opening between this check and the store
+    // would be bypassed: that needs a thread's first UCX progress call to race MPI_Init's first one,
+    // while MPI_Init is what creates MPICH's workers.)
+    if !OPEN.load(Ordering::Acquire) {
+        PASS_THROUGH.store(progress as usize, Ordering::Relaxed);
+    }
+    // SAFETY: the caller's worker, unchanged.
+    unsafe { progress(worker) }
+}
+
+/// # Safety
+/// As [`worker_progress`].
 unsafe fn progress_all(worker: Handle) -> c_uint {
     let progress = next_progress();
     // SAFETY: the caller's worker, unchanged.
