@@ -59,6 +59,11 @@ impl Detected {
     }
 }
 
+/// A progress turn of the native streams the application freed (`native::turn_retired`).
+pub fn turn_retired() {
+    native::turn_retired();
+}
+
 /// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not
 /// earlier: some MPICH builds re-read their control variables from the environment when the tool
 /// interface is initialised again after being closed, and the application may read them back).

@@ -92,9 +92,31 @@ pub fn implicit_vcis_in_force() -> u32 {
     IMPLICIT_IN_FORCE.get().copied().unwrap_or(1)
 }
 
+/// Native streams the application freed, kept (not freed in MPICH) and turned by the helper thread
+/// ([`turn_retired`]) until a new stream takes one ([`create_stream`]). A send MPICH completed may
+/// still sit in its VCI's queue (libfabric's tcp provider writes it to the socket in a later
+/// progress turn); MPICH's global progress never turns a reserved VCI, so once the stream is freed
+/// nothing would deliver it: across hosts over ch4:ofi a multiplex receiver waited forever for the
+/// last messages of senders that had freed their streams (`tests/c/multiplex_n_to_1.c`).
+static RETIRED: Mutex<Vec<MPIX_Stream>> = Mutex::new(Vec::new());
+
+/// One progress turn of every retired native stream (the helper thread's; `try_lock`: a stream being
+/// taken by a new owner is skipped this time). Only this turns them: nobody owns a retired stream.
+pub fn turn_retired() {
+    if let Ok(retired) = RETIRED.try_lock() {
+        for &s in retired.iter() {
+            let _ = Stream(s).progress();
+        }
+    }
+}
+
 pub fn create_stream() -> Result<MPIX_Stream, String> {
     if !streams_supported() {
         return Err("native MPIX_Stream_create is missing".into());
+    }
+    // A retired stream first: its VCI is still MPICH's reserved one, and its new owner turns it now.
+    if let Some(s) = lock_retired().pop() {
+        return Ok(s);
     }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     // Never the application's info: a GPU "type" would make native MPICH lock every reserved VCI;
@@ -119,14 +141,13 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     if pmpi().PMPIX_Stream_free.is_none() {
         return Err("native MPIX_Stream_free is missing".into());
     }
-    let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(rc) = Stream(native).free() {
-        return Err(format!("native MPIX_Stream_free failed (error {rc})"));
-    }
-    if let Some(pos) = reserved.iter().position(|&h| h == native) {
-        reserved[pos] = MPIX_STREAM_NULL;
-    }
+    // Retired, not freed (RETIRED says why); it keeps its place in RESERVED, hence its VCI.
+    lock_retired().insert(0, native);
     Ok(())
+}
+
+fn lock_retired() -> std::sync::MutexGuard<'static, Vec<MPIX_Stream>> {
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub fn stream_comm_create(parent: Comm, native: Stream) -> MpiResult<Comm> {
