@@ -79,6 +79,9 @@ fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
 /// The orphans (`reclaim`: see [`help_reclaiming`]), the deferred work and, with `implicit`, a turn of
 /// the implicit pool.
 fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
+    if rt.backend == Backend::Native {
+        crate::backend::turn_retired();
+    }
     crate::orphans::turn(rt, reclaim);
     if crate::deferred::pending() {
         crate::deferred::run(rt);

@@ -8,10 +8,8 @@
 #   - policy_windows_files: its MPI_Win_allocate_shared needs every rank on one node;
 #   - multiplex_basic, multiplex_idup, multiplex_lifetime: they time out on this build on one host too;
 #   - multiplex_stress: KNOWN on this build (tests/c/KNOWN), 60 s to time out;
-#   - multiplex_n_to_1: across hosts it hung in 12 of 13 runs on 2026-12-04 (the receiving thread's
-#     MPI_Improbe never sees the senders' last messages; the same with the library of before the
-#     ownership rework, 3 of 3), while it passes on one host: not understood yet, an open item of the
-#     hosts work (docs/cluster.md), not a pass.
+#   - multiplex_n_to_1: tests/scripts/hosts_multiplex.sh runs it across hosts (2 x 2 and 3 + 1, over
+#     ch4:ofi and ch4:ucx), with multiplex_alltoall.
 # Exits 1 if a row failed, 77 (SKIP) where hosts cannot be made here.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

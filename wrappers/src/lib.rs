@@ -20,6 +20,8 @@
 //! - [`app`]: the application's pointer arguments, as an interposer hands them on;
 //! - [`comm_identity`]: a communicator's identity from run to run (the guided policy's key);
 //! - [`std_mpi`]: the MPI standard ABI's table and the typed functions over it;
+//! - [`ucx`]: UCX's worker calls, seen on their way (the route around MPICH's `MPI_Init` hang over
+//!   ch4:ucx between hosts);
 //! - [`os`], [`dl`]: the operating system and the dynamic linker; `cuda` (feature `cuda`, the lean
 //!   library's): the CUDA driver.
 #![allow(non_camel_case_types, non_snake_case)]
@@ -46,6 +48,7 @@ pub mod say;
 pub mod settings;
 pub mod std_mpi;
 pub mod tools;
+pub mod ucx;
 
 #[cfg(test)]
 mod prototype_codegen;

@@ -55,6 +55,16 @@ fn netmod(device: &str, env: &impl Fn(&str) -> Option<String>) -> String {
     }
 }
 
+/// The netmod an MPICH build uses in this process ("ucx", "ofi"): the one `MPIR_CVAR_CH4_NETMOD`
+/// names, else the first one built; None where the text names no ch4 netmod (not MPICH, ch3).
+pub fn netmod_in_use(version_text: &str, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let device = field(version_text, "MPICH Device:")?;
+    let mut words = device.split_whitespace();
+    let (_, first) = words.next()?.split_once(':')?;
+    let chosen = env("MPIR_CVAR_CH4_NETMOD").map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty());
+    Some(chosen.unwrap_or_else(|| first.to_string()))
+}
+
 /// Intel MPI's transports: "fabrics shm (I_MPI_FABRICS)", with libfabric's provider where `ofi` is
 /// among them and `FI_PROVIDER` chooses it.
 fn intel_fabrics(env: &impl Fn(&str) -> Option<String>) -> String {
@@ -86,6 +96,14 @@ mod tests {
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn netmod_in_use_is_the_chosen_or_the_first_built() {
+        assert_eq!(netmod_in_use(MPICH5, env(&[])).as_deref(), Some("ucx"));
+        assert_eq!(netmod_in_use(MPICH413, env(&[])).as_deref(), Some("ofi"));
+        assert_eq!(netmod_in_use(MPICH413, env(&[("MPIR_CVAR_CH4_NETMOD", "UCX")])).as_deref(), Some("ucx"));
+        assert_eq!(netmod_in_use("Intel(R) MPI Library 2021", env(&[])), None);
     }
 
     #[test]

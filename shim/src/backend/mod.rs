@@ -17,6 +17,7 @@ pub mod program_scan;
 mod serial;
 pub mod shm_segments;
 mod split;
+pub mod ucx_init;
 
 use crate::config::{BackendChoice, Config};
 use mpixstream_wrappers::ffi::*;
@@ -44,6 +45,10 @@ pub struct Detected {
     pub pool: u32,
     /// MPICH control variables to write before `PMPI_Init*` ([`Detected::configure_mpich`]).
     control_variables: Vec<(&'static str, u32)>,
+    /// The netmod MPICH will use ("ucx", "ofi"), where the library names its device.
+    pub netmod: Option<String>,
+    /// Whether MPICH will have more than one VCI (a reserved pool, or more than one implicit VCI).
+    pub many_vcis: bool,
 }
 
 impl Detected {
@@ -52,6 +57,11 @@ impl Detected {
     pub fn configure_mpich(&self) -> Result<(), String> {
         native::write_control_variables(&self.control_variables)
     }
+}
+
+/// A progress turn of the native streams the application freed (`native::turn_retired`).
+pub fn turn_retired() {
+    native::turn_retired();
 }
 
 /// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not
@@ -150,7 +160,12 @@ pub fn detect(
             (config.streams, vec![(split::SPLIT_VARIABLE, 1), (split::THREAD_MAX_VARIABLE, config.streams + 1)])
         }
     };
-    Ok(Detected { backend, library, version, reason, pool, control_variables })
+    let netmod = mpich_build::netmod_in_use(&text, |k| std::env::var(k).ok());
+    let many_vcis = (backend == Backend::Native && pool > 0)
+        || control_variables.iter().any(|&(name, n)| name == native::IMPLICIT && n > 1)
+        || native::user_implicit().is_some_and(|n| n > 1)
+        || native::user_reserve().is_some_and(|n| n > 0);
+    Ok(Detected { backend, library, version, reason, pool, control_variables, netmod, many_vcis })
 }
 
 impl Backend {

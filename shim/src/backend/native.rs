@@ -9,7 +9,7 @@ use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
-const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
+pub const IMPLICIT: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 
 /// MPICH control variables to write before `PMPI_Init*`: (name, value).
 pub type ControlVariables = Vec<(&'static str, u32)>;
@@ -17,6 +17,11 @@ pub type ControlVariables = Vec<(&'static str, u32)>;
 /// The reserved pool the user set on MPICH's own variable, if any.
 pub fn user_reserve() -> Option<u32> {
     std::env::var(RESERVE).ok().and_then(|v| v.trim().parse::<u32>().ok())
+}
+
+/// The implicit VCIs the user set on MPICH's own variable, if any.
+pub fn user_implicit() -> Option<u32> {
+    std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok())
 }
 
 /// MPICH's pool sizes to write before `PMPI_Init*`, from ours. A value the user set directly on MPICH's
@@ -31,9 +36,7 @@ pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result
             writes.push((IMPLICIT, n));
             n
         }
-        None => {
-            std::env::var(IMPLICIT).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n >= 1).unwrap_or(1)
-        }
+        None => user_implicit().filter(|&n| n >= 1).unwrap_or(1),
     };
     let (pool, variable) = match user_reserve() {
         Some(n) if !config.streams_set => (n, RESERVE),
@@ -71,8 +74,8 @@ pub fn finish_control_variables() {
 /// Our model of MPICH's reserved-VCI allocation, for the report: `MPID_Allocate_vci` (ch4_vci.c) gives
 /// a new native stream the lowest free VCI from `NUM_VCIS` up, and the UCX probe confirms it (worker
 /// `NUM_VCIS + i`). Every native stream of the process is created and freed here, under this lock, so the
-/// model stays in step: position = reserved index, value = the native stream holding it, owned here (the
-/// table frees it: `free_stream`).
+/// model stays in step: position = reserved index, value = the native stream holding it, owned here
+/// (`free_stream` retires it rather than freeing it: RETIRED says why; MPICH's finalize frees it).
 static RESERVED: Mutex<Vec<Option<OwnedStream>>> = Mutex::new(Vec::new());
 
 /// The VCI a native stream of ours runs on (`NUM_VCIS` + reserved index), if it is one of ours.
@@ -90,9 +93,31 @@ pub fn implicit_vcis_in_force() -> u32 {
     IMPLICIT_IN_FORCE.get().copied().unwrap_or(1)
 }
 
+/// Native streams the application freed, kept (not freed in MPICH) and turned by the helper thread
+/// ([`turn_retired`]) until a new stream takes one ([`create_stream`]). A send MPICH completed may
+/// still sit in its VCI's queue (libfabric's tcp provider writes it to the socket in a later
+/// progress turn); MPICH's global progress never turns a reserved VCI, so once the stream is freed
+/// nothing would deliver it: across hosts over ch4:ofi a multiplex receiver waited forever for the
+/// last messages of senders that had freed their streams (`tests/c/multiplex_n_to_1.c`).
+static RETIRED: Mutex<Vec<MPIX_Stream>> = Mutex::new(Vec::new());
+
+/// One progress turn of every retired native stream (the helper thread's; `try_lock`: a stream being
+/// taken by a new owner is skipped this time). Only this turns them: nobody owns a retired stream.
+pub fn turn_retired() {
+    if let Ok(retired) = RETIRED.try_lock() {
+        for &s in retired.iter() {
+            let _ = Stream(s).progress();
+        }
+    }
+}
+
 pub fn create_stream() -> Result<MPIX_Stream, String> {
     if !streams_supported() {
         return Err("native MPIX_Stream_create is missing".into());
+    }
+    // A retired stream first: its VCI is still MPICH's reserved one, and its new owner turns it now.
+    if let Some(s) = lock_retired().pop() {
+        return Ok(s);
     }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
     // Never the application's info: a GPU "type" would make native MPICH lock every reserved VCI;
@@ -118,16 +143,22 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     if pmpi().PMPIX_Stream_free.is_none() {
         return Err("native MPIX_Stream_free is missing".into());
     }
-    let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(owned) = reserved.iter_mut().find(|s| s.as_ref().is_some_and(|s| s.raw() == native)) else {
+    let reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
+    if !reserved.iter().any(|s| s.as_ref().is_some_and(|s| s.raw() == native)) {
         return Err(format!("0x{:08x} is no native stream of ours", native as u32));
-    };
-    // Its slot is free once MPICH freed it; a refused free leaves the stream, its VCI and the slot taken.
-    if let Some(Err((kept, rc))) = owned.take().map(OwnedStream::free_or_keep) {
-        *owned = Some(kept);
-        return Err(format!("native MPIX_Stream_free failed (error {rc})"));
+    }
+    drop(reserved);
+    // Retired, not freed (RETIRED says why); it keeps its place in RESERVED, hence its VCI, and stays
+    // owned there until MPICH's finalize frees every stream.
+    let mut retired = lock_retired();
+    if !retired.contains(&native) {
+        retired.insert(0, native);
     }
     Ok(())
+}
+
+fn lock_retired() -> std::sync::MutexGuard<'static, Vec<MPIX_Stream>> {
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub fn stream_comm_create(parent: Comm, native: Stream) -> MpiResult<OwnedComm> {
