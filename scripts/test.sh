@@ -11,6 +11,9 @@ bash "$root/scripts/install.sh"
 bash "$root/scripts/install.sh" --mpich impi
 # MPICH 4.1.3 on every run: tests/scripts/greq_free_early.sh needs its early generalized-request free.
 bash "$root/scripts/install.sh" --mpich 4.1.3
+# MPICH 4.3.2 on every run: tests/scripts/hosts_ucx_init.sh proves the ch4:ucx route across hosts on
+# 4.1.3, 4.3.2 and 5.0.2.
+bash "$root/scripts/install.sh" --mpich 4.3.2
 extra=$(bash "$root/scripts/mpich_rotation.sh")
 case "$extra" in
   [0-9]*.[0-9]*.[0-9]*) bash "$root/scripts/install.sh" --mpich "$extra" ;;
