@@ -307,19 +307,24 @@ int main(int argc, char **argv) {
     collectives(s, c);
     datatypes(s, c);
 
-    /* A dup of the stream communicator carries the same stream, so it enqueues on the same queue. */
-    OK(MPI_Comm_dup(c, &dup));
+    /* A dup of the stream communicator carries the same stream, so it enqueues on the same queue.
+     * MPIXTEST_STREAM_DUP=0 leaves this out: on Intel MPI's thread-split endpoints at 4 ranks, a
+     * collective on a dup that stays on its parent's endpoint can hang in Intel MPI itself
+     * (tests/impi/dup_nbc.c, docs/architecture.md section 8). */
     int x = rank, y = -1;
-    OK(MPIX_Allreduce_enqueue(&x, &y, 1, MPI_INT, MPI_MAX, dup));
-    OK(MPIX_Host_queue_synchronize(s));
-    CHECK(y == size - 1, "allreduce on dup %d", y);
+    if (env_int("MPIXTEST_STREAM_DUP", 1)) {
+        OK(MPI_Comm_dup(c, &dup));
+        OK(MPIX_Allreduce_enqueue(&x, &y, 1, MPI_INT, MPI_MAX, dup));
+        OK(MPIX_Host_queue_synchronize(s));
+        CHECK(y == size - 1, "allreduce on dup %d", y);
+        OK(MPI_Comm_free(&dup));
+    }
 
     /* The stream communicator is an ordinary communicator again once the queue is synchronised. */
     int z = -1;
     OK(MPI_Allreduce(&x, &z, 1, MPI_INT, MPI_MIN, c));
     CHECK(z == 0, "plain allreduce on the stream comm %d", z);
 
-    OK(MPI_Comm_free(&dup));
     OK(MPI_Comm_free(&c));
     OK(MPIX_Stream_free(&s));
     return mpixtest_finish();

@@ -24,21 +24,23 @@ static int mpixtest_errs = 0;
     } while (0)
 
 /* MPI call expected to succeed. */
-#define OK(call)                                                                           \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        CHECK(rc_ == MPI_SUCCESS, "%s returned %d", #call, rc_);                           \
-    } while (0)
-
 /* An error code's class and message. */
 static inline int err_class(int code) { int c = -1; MPI_Error_class(code, &c); return c; }
 static inline const char *err_text(int code) {
-    static char s[MPI_MAX_ERROR_STRING];
+    static _Thread_local char s[MPI_MAX_ERROR_STRING];
     int len = 0;
     s[0] = 0;
     MPI_Error_string(code, s, &len);
     return s;
 }
+
+/* The code's message too: a failure in a loop of runs must say what it was. */
+#define OK(call)                                                                           \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        CHECK(rc_ == MPI_SUCCESS, "%s returned %d (%s)", #call, rc_,                       \
+              rc_ == MPI_SUCCESS ? "" : err_text(rc_));                                    \
+    } while (0)
 
 /* Expects `call` to fail with `cls` and a message containing `needle`. */
 #define EXPECT_ERR(call, cls, needle)                                                      \

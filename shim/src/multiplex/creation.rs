@@ -95,7 +95,10 @@ fn build_on(
 ) -> Result<Arc<Multiplex>, c_int> {
     let shape = Shape::of(rt, &counts);
     let agreed = agree_layout(rt, user, base, rank, &shape, &streams)?;
-    if let (Some(why), 0) = (&agreed.pooled_because, rank) {
+    // MPICH 4.1's route is a fact of the build, not of this communicator: said with the banner's
+    // verbosity only (a program may make many multiplex communicators).
+    let quiet = agreed.layout == Layout::Pooled && !pairs_across_vcis_work(rt) && !rt.config.verbose;
+    if let (Some(why), 0, false) = (&agreed.pooled_because, rank, quiet) {
         mpixstream_wrappers::say!(
             "mpixstream: a multiplex communicator of {} processes and {} stream indices: {why}; its \
              indexed traffic runs on MPICH's implicit pool instead",
@@ -124,7 +127,7 @@ fn agree_layout(
     let (size, width, cost) = (shape.size, shape.width, shape.cost);
     let layout = if shape.dedicated { Layout::Streams } else { endpoints::choose_layout(shape.native, size, width) };
     // Why this communicator's indexed traffic runs on MPICH's implicit pool, if it does on the native
-    // backend (the same on every process: decided from agreed values).
+    // backend (the same on every process: decided from agreed values and the MPICH every process runs).
     let pooled_because = (shape.native && layout == Layout::Pooled && width > 0).then(|| {
         format!(
             "it would need {cost} hidden communicators on the streams' endpoints (bound {})",
@@ -132,6 +135,15 @@ fn agree_layout(
         )
     });
     let mut agreed = Agreed { layout, conventional: None, pooled_because };
+    if layout == Layout::Streams && !shape.dedicated && !pairs_across_vcis_work(rt) {
+        agreed.layout = Layout::Pooled;
+        agreed.pooled_because = Some(
+            "MPICH 4.1 mixes up messages between two different reserved VCIs over shared memory \
+             (docs/native-defects.md, \"Messages between two reserved VCIs on MPICH 4.1\")"
+                .to_string(),
+        );
+        return Ok(agreed);
+    }
     if layout != Layout::Streams {
         return Ok(agreed);
     }
@@ -169,6 +181,18 @@ fn agree_layout(
         }
     }
     Ok(agreed)
+}
+
+/// Whether the loaded MPICH carries a message from one reserved VCI to a different one correctly, which
+/// the streams layout's `C_{i,j,b}` need. MPICH 4.1 (4.1.3 measured) does not over shared memory: two
+/// ranks' threads each on their own stream, exchanging messages on stream communicators whose members
+/// attached different streams, get messages out of order, wrong statuses, MPICH assertions and
+/// segmentation faults, without mpixstream (`tests/mpich_builds/stream_pairs.c`), and communicators
+/// whose members all attached the same VCI less often; with the netmod alone (no shared memory), and on
+/// 4.2.3 and 5.0.2, none. So on 4.1 every multiplex communicator takes the pooled layout (MPICH's locked
+/// implicit pool, where the same program is correct).
+pub(super) fn pairs_across_vcis_work(rt: &Runtime) -> bool {
+    !matches!(rt.mpich_version, Some((4, 1, _)))
 }
 
 /// Collective over `base`: per rank, a 64-bit mask of the indices that have a stream. An index from 64
