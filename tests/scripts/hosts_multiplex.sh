@@ -45,7 +45,8 @@ for b in 5-ofi 5; do
         ok=$((ok + 1))
       done
       [ $ok -eq "$runs" ]
-      verdict "$prog, MPICH 5.0.2 over ch4:$([ $b = 5 ] && echo ucx || echo ofi), ranks on $where: $ok of $runs runs in a row (last exit $rc)" $?
+      all=$?
+      verdict "$prog, MPICH 5.0.2 over ch4:$([ $b = 5 ] && echo ucx || echo ofi), ranks on $where: $ok of $runs runs in a row (last exit $rc)" $all
     done
   done
 done

@@ -81,7 +81,8 @@ for c in 5:streams 4.3.2+ucx:streams 4.1.3+ucx:pool; do
   verdict "MPICH $v over ch4:ucx, 2 hosts x 1 rank, explicit: MPI_Init completes with the pool, the job passes (exit $rc)" $rc
   [ $rc -eq 0 ] || continue
   report_check "$out/ucx-$v.json" "${c#*:}"
-  verdict "MPICH $v over ch4:ucx: $([ "${c#*:}" = streams ] && echo "the pairs' traffic on their streams' reserved VCIs" || echo "the pool reserved")" $?
+  checked=$?
+  verdict "MPICH $v over ch4:ucx: $([ "${c#*:}" = streams ] && echo "the pairs' traffic on their streams' reserved VCIs" || echo "the pool reserved")" $checked
 done
 run ucx-uneven 5 h1:3,h2:1 4
 rc=$?
