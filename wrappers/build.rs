@@ -12,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-changed=mpi.prototypes");
     println!("cargo:rerun-if-changed=src/prototype_list.rs");
     println!("cargo:rerun-if-changed=src/prototype_codegen.rs");
+    println!("cargo:rerun-if-changed=src/prototype_codegen");
     let text = std::fs::read_to_string("mpi.prototypes").expect("wrappers/mpi.prototypes");
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     if let Err(e) = generate(&text, Path::new(&out)) {
