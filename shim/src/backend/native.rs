@@ -6,6 +6,7 @@ use mpixstream_wrappers::mpi::stream::streams_supported;
 use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, OwnedComm, OwnedStream, Stream};
 use mpixstream_wrappers::pmpi::pmpi;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 const RESERVE: &str = "MPIR_CVAR_CH4_RESERVE_VCIS";
@@ -104,6 +105,10 @@ static RETIRED: Mutex<Vec<MPIX_Stream>> = Mutex::new(Vec::new());
 /// One progress turn of every retired native stream (the helper thread's; `try_lock`: a stream being
 /// taken by a new owner is skipped this time). Only this turns them: nobody owns a retired stream.
 pub fn turn_retired() {
+    // Every poll loop of ours helps (`helper::help`): while nothing is retired, one relaxed load, no lock.
+    if RETIRED_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
     if let Ok(retired) = RETIRED.try_lock() {
         for &s in retired.iter() {
             let _ = Stream(s).progress();
@@ -116,7 +121,11 @@ pub fn create_stream() -> Result<MPIX_Stream, String> {
         return Err("native MPIX_Stream_create is missing".into());
     }
     // A retired stream first: its VCI is still MPICH's reserved one, and its new owner turns it now.
-    if let Some(s) = lock_retired().pop() {
+    let mut retired = lock_retired();
+    let taken = retired.pop();
+    RETIRED_COUNT.store(retired.len(), Ordering::Relaxed);
+    drop(retired);
+    if let Some(s) = taken {
         return Ok(s);
     }
     let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
@@ -154,8 +163,12 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     if !retired.contains(&native) {
         retired.insert(0, native);
     }
+    RETIRED_COUNT.store(retired.len(), Ordering::Relaxed);
     Ok(())
 }
+
+/// How many streams RETIRED holds (written under its lock): what [`turn_retired`] reads first.
+static RETIRED_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn lock_retired() -> std::sync::MutexGuard<'static, Vec<MPIX_Stream>> {
     RETIRED.lock().unwrap_or_else(|e| e.into_inner())
