@@ -64,7 +64,7 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         });
         // The guided policy's profile, read before the pool is sized (an unreadable one stops here, inert
         // or not).
-        if let Err(e) = policy::guided::load(&config) {
+        if let Err(e) = policy::guided_profile::load(&config) {
             mpixstream_wrappers::say_once!("mpixstream: {e}");
             std::process::exit(1);
         }

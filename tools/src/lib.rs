@@ -30,6 +30,7 @@ pub mod clock;
 pub mod completion;
 pub mod counting;
 pub mod entry;
+pub mod handle_map;
 pub mod json;
 pub mod persistent;
 pub mod profile;

@@ -8,7 +8,8 @@
 //!
 //! MPICH hands a freed request handle out again at once: inserting a handle replaces whatever entry it
 //! still has, and a completion removes an entry only if it is its own (`seq`).
-use crate::state::{CommRec, HandleMap, ReqInfo};
+use crate::handle_map::HandleMap;
+use crate::state::{CommRec, ReqInfo};
 use mpixstream_wrappers::ffi::MPI_Request;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;

@@ -4,10 +4,10 @@
 //!
 //! The bottom of the tools library (above only the query API of `shim` and `thread`): it calls nothing
 //! above it; `lib.rs` starts and stops it, and writes the report from what it holds.
+use crate::handle_map::HandleMap;
 use crate::profile::{self, Slot, ThreadSet};
 use crate::round_robin::{self, Made};
 use crate::thread::thread_id;
-use dashmap::DashMap;
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::handles::{self, RequestPools};
 use mpixstream_wrappers::lean_query;
@@ -514,27 +514,6 @@ pub struct ReqInfo {
     pub seq: u64,
 }
 
-/// Handles are small integers: a multiplicative hash is enough (and much cheaper than SipHash on the
-/// request path of the checking mode).
-#[derive(Default, Clone, Copy)]
-pub struct HandleHasher(u64);
-
-impl std::hash::Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_i32(&mut self, v: i32) {
-        self.0 = ((v as u32 as u64) ^ (self.0 << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-pub type HandleMap<V> = DashMap<c_int, V, std::hash::BuildHasherDefault<HandleHasher>>;
-
 /// A persistent request: the record of the communicator it was made on, and what it starts.
 #[derive(Clone, Copy)]
 pub struct Persistent {
@@ -657,7 +636,6 @@ pub fn all_records() -> Vec<&'static CommRec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::{BuildHasher, BuildHasherDefault};
 
     #[test]
     fn no_record_for_what_is_not_a_communicator() {
@@ -685,16 +663,5 @@ mod tests {
         ] {
             assert_eq!(StartKind::of(name), kind, "{name}");
         }
-    }
-
-    #[test]
-    fn handle_hasher_spreads_consecutive_handles() {
-        let b = BuildHasherDefault::<HandleHasher>::default();
-        let hashes: std::collections::HashSet<u64> = (0..1000).map(|i| b.hash_one(0xac00_0000u32 as i32 + i)).collect();
-        assert_eq!(hashes.len(), 1000);
-        // The top bits (dashmap picks shards with them) differ too.
-        let shards: std::collections::HashSet<u64> =
-            (0..64).map(|i| b.hash_one(0xac00_0000u32 as i32 + i) >> 60).collect();
-        assert!(shards.len() > 4);
     }
 }

@@ -42,11 +42,11 @@ pub fn configure_pools(config: &Config, node: &Node, mpich_major: u32) -> Result
     let (pool, variable) = match user_reserve() {
         Some(n) if !config.streams_set => (n, RESERVE),
         _ => {
-            // Under `guided`, no more than the profile's selection can use (`guided::streams_wanted`).
+            // Under `guided`, no more than the profile's selection can use (`guided_profile::streams_wanted`).
             let n = if config.streams_set {
                 config.streams
             } else {
-                let selected = crate::policy::guided::streams_wanted().unwrap_or(u32::MAX);
+                let selected = crate::policy::guided_profile::streams_wanted().unwrap_or(u32::MAX);
                 node.default_reserve(implicit).min(selected).max(1)
             };
             writes.push((RESERVE, n));

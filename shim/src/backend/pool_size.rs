@@ -103,7 +103,7 @@ fn slurm_busiest_node(per_node: &str) -> Option<u64> {
 /// a communicator (the policy makes the streams); when the user sized it; under `implicit` only if the
 /// program can create a stream (`program_uses_streams`).
 pub fn wanted(config: &Config, user_sized: bool, program_uses_streams: impl FnOnce() -> bool) -> bool {
-    let policy_needs = config.policy.makes_streams() && crate::policy::guided::streams_wanted() != Some(0);
+    let policy_needs = config.policy.makes_streams() && crate::policy::guided_profile::streams_wanted() != Some(0);
     policy_needs || user_sized || program_uses_streams()
 }
 

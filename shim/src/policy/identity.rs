@@ -15,7 +15,7 @@
 //! what `MPI_Comm_create_group` makes, or what is made from a communicator the library did not see
 //! made (topology constructors, spawn, `MPIX_Stream_comm_create`…). Those stay implicit under the
 //! guided policy.
-use super::guided;
+use super::{guided, guided_profile};
 use crate::config::Policy;
 use crate::runtime::Runtime;
 use mpixstream_wrappers::comm_identity::{self, Root, Step};
@@ -71,7 +71,11 @@ fn table() -> std::sync::MutexGuard<'static, Vec<Node>> {
     let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     if t.is_empty() {
         let root = |profile| Node { parent: NONE, step: None, next_seq: 0, profile };
-        let (world, slf) = if guided::profile().is_some() { (guided::WORLD, guided::SELF) } else { (NONE, NONE) };
+        let (world, slf) = if guided_profile::profile().is_some() {
+            (guided_profile::WORLD, guided_profile::SELF)
+        } else {
+            (NONE, NONE)
+        };
         t.push(root(world));
         t.push(root(slf));
     }

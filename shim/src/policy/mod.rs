@@ -3,6 +3,7 @@
 //! The policy is the user's assertion that each such communicator is used by one thread at a time.
 pub mod base;
 pub mod guided;
+pub mod guided_profile;
 pub mod identity;
 mod json_read;
 
