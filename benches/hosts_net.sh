@@ -23,7 +23,7 @@
 #   rate=10mbit   tbf, low enough that 8-byte messages fill the link (the network bounds the rate)
 # (a delay needs the kernel's sch_netem: `scripts/hosts.sh shape delay=10us` says whether it is there).
 # Writes results/hosts/NETMOD/{paper,imb}-SHAPE/ (each script's CSV, JSON and table) and
-# results/hosts/NETMOD/summary.txt.
+# results/hosts/NETMOD/summary.txt (each run appended, headed by its command and date).
 #   benches/hosts_net.sh [--netmod ofi|ucx (ofi)] [--reps N (5)] [--threads "1 2"]
 #                        [--shapes "off rate=1gbit rate=10mbit"] [--lock FILE]
 # --lock FILE: each benchmark of each shape (and the ucx probe) runs under flock FILE, the link's
@@ -68,7 +68,7 @@ summary=$out/summary.txt
 {
   echo "hosts_net.sh --netmod $netmod --reps $reps --threads \"$threads\" --shapes \"$shapes\", $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "MPICH 5.0.2 over ch4:$netmod, 2 simulated hosts x 1 rank, $(nproc) cores; $(uptime | sed 's/.*load/load/')"
-} | tee "$summary"
+} | tee -a "$summary"
 
 paper_variants="mpich5-implicit-T mpich5-explicit mpich5-native"
 imb_variants="implicit-T explicit-T native"
