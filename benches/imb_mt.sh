@@ -4,7 +4,10 @@
 # variants interleaved in one run, their order rotating from one repetition to the next:
 #   none        the unmodified binary, no library (MPICH alone)
 #   implicit    the same under libmpixstream.so, MPIXSTREAM_POLICY=implicit
+#   implicit-T  implicit with MPICH's implicit pool at T VCIs (MPIXSTREAM_IMPLICIT_VCIS=T: MPICH's
+#               round robin spreads the dups over them)
 #   explicit    the same under MPIXSTREAM_POLICY=explicit (each dup a native stream communicator)
+#   explicit-T  explicit with a pool of T streams (MPIXSTREAM_STREAMS=T: as many reserved VCIs as native)
 #   native      (MPICH >= 4.1) the -DUSE_MPIX build WITHOUT the library: MPIX_Stream_create +
 #               MPIX_Stream_comm_create per thread, MPIR_CVAR_CH4_RESERVE_VCIS=T; its sendrecv is
 #               Irecv + Send + Wait (MPICH's Sendrecv hangs there), as the library's route
@@ -30,7 +33,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/env.sh
 mpich=5; reps=9; threads="1 2 4"; seconds=0.1; warmup=0.02; variants=""; before=""; lock=""; extras=(); build=1; table=""; bibytes=8; hosts=""
-usage="usage: benches/imb_mt.sh [--mpich 5|deb] [--reps N] [--threads \"1 2 4\"] [--seconds S] [--variants \"none implicit explicit native\"] [--biband-bytes N] [--lib-before PATH] [--extra 'NAME=KEY=VAL ...'] [--lock FILE] [--no-build] | --table CSV"
+usage="usage: benches/imb_mt.sh [--mpich 5|deb] [--reps N] [--threads \"1 2 4\"] [--seconds S] [--variants \"none implicit implicit-T explicit explicit-T native\"] [--biband-bytes N] [--lib-before PATH] [--extra 'NAME=KEY=VAL ...'] [--lock FILE] [--no-build] | --table CSV"
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpich) mpich=$2; shift 2 ;;
@@ -57,7 +60,7 @@ summarise() { # csv mpich seconds load_before load_after variants write
 import csv, json, os, statistics, sys
 path, mpich, seconds, lb, la, variants, write, cores = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
-known = ["none", "implicit", "explicit", "native", "explicit-before"]
+known = ["none", "implicit", "implicit-T", "explicit", "explicit-T", "native", "explicit-before"]
 variants = variants.split() or sorted(dict.fromkeys(r["variant"] for r in rows),
                                       key=lambda v: known.index(v) if v in known else len(known))
 reps = len({r["rep"] for r in rows})
@@ -75,8 +78,10 @@ for m, _, higher in metrics:
                 summary.setdefault(m, {}).setdefault(v, {})[t] = {"median": statistics.median(x), "min": min(x), "max": max(x),
                                                                   "best": max(x) if higher else min(x), "n": len(x)}
 pairs = [(a, b) for a, b in [("explicit", "none"), ("explicit", "implicit"), ("implicit", "none"), ("native", "none"),
-                             ("explicit", "native"), ("explicit", "explicit-before")] if a in variants and b in variants]
-pairs += [(v, "explicit") for v in variants if v not in ("none", "implicit", "explicit", "native", "explicit-before")]
+                             ("explicit", "native"), ("explicit", "explicit-before"), ("explicit", "implicit-T"),
+                             ("explicit-T", "implicit-T"), ("explicit-T", "native")] if a in variants and b in variants]
+pairs += [(v, "explicit") for v in variants
+          if v not in ("none", "implicit", "implicit-T", "explicit", "explicit-T", "native", "explicit-before")]
 for m, _, higher in metrics:
     for a, b in pairs:
         for t in threads:
@@ -100,12 +105,12 @@ for m, label, _ in metrics:
             cells.append(f"{q['median']:.2f} [{q['min']:.2f}..{q['max']:.2f}]" if q else "n/a")
         lines.append(f"{label if i == 0 else '':<15}{v:<11}" + "".join(f"{c:>30}" for c in cells))
 lines += ["", "speed ratios (1/latency; bandwidth): above 1 the first is faster; median of per-repetition ratios [min..max] (best/best)",
-          f"{'metric':<15}{'ratio':<19}" + "".join(f"{'T=' + str(t):>29}" for t in threads)]
+          f"{'metric':<15}{'ratio':<22}" + "".join(f"{'T=' + str(t):>29}" for t in threads)]
 for m, label, _ in metrics:
     for i, (name, per_t) in enumerate(ratios.get(m, {}).items()):
         cells = [f"{q['median']:.2f} [{q['min']:.2f}..{q['max']:.2f}] ({q['best_over_best']:.2f})" if (q := per_t.get(t)) else "n/a"
                  for t in threads]
-        lines.append(f"{label if i == 0 else '':<15}{name:<19}" + "".join(f"{c:>29}" for c in cells))
+        lines.append(f"{label if i == 0 else '':<15}{name:<22}" + "".join(f"{c:>29}" for c in cells))
 text = "\n".join(lines)
 print(text)
 if write == "1":
@@ -151,7 +156,9 @@ run_variant() { # variant T -> the RESULT line (or nothing)
   case "$v" in
     none) timeout 60 "${mpx[@]}" -n 2 "${args[@]}" ;;
     implicit) MPIXSTREAM_POLICY=implicit timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
+    implicit-T) MPIXSTREAM_POLICY=implicit MPIXSTREAM_IMPLICIT_VCIS=$T timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
     explicit) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
+    explicit-T) MPIXSTREAM_POLICY=explicit MPIXSTREAM_STREAMS=$T timeout 60 scripts/mpixrun "${across[@]}" -n 2 "${args[@]}" ;;
     native) MPIR_CVAR_CH4_RESERVE_VCIS=$T timeout 60 "${mpx[@]}" -n 2 "$bin/imb_mt-$MPICH_NAME-mpix" "${args[@]:1}" ;;
     explicit-before) MPIXSTREAM_POLICY=explicit timeout 60 scripts/mpixrun "${across[@]}" --lib "$before" -n 2 "${args[@]}" ;;
     *) for e in "${extras[@]}"; do
