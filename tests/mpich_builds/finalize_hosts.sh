@@ -4,7 +4,7 @@
 # tests/mpich_builds/finalize_hosts.c, built with Debian's mpicc alone (no mpixstream anywhere: neither
 # linked nor preloaded), RUNS jobs (default 10) of 2 simulated hosts x 2 ranks (scripts/hosts.sh), 20 s
 # each; counts the jobs that printed " No Errors" (every rank past its checks) and then did not finish,
-# and the ranks that returned from MPI_Finalize in them. Run under the shared lock:
+# and the ranks whose "finalized" line came back (a killed job may lose them). Run under the shared lock:
 #   flock /tmp/mpix-heavy.lock timeout 300 bash tests/mpich_builds/finalize_hosts.sh
 # Exits 0 when every job completed or hung in MPI_Finalize (the defect shown or not), 1 on any other
 # outcome, 77 (SKIP) where hosts cannot be made.
@@ -28,7 +28,7 @@ for i in $(seq "$runs"); do
   rc=$?
   fin=$(grep -c '^finalized ' "$log")
   if [ $rc -eq 0 ] && [ "$fin" -eq "$np" ]; then done_ok=$((done_ok + 1)); r=completed
-  elif [ $rc -eq 124 ] && grep -q ' No Errors' "$log"; then hung=$((hung + 1)); r="hung in MPI_Finalize ($fin of $np ranks returned from it)"
+  elif [ $rc -eq 124 ] && grep -q ' No Errors' "$log"; then hung=$((hung + 1)); r="hung in MPI_Finalize ($fin of $np ranks' \"finalized\" lines came back)"
   else other=$((other + 1)); r="other (exit $rc)"; fi
   [ $rc -ne 0 ] && { "$hosts" reap; bash "$root/scripts/shm_cleanup.sh"; }
   echo "job $i: $r"
