@@ -2,7 +2,7 @@
 """Compares two runs of mpi4py's test suite test by test: the reference (without mpixstream) and the
 run with it, each a log per rank of unittest's verbose output (tests/mpi4py/run.sh writes them).
 
-  compare.py --build NAME --known FILE --np N REF_PREFIX REF_RC LIB_PREFIX LIB_RC
+  compare.py --build NAME[,NAME...] --known FILE --np N REF_PREFIX REF_RC LIB_PREFIX LIB_RC
 
 REF_PREFIX.R is rank R's log of the reference run, REF_RC its exit status (124 or 137: timed out);
 likewise for the run with mpixstream. A test's outcome on a rank is what unittest printed after its
@@ -16,7 +16,8 @@ mpixstream passed; and not when a test that passed without mpixstream does anyth
 A test one rank's log names and neither run reached on any rank is counted apart, never as passed
 (tests after a hang of both runs appear in no log at all).
 
-tests/mpi4py/KNOWN rows (build, test id, outcome without mpixstream, reason) excuse a difference
+tests/mpi4py/KNOWN rows (build, test id, outcome without mpixstream, reason; the build one of --build's
+names) excuse a difference
 only where the reference run shows that very outcome on that test (reproduced without mpixstream)
 and the run with mpixstream has it too: a KNOWN row never hides a run with mpixstream that is slower
 (a timeout where the reference completed) or worse than the reference.
@@ -87,7 +88,7 @@ def known_rows(path, build):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split(None, 3)
-        if len(fields) == 4 and fields[0] == build:
+        if len(fields) == 4 and fields[0] in build.split(","):
             rows[fields[1]] = (fields[2], fields[3].strip())
     return rows
 

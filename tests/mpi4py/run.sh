@@ -75,7 +75,9 @@ for f in test_*.py; do
   [ -n "$only" ] && [[ "$m" != *$only* ]] && continue
   modules+=("$m")
 done
-hanging=$(awk -v b="$MPICH_NAME" '$1 == b && $3 == "timeout" { split($2, p, "."); print p[1] }' "$known_file" | sort -u)
+# The KNOWN rows' builds: this one, and across hosts (--hosts) also BUILD/hosts, rows of what hangs there only.
+kbuilds=$MPICH_NAME${hosts:+,$MPICH_NAME/hosts}
+hanging=$(awk -v b=",$kbuilds," 'index(b, "," $1 ",") && $3 == "timeout" { split($2, p, "."); print p[1] }' "$known_file" | sort -u)
 groups=() current=""
 for m in "${modules[@]}"; do
   if grep -qx "$m" <<<"$hanging"; then
@@ -114,7 +116,7 @@ for g in "${!groups[@]}"; do
   read -r rc_ref wall_ref < <(run without "$out/g$g-without" "$lim" "$@")
   read -r rc_with wall_with < <(run with "$out/g$g-with" "$lim" "$@")
   tref=$(echo "$tref + $wall_ref" | bc) twith=$(echo "$twith + $wall_with" | bc)
-  python3 "$root/tests/mpi4py/compare.py" --build "$MPICH_NAME" --known "$known_file" --np "$np" \
+  python3 "$root/tests/mpi4py/compare.py" --build "$kbuilds" --known "$known_file" --np "$np" \
     "$out/g$g-without" "$rc_ref" "$out/g$g-with" "$rc_with" >"$out/g$g-compare"
   rc=$?
   grep -v '^COUNTS ' "$out/g$g-compare" | head -40
