@@ -27,9 +27,20 @@ runs=${RUNS:-1}
 failed=0
 verdict() { if [ "$2" -eq 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failed=1; fi; }
 # A build's name in the verdicts, and the settings of its cases.
+# 5-pool: MPICH 5.0.2 over ch4:ucx with the default pool (no MPIXSTREAM_STREAMS), sized per host from
+# its ranks (docs/cluster.md): at 3 + 1 both hosts get the same pool, which ch4:ucx needs; the banner
+# (MPIXSTREAM_VERBOSE=1) must show the pool reserved and the same on both hosts.
 label() { case $1 in 5-ofi) echo "MPICH 5.0.2 over ch4:ofi" ;; 5) echo "MPICH 5.0.2 over ch4:ucx" ;;
-  impi) echo "Intel MPI, split backend" ;; esac; }
-case_env() { case $1 in impi) echo MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=20 ;; *) echo MPIXSTREAM_STREAMS=8 ;; esac; }
+  5-pool) echo "MPICH 5.0.2 over ch4:ucx, default pool" ;; impi) echo "Intel MPI, split backend" ;; esac; }
+case_env() { case $1 in impi) echo MPIXSTREAM_BACKEND=split MPIXSTREAM_STREAMS=20 ;; 5-pool) echo MPIXSTREAM_VERBOSE=1 ;;
+  *) echo MPIXSTREAM_STREAMS=8 ;; esac; }
+# The hosts of a build's cases.
+layouts() { case $1 in 5-pool) echo h1:3,h2:1 ;; *) echo h1:2,h2:2 h1:3,h2:1 ;; esac; }
+# banner_check LOG: the default pool reserved, the same on both hosts, the ranks where they were put.
+banner_check() {
+  grep -q 'pool: [1-9][0-9]* streams, each a native stream on its own reserved VCI' "$1" &&
+    grep -q '| 4 ranks on 2 hosts (h1: 3, h2: 1) |' "$1" && ! grep -q 'pool by host' "$1"
+}
 # run_case PROG BUILD HOSTS LOG: one run, 60 s at most (rc 124 past it). A run still going at 60 s
 # leaves every rank's backtraces (gdb, all threads) in LOG.bt.txt before it is stopped.
 run_case() {
@@ -56,7 +67,7 @@ run_case() {
     rc=$?
   fi
 }
-for b in 5-ofi 5 impi; do
+for b in 5-ofi 5 impi 5-pool; do
   # Only the builds some selected case needs (a run of one case builds nothing else).
   # shellcheck disable=SC2053
   [[ multiplex_n_to_1-$b-h1:2,h2:2 == ${ONLY:-*} || multiplex_n_to_1-$b-h1:3,h2:1 == ${ONLY:-*} ||
@@ -65,18 +76,21 @@ for b in 5-ofi 5 impi; do
     echo "SKIP: Intel MPI cases: not installed (scripts/install.sh --mpich impi)"
     continue
   fi
-  mpich_select $b || exit 1
+  mpich_select ${b%-pool} || exit 1
   for prog in multiplex_n_to_1 multiplex_alltoall; do
     # Linked to the library as the C table's programs are (Intel MPI's libmpi has no MPIX symbols).
     "$MPICC" -Wl,--no-as-needed -O2 -g -Wall -I"$root/include" -I"$root/tests/c" "$root/tests/c/$prog.c" \
       -o "$out/$prog-$b" -L"$root/target/release" -lmpixstream -Wl,-rpath,"$root/target/release" -lpthread ||
       { echo "FAIL compile $prog"; exit 1; }
-    for where in h1:2,h2:2 h1:3,h2:1; do
+    for where in $(layouts $b); do
       # shellcheck disable=SC2053
       [[ $prog-$b-$where == ${ONLY:-*} ]] || continue
       ok=0
       for ((i = 1; i <= runs; i++)); do
         run_case "$prog" $b "$where" "$out/$prog-$b-$where"
+        if [ $rc -eq 0 ] && [ $b = 5-pool ]; then
+          banner_check "$out/$prog-$b-$where.txt" || { echo "  banner: $(grep -o 'pool: [^|]*|' "$out/$prog-$b-$where.txt") $(grep -o '[0-9]* ranks on [^|]*' "$out/$prog-$b-$where.txt")"; rc=1; }
+        fi
         if [ $rc -ne 0 ]; then
           tail -3 "$out/$prog-$b-$where.txt"
           [ -s "$out/$prog-$b-$where.bt.txt" ] && echo "  (the hung ranks' backtraces: $out/$prog-$b-$where.bt.txt)"
