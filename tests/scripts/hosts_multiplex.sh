@@ -11,7 +11,7 @@
 # multiplex_n_to_1 hung across hosts over ch4:ofi in most runs: the senders' last messages stayed in
 # their freed streams' VCIs, which nothing turned any more.
 #   RUNS=N (default 1): each case N times in a row; ONLY=GLOB: the cases whose PROGRAM-BUILD-HOSTS
-#   (BUILD 5-ofi, 5 or impi; e.g. multiplex_n_to_1-5-ofi-h1:2,h2:2) matches. The run counts in
+#   (BUILD 5-ofi, 5, impi or 5-pool; e.g. multiplex_n_to_1-5-ofi-h1:2,h2:2) matches. The run counts in
 #   docs/cluster.md come from these (2026-12-05: every case 50 of 50 in a row, each alone under the lock).
 # Prints PASS/FAIL per case (with its run count); exits 1 if any failed, 77 (SKIP) where hosts cannot
 # be made here.
