@@ -7,12 +7,21 @@
  * synchronous send, MPI_Imrecv and MPI_Wait of it and of the Issend, then 3 rounds of a persistent
  * send/receive pair. ROUNDS (argv[1], default 1) repeats the whole sequence.
  * Prints " No Errors" from rank 0 when every rank's checks passed.
- * Needs MPIR_CVAR_CH4_RESERVE_VCIS >= 2. Run: tests/mpich_builds/stream_requests_hosts.sh */
+ * Needs MPIR_CVAR_CH4_RESERVE_VCIS >= 2. Run: tests/mpich_builds/stream_requests_hosts.sh
+ * Shows (2026-12-05, RESERVE_VCIS=8): 2 hosts x 2 ranks, 5 of 5 jobs abort with that assertion (ranks 0
+ * and 2, whose ring neighbour is on the other host), in the MPI_Wait of the MPI_Imrecv on the first
+ * stream communicator (TRACE=1; its named MPI_Irecv and MPI_Waitall complete); 1 + 1 ranks: 3 of 3
+ * abort; the 4 ranks on one host (shared memory): 3 of 3 complete. docs/native-defects.md, "A matched
+ * receive on a stream communicator over ch4:ofi between hosts". */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static int rank, size, peer, from, errs;
+static int rank, size, peer, from, errs, trace;
+
+/* TRACE=1: each rank names on stderr the step it enters (where an abort happened). */
+#define STEP(what, step) \
+    do { if (trace) fprintf(stderr, "[rank %d] %s: %s\n", rank, what, step); } while (0)
 
 #define OK(call)                                                                   \
     do {                                                                           \
@@ -44,9 +53,12 @@ static void exchange(MPI_Comm c, const char *what) {
     while (!flag) OK(MPI_Improbe(from, 2, c, &flag, &m, &st));
     MPI_Request mr;
     OK(MPI_Imrecv(&in2, 1, MPI_INT, &m, &mr));
+    STEP(what, "MPI_Wait of the MPI_Imrecv");
     OK(MPI_Wait(&mr, MPI_STATUS_IGNORE));
+    STEP(what, "MPI_Wait of the MPI_Issend");
     OK(MPI_Wait(&r[2], MPI_STATUS_IGNORE));
     CHECK(in2 == from, what);
+    STEP(what, "persistent rounds");
     MPI_Request ps, pr;
     OK(MPI_Send_init(&out, 1, MPI_INT, peer, 3, c, &ps));
     OK(MPI_Recv_init(&in, 1, MPI_INT, from, 3, c, &pr));
@@ -67,6 +79,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    trace = getenv("TRACE") != NULL;
     peer = (rank + 1) % size;
     from = (rank + size - 1) % size;
     for (int k = 0; k < rounds; k++) {

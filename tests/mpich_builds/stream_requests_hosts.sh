@@ -6,6 +6,7 @@
 # completed (" No Errors"), aborted on "Assertion failed in ofi_events.h" and other outcomes.
 # Run under the shared lock:
 #   flock /tmp/mpix-heavy.lock timeout 300 bash tests/mpich_builds/stream_requests_hosts.sh
+# TRACE=1: each rank names on stderr the step it enters.
 # Exits 0 when every job completed, 1 otherwise, 77 (SKIP) where hosts cannot be made.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
