@@ -79,7 +79,7 @@ fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
 /// The orphans (`reclaim`: see [`help_reclaiming`]), the deferred work and, with `implicit`, a turn of
 /// the implicit pool.
 fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
-    if rt.backend == Backend::Native {
+    if matches!(rt.backend, Backend::Native | Backend::Split) {
         crate::backend::turn_retired();
     }
     crate::orphans::turn(rt, reclaim);
@@ -272,7 +272,9 @@ const RELAXED: Duration = Duration::from_millis(2);
 /// Starts the helper thread at `MPI_Init*`, where it has endpoints to serve (the native backend) and
 /// may call MPI (`MPI_THREAD_MULTIPLE`, which the native backend asks MPICH for).
 pub fn start(rt: &'static Runtime) {
-    if rt.backend != Backend::Native || !rt.thread_multiple() {
+    // Split: no owner's endpoint is turned here (`help_away` looks at native slots only), but the
+    // retired endpoints (`split::turn_retired`: nobody else turns them) and the orphans are.
+    if !matches!(rt.backend, Backend::Native | Backend::Split) || !rt.thread_multiple() {
         return;
     }
     let mut guard = THREAD.lock().unwrap_or_else(|e| e.into_inner());

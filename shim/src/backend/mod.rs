@@ -59,9 +59,11 @@ impl Detected {
     }
 }
 
-/// A progress turn of the native streams the application freed (`native::turn_retired`).
+/// A progress turn of the streams the application freed (`native::turn_retired`,
+/// `split::turn_retired`).
 pub fn turn_retired() {
     native::turn_retired();
+    split::turn_retired();
 }
 
 /// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not

@@ -13,6 +13,7 @@ use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op, OwnedComm, OwnedInfo, SharedComm};
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Intel MPI's control variables (writable through the tool interface before `MPI_Init*`, as MPICH's).
@@ -34,6 +35,39 @@ static TAKEN: Mutex<(u64, u32)> = Mutex::new((0, 0));
 /// `MPI_Iprobe` turns that endpoint's progress only ([`progress`]); read without a lock.
 /// Owned here, freed when the endpoint is given back.
 static QUIET: [SharedComm; 64] = [const { SharedComm::empty() }; 64];
+
+/// Endpoints whose stream the application freed, one bit each: their quiet communicators are kept and
+/// turned by the helper thread ([`turn_retired`]) until a new stream takes the endpoint ([`claim`]). A
+/// send Intel MPI completed may still sit in the endpoint's queue (libfabric's tcp provider writes it to
+/// the socket in a later progress turn of that endpoint); once its thread is gone nothing else turns
+/// it: across hosts a multiplex receiver waited forever for the last messages of senders that had freed
+/// their streams (`tests/c/multiplex_n_to_1.c`, `tests/scripts/hosts_multiplex.sh`), as on MPICH's
+/// native streams (`native::RETIRED`). The lock is held while a turn polls and while an endpoint is
+/// taken back, so a retired endpoint is never turned once it has an owner again.
+static RETIRED: Mutex<u64> = Mutex::new(0);
+/// RETIRED's bits, read without its lock by [`turn_retired`] first.
+static RETIRED_BITS: AtomicU64 = AtomicU64::new(0);
+
+fn lock_retired() -> std::sync::MutexGuard<'static, u64> {
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One progress turn of every retired endpoint (the helper thread's; `try_lock`: an endpoint being
+/// taken by a new stream is skipped this time). Only this turns them: nobody owns a retired endpoint.
+pub fn turn_retired() {
+    // Every poll loop of ours helps (`helper::help`): while nothing is retired, one relaxed load, no lock.
+    if RETIRED_BITS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if let Ok(retired) = RETIRED.try_lock() {
+        let mut bits = *retired;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            let _ = QUIET[k].view().iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG);
+            bits &= bits - 1;
+        }
+    }
+}
 
 fn taken() -> std::sync::MutexGuard<'static, (u64, u32)> {
     TAKEN.lock().unwrap_or_else(|e| e.into_inner())
@@ -91,6 +125,15 @@ fn claim(k: u32) -> Result<MPIX_Stream, String> {
             return Err(format!("endpoint {k} is not free here"));
         }
         t.0 |= 1u64 << k;
+    }
+    {
+        // A retired endpoint keeps its quiet communicator: its new owner turns it from now on.
+        let mut retired = lock_retired();
+        if *retired & 1u64 << k != 0 {
+            *retired &= !(1u64 << k);
+            RETIRED_BITS.store(*retired, Ordering::Relaxed);
+            return Ok(HANDLE_BASE | k as c_int);
+        }
     }
     let made = Comm::SELF.dup().and_then(|quiet| match set_endpoint(quiet.raw(), k) {
         MPI_SUCCESS => Ok(quiet),
@@ -164,8 +207,12 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
         return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));
     };
-    if let Some(quiet) = QUIET[k as usize].take() {
-        let _ = quiet.free();
+    // Retired, not freed (RETIRED says why): the quiet communicator stays until MPI_Finalize or the
+    // endpoint's next stream.
+    if QUIET[k as usize].view() != Comm::NULL {
+        let mut retired = lock_retired();
+        *retired |= 1u64 << k;
+        RETIRED_BITS.store(*retired, Ordering::Relaxed);
     }
     taken().0 &= !(1u64 << k);
     Ok(())
