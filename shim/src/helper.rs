@@ -79,9 +79,8 @@ fn turn(rt: &Runtime, slot: &StreamSlot) -> bool {
 /// The orphans (`reclaim`: see [`help_reclaiming`]), the deferred work and, with `implicit`, a turn of
 /// the implicit pool.
 fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
-    if matches!(rt.backend, Backend::Native | Backend::Split) {
-        crate::backend::turn_retired();
-    }
+    // Each backend's retired streams (one relaxed load while it has none).
+    crate::backend::turn_retired();
     crate::orphans::turn(rt, reclaim);
     if crate::deferred::pending() {
         crate::deferred::run(rt);

@@ -17,11 +17,7 @@ source "$root/tests/scripts/hosts_up.bash"
 hosts_or_skip
 hosts_up
 runs=${RUNS:-3} build=${MPICH:-5}
-out=$root/build/mpich_builds; mkdir -p "$out"
-mpich_select "$build" || exit 1
-bin=$out/anysource_hosts-$build
-"$MPICC" -O2 "$root/tests/mpich_builds/anysource_hosts.c" -o "$bin" || exit 1
-! ldd "$bin" | grep -q mpixstream || { echo "the binary loads mpixstream"; exit 1; }
+build_without_library anysource_hosts "$build"
 mpiexec_across -hosts h1:2,h2:2 || exit 2
 named_ok=0
 for variant in named any; do

@@ -15,16 +15,13 @@ source "$root/tests/scripts/hosts_up.bash"
 hosts_or_skip
 hosts_up
 runs=${RUNS:-10} place=${PLACE:-h1:2,h2:2}
-out=$root/build/mpich_builds; mkdir -p "$out"
-mpich_select deb || exit 1
-"$MPICC" -O2 "$root/tests/mpich_builds/finalize_hosts.c" -o "$out/finalize_hosts-deb" || exit 1
-! ldd "$out/finalize_hosts-deb" | grep -q mpixstream || { echo "the binary loads mpixstream"; exit 1; }
+build_without_library finalize_hosts deb
 np=$(echo "$place" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s }')
 mpiexec_across -hosts "$place" || exit 2
 done_ok=0 hung=0 other=0
 for i in $(seq "$runs"); do
   log=$out/finalize_hosts-$i.log
-  env -u LD_PRELOAD timeout 20 "${MPIEXEC_ACROSS[@]}" -n "$np" "$out/finalize_hosts-deb" >"$log" 2>&1 </dev/null
+  env -u LD_PRELOAD timeout 20 "${MPIEXEC_ACROSS[@]}" -n "$np" "$bin" >"$log" 2>&1 </dev/null
   rc=$?
   fin=$(grep -c '^finalized ' "$log")
   if [ $rc -eq 0 ] && [ "$fin" -eq "$np" ]; then done_ok=$((done_ok + 1)); r=completed

@@ -15,17 +15,14 @@ source "$root/tests/scripts/hosts_up.bash"
 hosts_or_skip
 hosts_up
 runs=${RUNS:-5} place=${PLACE:-h1:2,h2:2} vcis=${VCIS:-8} rounds=${ROUNDS:-1}
-out=$root/build/mpich_builds; mkdir -p "$out"
-mpich_select 4.1.3 || exit 1
-"$MPICC" -O2 "$root/tests/mpich_builds/stream_requests_hosts.c" -o "$out/stream_requests_hosts-4.1.3" || exit 1
-! ldd "$out/stream_requests_hosts-4.1.3" | grep -q mpixstream || { echo "the binary loads mpixstream"; exit 1; }
+build_without_library stream_requests_hosts 4.1.3
 np=$(echo "$place" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s }')
 mpiexec_across -hosts "$place" || exit 2
 ok=0 assert=0 other=0
 for i in $(seq "$runs"); do
   log=$out/stream_requests_hosts-$i.log
   env -u LD_PRELOAD MPIR_CVAR_CH4_RESERVE_VCIS=$vcis timeout 30 "${MPIEXEC_ACROSS[@]}" -n "$np" \
-    "$out/stream_requests_hosts-4.1.3" "$rounds" >"$log" 2>&1 </dev/null
+    "$bin" "$rounds" >"$log" 2>&1 </dev/null
   rc=$?
   if [ $rc -eq 0 ] && grep -q ' No Errors' "$log"; then ok=$((ok + 1)); r=completed
   elif grep -q 'Assertion failed in .*ofi_events.h' "$log"; then assert=$((assert + 1)); r="aborted: $(grep -m1 -o 'Assertion failed.*' "$log")"
