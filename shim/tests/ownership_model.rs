@@ -9,6 +9,7 @@
 //! - freeing an operation's request needs its endpoint (a poll under the claim).
 //!
 //! `cargo test` runs it (about a second in release on two cores).
+use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -50,17 +51,30 @@ struct Vci {
     inside: AtomicBool,
     turns: AtomicU32,
     generation: AtomicU32,
+    /// The VCI's own state, which MPICH touches without a lock: loom fails the check where two turns
+    /// are not ordered by happens-before (a claim that let a thread in on a stale view of another's
+    /// release), which the swap on `inside` alone, always reading the latest value, cannot see.
+    unlocked: UnsafeCell<u32>,
 }
 
 impl Vci {
     fn new() -> Vci {
-        Vci { inside: AtomicBool::new(false), turns: AtomicU32::new(0), generation: AtomicU32::new(0) }
+        Vci {
+            inside: AtomicBool::new(false),
+            turns: AtomicU32::new(0),
+            generation: AtomicU32::new(0),
+            unlocked: UnsafeCell::new(0),
+        }
     }
 
     /// One progress turn: loom may switch threads at each step inside it, so a second thread entering
-    /// meanwhile (in any interleaving) finds `inside` set and fails the check.
+    /// meanwhile (in any interleaving) finds `inside` set and fails the check; and a turn that does not
+    /// happen after the previous one fails loom's causality check on `unlocked`.
     fn turn(&self) {
         assert!(!self.inside.swap(true, Ordering::AcqRel), "two threads inside one reserved endpoint");
+        // SAFETY: loom's cell checks that no other access to it is concurrent (it panics otherwise);
+        // the pointer is to a live u32 owned by this Vci.
+        self.unlocked.with_mut(|p| unsafe { *p += 1 });
         self.turns.fetch_add(1, Ordering::Relaxed);
         self.inside.store(false, Ordering::Release);
     }
