@@ -44,7 +44,7 @@ const IDLE_POLL_SKIPS: u32 = 8;
 /// queues at most `FI_TCP_MAX_SAVED` (64 by default) messages with no buffer posted for them, a probed
 /// one not received yet among them, and then stops reading the connection: held handles past that
 /// stall every later message from that peer, those a posted receive waits for included
-/// (docs/native-defects.md, "Messages held by MPI_Improbe over libfabric's tcp between hosts").
+/// (docs/native-defects.md, "Unexpected messages over libfabric's tcp between hosts").
 const HELD_MAX: usize = 16;
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
