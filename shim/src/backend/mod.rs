@@ -246,6 +246,15 @@ impl Backend {
         split::agree_endpoint(parent, can_take)
     }
 
+    /// `n` endpoints for communicators about to be made from `parent` on the split backend, agreed at
+    /// once (`split::agree_endpoints`); `None` on every member where fewer are free, or elsewhere.
+    pub fn agree_endpoints(self, parent: MPI_Comm, n: usize) -> Option<Vec<MPIX_Stream>> {
+        if self != Backend::Split {
+            return None;
+        }
+        split::agree_endpoints(parent, n)
+    }
+
     /// Puts the new communicator `comm` on the split backend's endpoint `native`, before anything else
     /// uses it: a `thread_id` set after the communicator's first collective makes Intel MPI 2021.19 hang
     /// in the next collective over it (4 ranks, shm; measured without this library).

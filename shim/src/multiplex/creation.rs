@@ -226,8 +226,19 @@ fn make_endpoints(
     let stream_comm = |parent: MPI_Comm, s: MPIX_Stream| -> MpiResult<OwnedComm> {
         rt.backend.stream_comm(Comm(parent), mpixstream_wrappers::mpi::Stream(s))
     };
-    let make_dedicated = |base: MPI_Comm| dedicated_endpoint(rt, user, Comm(base), shape);
-    Endpoints::build(
+    // Every dedicated endpoint agreed at once (the same count, so the same outcome, on every member);
+    // where that fails, each is agreed on its own below (and fails there, with its error).
+    let agreed = std::cell::RefCell::new(if shape.dedicated {
+        let need = endpoints::dedicated_cost(shape.size, shape.width);
+        rt.backend.agree_endpoints(base.raw(), need).unwrap_or_default()
+    } else {
+        Vec::new()
+    });
+    let make_dedicated = |base: MPI_Comm| {
+        let next = agreed.borrow_mut().pop();
+        dedicated_endpoint(rt, user, Comm(base), shape, next)
+    };
+    let built = Endpoints::build(
         layout,
         base.raw(),
         rank,
@@ -236,18 +247,24 @@ fn make_endpoints(
         &attach,
         &stream_comm,
         shape.dedicated.then_some(&make_dedicated as endpoints::MakeDedicated),
-    )
+    );
+    // Endpoints agreed and not used (a build that failed part way): back to the pool.
+    for h in agreed.into_inner() {
+        let _ = Backend::Split.free_stream(h);
+    }
+    built
 }
 
 /// Collective over `base` (split backend): a dup of it on an endpoint of its own, agreed by every
-/// member, with that endpoint (`endpoints::MakeDedicated`).
+/// member (`agreed`, else here), with that endpoint (`endpoints::MakeDedicated`).
 fn dedicated_endpoint(
     rt: &Runtime,
     user: MPI_Comm,
     base: Comm,
     shape: &Shape,
+    agreed: Option<MPIX_Stream>,
 ) -> Result<(OwnedComm, MPIX_Stream), c_int> {
-    let Some(endpoint) = rt.backend.agree_endpoint(base.raw(), true) else {
+    let Some(endpoint) = agreed.or_else(|| rt.backend.agree_endpoint(base.raw(), true)) else {
         let need = endpoints::dedicated_cost(shape.size, shape.width);
         return Err(raise(
             user,

@@ -25,7 +25,7 @@ use crate::streams::StreamSlot;
 use mpixstream_wrappers::app::{AppArg, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
-use mpixstream_wrappers::mpi::{status_bytes, Comm, Datatype, Request, Stream};
+use mpixstream_wrappers::mpi::{status_bytes, Comm, Datatype, MessageCopy, Request, Stream};
 use mpixstream_wrappers::next;
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
@@ -37,6 +37,16 @@ const PROBE_BUDGET: usize = 64;
 
 /// See `MatchingEngine::idle_skips` (blocking receives always probe).
 const IDLE_POLL_SKIPS: u32 = 8;
+
+/// Matched-probe handles the engines of this process hold at most in their unexpected queues (`HELD`
+/// counts them); a message pulled past it is received at once into a copy of its bytes
+/// (`Unexpected::pulled`). libfabric's tcp provider (ch4:ofi between hosts: MPICH's and Intel MPI's)
+/// queues at most `FI_TCP_MAX_SAVED` (64 by default) messages with no buffer posted for them, a probed
+/// one not received yet among them, and then stops reading the connection: held handles past that
+/// stall every later message from that peer, those a posted receive waits for included
+/// (docs/native-defects.md, "Unexpected messages over libfabric's tcp between hosts").
+const HELD_MAX: usize = 16;
+static HELD: AtomicUsize = AtomicUsize::new(0);
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -79,6 +89,7 @@ pub struct EngineState {
 }
 
 struct Unexpected {
+    /// The matched-probe handle (counted in `HELD`), or `MPI_MESSAGE_NULL` for a local or copied message.
     msg: MPI_Message,
     status: MPI_Status,
     source: c_int,
@@ -87,19 +98,49 @@ struct Unexpected {
     /// A message from another index of this process (`deliver_local`): its packed data (`msg` is
     /// `MPI_MESSAGE_NULL`).
     local: Option<Box<[u8]>>,
+    /// A message pulled past `HELD_MAX`: its bytes being received into a buffer of ours.
+    copy: Option<MessageCopy>,
 }
 
 impl Unexpected {
-    fn pulled(msg: MPI_Message, status: MPI_Status, sidx: c_int, tag: c_int) -> Unexpected {
-        Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag, local: None }
+    /// A message pulled out of MPICH that no posted receive takes: its handle held while fewer than
+    /// `HELD_MAX` are, else received now into a copy (a message received as bytes can be unpacked
+    /// with the receive's datatype: MPI's rule for `MPI_PACKED`, MPICH's bytes being its packed form).
+    fn pulled(mut msg: MPI_Message, status: MPI_Status, sidx: c_int, tag: c_int) -> Unexpected {
+        let mut u = Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag, local: None, copy: None };
+        if HELD.fetch_add(1, Ordering::AcqRel) < HELD_MAX {
+            return u;
+        }
+        let bytes = status_bytes(&status).max(0) as usize;
+        // Where MPICH refuses the receive, the handle stays held (counted) as below the bound.
+        if let Ok(copy) = MessageCopy::start(&mut msg, bytes) {
+            HELD.fetch_sub(1, Ordering::AcqRel);
+            u.msg = MPI_MESSAGE_NULL;
+            u.copy = Some(copy);
+        }
+        u
+    }
+
+    /// The held handle, taken out of the count (the caller receives it).
+    fn take_handle(&self) -> MPI_Message {
+        HELD.fetch_sub(1, Ordering::AcqRel);
+        self.msg
+    }
+
+    /// Not a held handle: a local message or a copy.
+    fn is_ours(&self) -> bool {
+        self.local.is_some() || self.copy.is_some()
     }
 }
 
 pub struct Inflight {
     op: Arc<RecvOp>,
+    /// MPICH's receive into the application's buffer, or `MPI_REQUEST_NULL` for a copy (`copy`).
     req: MPI_Request,
     source: c_int,
     tag: c_int,
+    /// A message received into a copy of ours, unpacked into the receive's buffer once in.
+    copy: Option<MessageCopy>,
 }
 
 /// One posted receive. Its buffer is the application's, with its count and datatype, valid (writable)
@@ -259,10 +300,11 @@ impl MatchingEngine {
         mx.pending.fetch_add(1, Ordering::AcqRel);
         match st.unexpected.iter().position(|u| op.matches(u.source, u.sidx, u.tag)) {
             Some(i) => {
-                let u = st.unexpected.remove(i).unwrap_or_else(|| unreachable!());
-                match u.local {
-                    Some(data) => op.finish(unpack(&op, u.source, u.tag, &data)),
-                    None => start(st, op, u.msg, &u.status, u.tag),
+                let mut u = st.unexpected.remove(i).unwrap_or_else(|| unreachable!());
+                match (u.local.take(), u.copy.take()) {
+                    (Some(data), _) => op.finish(unpack(&op, u.source, u.tag, &data)),
+                    (None, Some(copy)) => receive_copy(st, op, copy, u.source, u.tag),
+                    (None, None) => start(st, op, u.take_handle(), &u.status, u.tag),
                 }
             }
             None => st.posted.push_back(op),
@@ -290,6 +332,7 @@ impl MatchingEngine {
                 sidx,
                 tag,
                 local: Some(data),
+                copy: None,
             }),
         }
         self.sync_queued(&st);
@@ -320,13 +363,13 @@ impl MatchingEngine {
             return None;
         }
         if let Some(i) = st.unexpected.iter().position(|u| envelope_matches(want, u.source, u.sidx, u.tag)) {
-            if st.unexpected[i].local.is_some() {
-                // Not an MPI message: the caller posts, and `post` unpacks it at once.
+            if st.unexpected[i].is_ours() {
+                // Not an MPI message: the caller posts, and `post` unpacks it (at once, or once in).
                 return None;
             }
             let u = st.unexpected.remove(i)?;
             self.sync_queued(&st);
-            return Some((u.msg, u.status, u.tag));
+            return Some((u.take_handle(), u.status, u.tag));
         }
         self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.progress_stream();
@@ -378,6 +421,17 @@ impl MatchingEngine {
         }
         let mut i = 0;
         while i < st.inflight.len() {
+            if let Some(copy) = st.inflight[i].copy.as_mut() {
+                if copy.test() {
+                    let f = st.inflight.swap_remove(i);
+                    if let Some(copy) = f.copy {
+                        finish_copy(f.op, copy, f.source, f.tag);
+                    }
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
             let mut flag = 0;
             let mut status = MPI_Status::default();
             let rc = forward::MPI_Test(
@@ -450,13 +504,15 @@ impl MatchingEngine {
             None => None,
         };
         let mut st = lock(&self.state);
-        for mut u in st.unexpected.drain(..).filter(|u| u.local.is_none()) {
+        // A copy still coming in is waited for as it is dropped (`MessageCopy`).
+        for u in st.unexpected.drain(..).filter(|u| !u.is_ours()) {
+            let mut msg = u.take_handle();
             let bytes = status_bytes(&u.status);
             let mut scratch = vec![0u8; bytes.max(1) as usize];
             // SAFETY: the next definition of MPI_Mrecv_c (its C prototype): `scratch` holds the message's
             // `bytes` bytes (at least one), the message and the ignored status are MPI's own.
             unsafe {
-                next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut u.msg, MPI_STATUS_IGNORE)
+                next!(MPI_Mrecv_c)(scratch.as_mut_ptr() as *mut c_void, bytes, MPI_BYTE, &mut msg, MPI_STATUS_IGNORE)
             };
         }
         self.sync_queued(&st);
@@ -487,6 +543,29 @@ fn unpack(op: &RecvOp, source: c_int, tag: c_int, data: &[u8]) -> Outcome {
     Outcome { status, error, cancelled: false }
 }
 
+/// Gives receive `op` a message coming into a copy (engine lock held): unpacked now if in, else once in
+/// (a later turn, `drive`).
+fn receive_copy(st: &mut EngineState, op: Arc<RecvOp>, mut copy: MessageCopy, source: c_int, tag: c_int) {
+    if copy.test() {
+        finish_copy(op, copy, source, tag);
+    } else {
+        st.inflight.push(Inflight { op, req: MPI_REQUEST_NULL, source, tag, copy: Some(copy) });
+    }
+}
+
+/// Finishes receive `op` with its copied message (complete): unpacked into its buffer.
+fn finish_copy(op: Arc<RecvOp>, copy: MessageCopy, source: c_int, tag: c_int) {
+    let outcome = match copy.finish() {
+        Ok(data) => unpack(&op, source, tag, &data),
+        Err(rc) => Outcome {
+            status: MPI_Status { MPI_SOURCE: source, MPI_TAG: tag, ..Default::default() },
+            error: rc,
+            cancelled: false,
+        },
+    };
+    op.finish(outcome);
+}
+
 /// Starts receiving matched message `msg` into `op`'s buffer (engine lock held): `MPI_Imrecv`, done
 /// at once if MPICH completes it at once (eager data), else by a later turn.
 fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &MPI_Status, tag: c_int) {
@@ -509,7 +588,7 @@ fn start(st: &mut EngineState, op: Arc<RecvOp>, mut msg: MPI_Message, status: &M
         got.MPI_TAG = tag;
         op.finish(Outcome { status: got, error: rc, cancelled: false });
     } else {
-        st.inflight.push(Inflight { op, req, source: status.MPI_SOURCE, tag });
+        st.inflight.push(Inflight { op, req, source: status.MPI_SOURCE, tag, copy: None });
     }
 }
 

@@ -47,6 +47,7 @@ pub mod topology;
 
 pub use datatype::Element;
 pub use owned::{OwnedComm, OwnedErrhandler, OwnedInfo, OwnedRequest, OwnedStream, SharedComm};
+pub use raw_buffers::MessageCopy;
 pub use request::{AsyncThing, GrequestFns};
 
 /// The outcome of an MPI call: `Err` holds the error code MPICH returned.

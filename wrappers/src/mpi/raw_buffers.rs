@@ -163,5 +163,62 @@ impl Comm {
     }
 }
 
+/// A matched message (`MPI_Improbe`'s) being received, as bytes, into a buffer of ours
+/// (`MPI_Imrecv_c`): the buffer and its request in one value, so the buffer lives until MPI has written
+/// it. Dropped before it completed, it waits for it (`MPI_Wait`).
+#[derive(Debug)]
+pub struct MessageCopy {
+    req: MPI_Request,
+    /// Written by MPI until `req` completes: a heap buffer, which stays where it is when the value
+    /// moves, and is let go only once `req` is `MPI_REQUEST_NULL` (`finish`, `Drop`).
+    data: Box<[u8]>,
+    /// The error of a receive that `test` found failed.
+    failed: c_int,
+}
+
+impl MessageCopy {
+    /// Starts receiving `message`, `bytes` long (its probe's byte count), into a new buffer.
+    pub fn start(message: &mut MPI_Message, bytes: usize) -> MpiResult<MessageCopy> {
+        let mut data = vec![0u8; bytes].into_boxed_slice();
+        let mut req = MPI_REQUEST_NULL;
+        check(call!(PMPI_Imrecv_c(data.as_mut_ptr().cast(), bytes as MPI_Count, MPI_BYTE, message, &mut req)))?;
+        Ok(MessageCopy { req, data, failed: MPI_SUCCESS })
+    }
+
+    /// `MPI_Test`: true once every byte is in (or the receive failed: [`MessageCopy::finish`] says so).
+    pub fn test(&mut self) -> bool {
+        if self.req == MPI_REQUEST_NULL {
+            return true;
+        }
+        let mut flag = 0;
+        if let Err(rc) = check(call!(PMPI_Test(&mut self.req, &mut flag, MPI_STATUS_IGNORE))) {
+            // A receive that failed is complete (MPICH freed its request); `finish` reports it.
+            self.req = MPI_REQUEST_NULL;
+            self.failed = rc;
+            return true;
+        }
+        flag != 0
+    }
+
+    /// The bytes, after waiting for the rest (`MPI_Wait`) where needed; `Err` where the receive failed.
+    pub fn finish(mut self) -> MpiResult<Box<[u8]>> {
+        if self.req != MPI_REQUEST_NULL {
+            let rc = check(call!(PMPI_Wait(&mut self.req, MPI_STATUS_IGNORE)));
+            self.req = MPI_REQUEST_NULL;
+            rc?;
+        }
+        check(self.failed)?;
+        Ok(std::mem::take(&mut self.data))
+    }
+}
+
+impl Drop for MessageCopy {
+    fn drop(&mut self) {
+        if self.req != MPI_REQUEST_NULL {
+            let _ = call!(PMPI_Wait(&mut self.req, MPI_STATUS_IGNORE));
+        }
+    }
+}
+
 /// MPICH's `MPI_IN_PLACE`, `(void *) -1`.
 const MPI_IN_PLACE: *mut c_void = usize::MAX as *mut c_void;
