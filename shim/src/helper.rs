@@ -106,6 +106,13 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
             if !slot.has_endpoint() || slot.driver().is_some() || i >= 64 {
                 continue;
             }
+            // Never claimed: no communicator was made on it (every constructor and call claims), so
+            // nothing can be waiting on its VCI, and a turn is not free (on MPICH 4.1.3 over ch4:ofi it
+            // takes libfabric's lock, which the program's threads then wait for: docs/cluster.md,
+            // policy_idup on 4.1.3). The pool's streams the policy has not handed out stay quiet.
+            if slot.claim_count() == 0 {
+                continue;
+            }
             match slot.presence(&mut seen[i]) {
                 Presence::Entered => {}
                 Presence::Blocked => {
