@@ -252,7 +252,7 @@ impl Backend {
         if self != Backend::Split {
             return None;
         }
-        split::agree_endpoints(parent, n)
+        split::agree_endpoints(parent, n, true)
     }
 
     /// Puts the new communicator `comm` on the split backend's endpoint `native`, before anything else

@@ -181,32 +181,15 @@ pub fn create_stream() -> Result<MPIX_Stream, String> {
 /// other thread took the agreed endpoint meanwhile makes the round fail on every member, and the next
 /// round offers what is free then.
 pub fn agree_endpoint(comm: MPI_Comm, can_take: bool) -> Option<MPIX_Stream> {
-    let allreduce = |mine: u64, op: Op| -> Option<u64> {
-        let mut all = [0u64];
-        Comm(comm).allreduce(&[mine], &mut all, op).ok()?;
-        Some(all[0])
-    };
-    for _ in 0..64 {
-        let common = allreduce(if can_take { free_mask() } else { 0 }, Op::BAND)?;
-        if common == 0 {
-            return None;
-        }
-        let k = common.trailing_zeros();
-        let mine = claim(k).ok();
-        if allreduce(mine.is_some() as u64, Op::MIN)? == 1 {
-            return mine;
-        }
-        if let Some(h) = mine {
-            let _ = free_stream(h);
-        }
-    }
-    None
+    agree_endpoints(comm, 1, can_take)?.pop()
 }
 
 /// Collective over `comm`: `n` endpoints free on every member, taken on each, in one agreement (two
-/// reductions, where `n` calls of [`agree_endpoint`] take `2n`: a small reduction between hosts costs
-/// milliseconds, docs/cluster.md); `None` on every member where fewer are free everywhere.
-pub fn agree_endpoints(comm: MPI_Comm, n: usize) -> Option<Vec<MPIX_Stream>> {
+/// reductions a round, where `n` agreements of one would take `2n`: a small reduction between hosts
+/// costs milliseconds, docs/cluster.md); `None` on every member where fewer are free everywhere, or
+/// where a member cannot take any (`can_take` false: it offers none). As [`agree_endpoint`], no lock is
+/// held across the collectives: a round another thread spoiled fails everywhere and the next one runs.
+pub fn agree_endpoints(comm: MPI_Comm, n: usize, can_take: bool) -> Option<Vec<MPIX_Stream>> {
     let allreduce = |mine: u64, op: Op| -> Option<u64> {
         let mut all = [0u64];
         Comm(comm).allreduce(&[mine], &mut all, op).ok()?;
@@ -218,7 +201,7 @@ pub fn agree_endpoints(comm: MPI_Comm, n: usize) -> Option<Vec<MPIX_Stream>> {
         }
     };
     for _ in 0..64 {
-        let mut common = allreduce(free_mask(), Op::BAND)?;
+        let mut common = allreduce(if can_take { free_mask() } else { 0 }, Op::BAND)?;
         if (common.count_ones() as usize) < n {
             return None;
         }
