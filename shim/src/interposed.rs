@@ -59,9 +59,14 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         let streams_named = std::cell::OnceCell::new();
         let names_streams = || *streams_named.get_or_init(|| program_scan::names_streams(mpi_code));
         let spawned = demand::spawned(|k| std::env::var(k).ok());
-        let inert = demand::decide(&config, thread.map(|(required, _)| required), spawned, names_streams, || {
-            program_scan::names_blocking_constructor(mpi_code)
-        });
+        let inert = demand::decide(
+            &config,
+            thread.map(|(required, _)| required),
+            spawned,
+            names_streams,
+            || backend::policy_unserved(p, &config),
+            || program_scan::names_blocking_constructor(mpi_code),
+        );
         // The guided policy's profile, read before the pool is sized (an unreadable one stops here, inert
         // or not).
         if let Err(e) = policy::guided_profile::load(&config) {
@@ -148,7 +153,7 @@ fn start_runtime(
     let pools = if native { RequestPools::of_mpich(detected.version) } else { RequestPools::NONE };
     Ok(runtime::install(Runtime {
         streams: StreamTable::new(detected.pool as usize, pools),
-        helper_turns_implicit: native && detected.version.is_some_and(|v| (v.0, v.1) >= (4, 3)),
+        helper_turns_implicit: native && backend::helper_turns_implicit(detected.version),
         comms: Default::default(),
         record_keyval,
         backend: detected.backend,

@@ -17,8 +17,8 @@
 #   - MPICH 5.0.2 and 4.3.2 over ch4:ucx under explicit, the pool reserved (UCX: tcp between hosts): each
 #     stream's traffic on a connection of its own as above, and the UCX probe's worker of the stream's
 #     VCI posted exactly its messages. Without the library's UCX route (shim/src/backend/ucx_init.rs)
-#     their MPI_Init hangs there (docs/native-defects.md); MPICH 4.1.3 over ch4:ucx under explicit (the
-#     pool reserved, the policy's streams on VCI 0 there, docs/policy.md) completes, VCI 0 carrying it all.
+#     their MPI_Init hangs there (docs/native-defects.md); MPICH 4.1.3 over ch4:ucx under explicit (which
+#     gives no streams there, so the program is inert: docs/policy.md) completes, VCI 0 carrying it all.
 # Prints PASS/FAIL per check; exits 1 if any failed, 77 (SKIP) where hosts cannot be made here.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -96,7 +96,8 @@ run_case ucx-implicit 5 h1:2,h2:2 implicit one probe
 run_case ucx-explicit 5 h1:2,h2:2 explicit own probe
 for v in 4.3.2:own 4.1.3:one; do
   if [ -x "$root/.deps/mpich-${v%:*}/bin/mpicc" ]; then
-    # 4.1.3 without the probe: its MPI_Init's own messages for 9 VCIs exceed the probe check's allowance.
+    # 4.1.3 without the probe (written when the pool was reserved there: its MPI_Init's own messages for
+    # 9 VCIs exceeded the probe check's allowance).
     run_case "ucx${v%:*}-explicit" "${v%:*}+ucx" h1:1,h2:1 explicit "${v#*:}" $([ "${v#*:}" = own ] && echo probe)
   else
     echo "SKIP: MPICH ${v%:*} over ch4:ucx: not installed (scripts/install.sh --mpich ${v%:*})"

@@ -9,6 +9,9 @@
 #   - under `explicit`, a program at MPI_THREAD_MULTIPLE that names no communicator constructor: the same;
 #   - under `explicit`, a process started by MPI_Comm_spawn gets no pool, while its parent (the same
 #     program) does (MPICH 5.0.2);
+#   - under `explicit` on MPICH 4.1.3, where the policy gives no streams: a program at MULTIPLE that names
+#     MPI_Comm_dup and no stream call gets no pool and no helper thread either, while MPIXSTREAM_STREAMS=2
+#     still reserves the 2 it asks for;
 #   - the controls, which must differ: a program below MULTIPLE that names MPIX_Stream_create gets
 #     MPI_THREAD_MULTIPLE, the pool and the helper thread; one at MULTIPLE that names MPI_Comm_dup gets the
 #     explicit policy's pool.
@@ -110,4 +113,30 @@ PY
     verdict "deb control: programs that can gain are not called inert" $?
   fi
 done
+
+# MPICH 4.1.3: the explicit policy gives no streams there (no progress helper on the implicit pool), so
+# a program that names no stream call is inert under it; a pool size the user asks for is still reserved.
+mpich_select 4.1.3
+b=$out/4.1.3; mkdir -p "$b"
+if "$MPICC" -DLEVEL=MPI_THREAD_MULTIPLE -DUSES_DUP "$src" -o "$b/multiple-dup"; then
+  run() {
+    local name=$1; shift
+    env "$@" timeout 60 "$MPIEXEC" -n 2 "$b/multiple-dup" >"$b/$name.out" 2>"$b/$name.log"
+    local rc=$?
+    [ $rc -eq 0 ] || { verdict "4.1.3 $name runs (exit $rc)" 1; tail -3 "$b/$name.log" | sed 's/^/    | /'; }
+  }
+  run none
+  run explicit LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=explicit MPIXSTREAM_VERBOSE=1
+  run sized LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=explicit MPIXSTREAM_VERBOSE=1 MPIXSTREAM_STREAMS=2
+  [ "$(field "$b/explicit.out" reserve)" = 0 ]
+  verdict "4.1.3 multiple-dup explicit: no reserved VCI (reserve $(field "$b/explicit.out" reserve))" $?
+  [ "$(field "$b/explicit.out" threads)" = "$(field "$b/none.out" threads)" ]
+  verdict "4.1.3 multiple-dup explicit: $(field "$b/explicit.out" threads) threads, as without the library" $?
+  grep -q "policy implicit (explicit requested; inert: MPICH 4.1 and 4.2 have no progress helper" "$b/explicit.log"
+  verdict "4.1.3 multiple-dup explicit: the banner says inert, and why" $?
+  [ "$(field "$b/sized.out" reserve)" = 2 ] && ! grep -q "inert" "$b/sized.log"
+  verdict "4.1.3 control: MPIXSTREAM_STREAMS=2 reserves 2 (reserve $(field "$b/sized.out" reserve)), not inert" $?
+else
+  verdict "compile on 4.1.3" 1
+fi
 exit $failed

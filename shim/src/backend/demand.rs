@@ -15,6 +15,10 @@
 //!   threads): never inert.
 //! - Under `explicit`, a program that names no blocking communicator constructor and no stream call has
 //!   nothing the policy could move: the pool it would reserve could never be used.
+//! - Under `explicit` on MPICH 4.1 and 4.2 (native backend), the policy gives no streams at all (no
+//!   progress helper on the implicit pool there, `backend::policy_unserved`): a program that names no
+//!   stream call, with no pool size asked, would pay for a pool and a helper thread nobody uses (the
+//!   4.1.3 `policy_idup` row across hosts: 176 s with them, docs/cluster.md).
 use crate::config::{Config, Policy};
 use mpixstream_wrappers::ffi::*;
 use std::os::raw::c_int;
@@ -28,6 +32,9 @@ pub enum Inert {
     NoConstructor,
     /// Under `explicit`: a process started by `MPI_Comm_spawn` that names no stream call.
     Spawned,
+    /// Under `explicit`: MPICH 4.1 or 4.2, where the policy gives no streams, and a program that names no
+    /// stream call and asks for no pool size.
+    Unserved,
 }
 
 impl Inert {
@@ -45,6 +52,10 @@ impl Inert {
             Inert::Spawned => "a process started by MPI_Comm_spawn that names no MPIX stream call: the policy does \
                                not cover spawned processes (no reserved pool)"
                 .to_string(),
+            Inert::Unserved => "MPICH 4.1 and 4.2 have no progress helper on the implicit pool, so the policy gives \
+                                no streams there, and the program names no MPIX stream call and sets no \
+                                MPIXSTREAM_STREAMS (no reserved pool, no helper thread)"
+                .to_string(),
         }
     }
 }
@@ -57,13 +68,15 @@ pub fn level_name(level: c_int) -> &'static str {
 }
 
 /// What the program can use. `required`: the level of `MPI_Init_thread` (`None`: `MPI_Init`, which is
-/// `MPI_THREAD_SINGLE`); `spawned`: the process was started by `MPI_Comm_spawn` ([`spawned`]); the scans
-/// run only where the answer depends on them.
+/// `MPI_THREAD_SINGLE`); `spawned`: the process was started by `MPI_Comm_spawn` ([`spawned`]);
+/// `unserved`: the policy can give no stream on this MPICH and no pool size was asked
+/// (`backend::policy_unserved`); the scans run only where the answer depends on them.
 pub fn decide(
     config: &Config,
     required: Option<c_int>,
     spawned: bool,
     names_streams: impl FnOnce() -> bool,
+    unserved: impl FnOnce() -> bool,
     names_constructor: impl FnOnce() -> bool,
 ) -> Option<Inert> {
     if config.enqueue.thread_multiple {
@@ -78,6 +91,9 @@ pub fn decide(
     }
     if spawned {
         return Some(Inert::Spawned);
+    }
+    if unserved() {
+        return Some(Inert::Unserved);
     }
     (!names_constructor()).then_some(Inert::NoConstructor)
 }
@@ -103,11 +119,11 @@ mod tests {
     fn below_multiple_without_stream_calls_is_inert_under_every_policy() {
         for policy in [Policy::Implicit, Policy::Explicit] {
             let c = config(policy, false);
-            assert_eq!(decide(&c, None, false, || false, || true), Some(Inert::Level(MPI_THREAD_SINGLE)));
+            assert_eq!(decide(&c, None, false, || false, || false, || true), Some(Inert::Level(MPI_THREAD_SINGLE)));
             for level in [MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED] {
-                assert_eq!(decide(&c, Some(level), false, || false, || true), Some(Inert::Level(level)));
+                assert_eq!(decide(&c, Some(level), false, || false, || false, || true), Some(Inert::Level(level)));
                 // A program that names the stream API gets what the API needs.
-                assert_eq!(decide(&c, Some(level), false, || true, || true), None);
+                assert_eq!(decide(&c, Some(level), false, || true, || false, || true), None);
             }
         }
     }
@@ -116,20 +132,20 @@ mod tests {
     fn multiple_is_inert_only_where_the_policy_has_nothing_to_move() {
         let explicit = config(Policy::Explicit, false);
         let m = Some(MPI_THREAD_MULTIPLE);
-        assert_eq!(decide(&explicit, m, false, || false, || false), Some(Inert::NoConstructor));
-        assert_eq!(decide(&explicit, m, false, || false, || true), None);
-        assert_eq!(decide(&explicit, m, false, || true, || false), None);
+        assert_eq!(decide(&explicit, m, false, || false, || false, || false), Some(Inert::NoConstructor));
+        assert_eq!(decide(&explicit, m, false, || false, || false, || true), None);
+        assert_eq!(decide(&explicit, m, false, || true, || false, || false), None);
         // Under implicit nothing is moved anyway: the pool follows the stream calls (pool_size::wanted).
-        assert_eq!(decide(&config(Policy::Implicit, false), m, false, || false, || false), None);
+        assert_eq!(decide(&config(Policy::Implicit, false), m, false, || false, || false, || false), None);
     }
 
     #[test]
     fn a_spawned_process_is_inert_under_explicit_unless_it_names_streams() {
         let m = Some(MPI_THREAD_MULTIPLE);
         let explicit = config(Policy::Explicit, false);
-        assert_eq!(decide(&explicit, m, true, || false, || true), Some(Inert::Spawned));
-        assert_eq!(decide(&explicit, m, true, || true, || true), None);
-        assert_eq!(decide(&config(Policy::Implicit, false), m, true, || false, || true), None);
+        assert_eq!(decide(&explicit, m, true, || false, || false, || true), Some(Inert::Spawned));
+        assert_eq!(decide(&explicit, m, true, || true, || false, || true), None);
+        assert_eq!(decide(&config(Policy::Implicit, false), m, true, || false, || false, || true), None);
         let env = |v: &'static str| move |k: &str| (k == "PMI_SPAWNED").then(|| v.to_string());
         assert!(spawned(env("1")));
         assert!(!spawned(env("0")));
@@ -137,17 +153,36 @@ mod tests {
     }
 
     #[test]
+    fn an_unserved_policy_is_inert_unless_the_program_names_streams() {
+        let m = Some(MPI_THREAD_MULTIPLE);
+        let explicit = config(Policy::Explicit, false);
+        assert_eq!(decide(&explicit, m, false, || false, || true, || true), Some(Inert::Unserved));
+        // The stream API's own users keep the pool; implicit has nothing to serve anyway.
+        assert_eq!(decide(&explicit, m, false, || true, || true, || true), None);
+        assert_eq!(decide(&config(Policy::Implicit, false), m, false, || false, || true, || true), None);
+        // The constructor scan is not needed once the policy is known to give nothing.
+        decide(&explicit, m, false, || false, || true, || panic!("constructor scan"));
+    }
+
+    #[test]
     fn the_users_own_request_for_multiple_is_never_inert() {
         let c = config(Policy::Explicit, true);
-        assert_eq!(decide(&c, None, true, || false, || false), None);
+        assert_eq!(decide(&c, None, true, || false, || false, || false), None);
     }
 
     #[test]
     fn scans_run_only_when_needed() {
         let c = config(Policy::Explicit, false);
         // Below MULTIPLE the constructor scan is never needed.
-        decide(&c, None, false, || false, || panic!("constructor scan below MULTIPLE"));
+        decide(&c, None, false, || false, || false, || panic!("constructor scan below MULTIPLE"));
         // Under implicit at MULTIPLE neither scan is.
-        decide(&config(Policy::Implicit, false), Some(MPI_THREAD_MULTIPLE), true, || panic!("scan"), || panic!("scan"));
+        decide(
+            &config(Policy::Implicit, false),
+            Some(MPI_THREAD_MULTIPLE),
+            true,
+            || panic!("scan"),
+            || panic!("unserved"),
+            || panic!("scan"),
+        );
     }
 }

@@ -84,6 +84,37 @@ pub fn parse_mpich_version(text: &str) -> Option<(u32, u32, u32)> {
     Some((major, minor, patch))
 }
 
+/// Whether the loaded MPICH has native streams: MPICH >= 4.1 with the stream calls.
+fn native_streams_in(p: &Pmpi, version: Option<(u32, u32, u32)>) -> bool {
+    p.PMPIX_Stream_create.is_some()
+        && p.PMPIX_Stream_comm_create.is_some()
+        && p.PMPIX_Stream_free.is_some()
+        && version.is_some_and(|v| (v.0, v.1) >= (4, 1))
+}
+
+/// Whether the progress helper thread may turn MPICH's implicit pool (MPICH >= 4.3 under the native
+/// backend: on 4.1 and 4.2 it turns the streams' endpoints only, docs/policy.md "Progress on MPICH 4.1
+/// and 4.2"). Without it the explicit and guided policies give no streams (`helper::serves_policy_streams`).
+pub fn helper_turns_implicit(version: Option<(u32, u32, u32)>) -> bool {
+    version.is_some_and(|v| (v.0, v.1) >= (4, 3))
+}
+
+/// Before `MPI_Init*`: whether the policy could give no stream in this process whatever the program
+/// does (the native backend on MPICH 4.1 and 4.2, [`helper_turns_implicit`]) and nothing asked for the
+/// pool by its size (`MPIXSTREAM_STREAMS`, `MPIR_CVAR_CH4_RESERVE_VCIS`). `demand::decide` then makes a
+/// program that names no stream call inert: the pool would have no user.
+pub fn policy_unserved(p: &Pmpi, config: &Config) -> bool {
+    if config.backend != BackendChoice::Auto && config.backend != BackendChoice::Native {
+        return false;
+    }
+    if config.streams_set || native::user_reserve().is_some() {
+        return false;
+    }
+    let text = mpixstream_wrappers::mpi::env::library_version().unwrap_or_default();
+    let version = parse_mpich_version(&text);
+    native_streams_in(p, version) && !helper_turns_implicit(version)
+}
+
 /// Chooses the backend before `PMPI_Init*` and, for `native`, the VCI pool sizes to give MPICH (the same
 /// values on every rank of a node, from our variables and the node). `inert`: the program cannot gain
 /// from the library (`demand`): no pool, no backend that changes MPICH's setup. `names_streams`: whether
@@ -99,10 +130,7 @@ pub fn detect(
     let path = mpich_build::library_path_of(p.PMPI_Init as usize);
     let library = mpich_build::describe(&text, |k| std::env::var(k).ok(), path.as_deref());
     let version = parse_mpich_version(&text);
-    let has_native = p.PMPIX_Stream_create.is_some()
-        && p.PMPIX_Stream_comm_create.is_some()
-        && p.PMPIX_Stream_free.is_some()
-        && version.is_some_and(|v| (v.0, v.1) >= (4, 1));
+    let has_native = native_streams_in(p, version);
 
     let intel = text.contains("Intel(R) MPI");
     let (backend, reason) = match (config.backend, has_native) {
