@@ -126,6 +126,25 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
             }
         }
     }
+    // The split backend's endpoints a slot's claim guards (a multiplex communicator's dedicated
+    // endpoints, `split::OWNER`): turned while that slot's owner is away, as the native slots above.
+    let mut away_guarding = 0u64;
+    let mut bits = crate::backend::owning_slots();
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if i >= seen.len() {
+            continue;
+        }
+        match rt.streams.slot(i).presence(&mut seen[i]) {
+            Presence::Entered => {}
+            Presence::Blocked => needed = true,
+            Presence::Away => {
+                needed = true;
+                away_guarding |= 1 << i;
+            }
+        }
+    }
     // MPICH's progress (any turn, any test) runs its progress hooks, which post the next rounds of every
     // nonblocking collective's schedule, on whatever endpoint they run: a round on a stream's endpoint
     // while its owner is inside would be two threads in one VCI. The program's own threads run the
@@ -139,6 +158,15 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
         let i = bits.trailing_zeros() as usize;
         bits &= bits - 1;
         if turn(rt, rt.streams.slot(i)) {
+            turned |= 1 << i;
+        }
+    }
+    let mut bits = away_guarding;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(_claim) = rt.streams.slot(i).try_claim() {
+            crate::backend::turn_owned_by(i);
             turned |= 1 << i;
         }
     }
@@ -278,8 +306,9 @@ const RELAXED: Duration = Duration::from_millis(2);
 /// Starts the helper thread at `MPI_Init*`, where it has endpoints to serve (the native backend) and
 /// may call MPI (`MPI_THREAD_MULTIPLE`, which the native backend asks MPICH for).
 pub fn start(rt: &'static Runtime) {
-    // Split: no owner's endpoint is turned here (`help_away` looks at native slots only), but the
-    // retired endpoints (`split::turn_retired`: nobody else turns them) and the orphans are.
+    // Split: the endpoints a slot's claim guards (a multiplex communicator's dedicated ones) while
+    // their owner is away, the retired endpoints (`split::turn_retired`: nobody else turns them) and
+    // the orphans.
     if !matches!(rt.backend, Backend::Native | Backend::Split) || !rt.thread_multiple() {
         return;
     }
@@ -293,7 +322,10 @@ pub fn start(rt: &'static Runtime) {
     let mut pace = ImplicitPace::new();
     match BackgroundThread::spawn("mpixstream-helper", move |_| {
         std::thread::park_timeout(sleep);
-        let serving = rt.streams.any_reserved() || crate::orphans::pending() != 0 || crate::deferred::pending();
+        let serving = rt.streams.any_reserved()
+            || crate::backend::owning_slots() != 0
+            || crate::orphans::pending() != 0
+            || crate::deferred::pending();
         // Every period while something may need a turn; while every owner is at work (or nothing has
         // an endpoint), the looks space out up to `RELAXED`, `IDLE`.
         sleep = if !serving {

@@ -41,13 +41,17 @@ banner_check() {
   grep -q 'pool: [1-9][0-9]* streams, each a native stream on its own reserved VCI' "$1" &&
     grep -q '| 4 ranks on 2 hosts (h1: 3, h2: 1) |' "$1" && ! grep -q 'pool by host' "$1"
 }
+# Messages per pair: the all-to-all on Intel MPI at the test's own 200, where it hung in 3 of 6 runs
+# before the helper thread turned the dedicated endpoints of an index whose thread is away
+# (split::OWNER; a sender's last bytes stayed in libfabric's queue): 10 of 10 since.
+messages() { case $1-$2 in multiplex_n_to_1-*) echo 2000 ;; multiplex_alltoall-impi) echo 200 ;; *) echo 50 ;; esac; }
 # run_case PROG BUILD HOSTS LOG: one run, 60 s at most (rc 124 past it). A run still going at 60 s
 # leaves every rank's backtraces (gdb, all threads) in LOG.bt.txt before it is stopped.
 run_case() {
   local prog=$1 b=$2 where=$3 log=$4 pid i p
   rm -f "$log.bt.txt"
   # shellcheck disable=SC2046
-  env $(case_env "$b") MPIXTEST_MESSAGES=$([ "$prog" = multiplex_n_to_1 ] && echo 2000 || echo 50) \
+  env $(case_env "$b") MPIXTEST_MESSAGES=$(messages "$prog" "$b") \
     timeout 120 "$root/scripts/mpixrun" --hosts "$where" -n 4 "$out/$prog-$b" >"$log.txt" 2>&1 </dev/null &
   pid=$!
   for ((i = 0; i < 600; i++)); do

@@ -66,6 +66,17 @@ pub fn turn_retired() {
     split::turn_retired();
 }
 
+/// The split backend's slots that guard an endpoint, one bit each (`Backend::set_endpoint_owner`; 0
+/// elsewhere): one relaxed load.
+pub fn owning_slots() -> u64 {
+    split::owning_slots()
+}
+
+/// One turn of every endpoint slot `slot` guards (split backend); the caller holds its claim.
+pub fn turn_owned_by(slot: usize) {
+    split::turn_owned_by(slot);
+}
+
 /// After `PMPI_Finalize`: closes the tool-interface session `configure_mpich` opened, if any (not
 /// earlier: some MPICH builds re-read their control variables from the environment when the tool
 /// interface is initialised again after being closed, and the application may read them back).
@@ -213,6 +224,15 @@ impl Backend {
             Backend::Native => native::create_stream(),
             Backend::Serial => Ok(MPIX_STREAM_NULL),
             Backend::Split => split::create_stream(),
+        }
+    }
+
+    /// Records the stream-table slot whose claim every call driving `native`'s endpoint holds (`None`:
+    /// none any more): on the split backend the helper thread then turns that endpoint while the slot's
+    /// owner is away (`split::turn_owned_by`); nothing elsewhere.
+    pub fn set_endpoint_owner(self, native: MPIX_Stream, slot: Option<usize>) {
+        if self == Backend::Split {
+            split::set_owner(native, slot);
         }
     }
 

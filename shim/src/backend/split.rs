@@ -13,7 +13,7 @@ use crate::errors::{raise, Class};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::{Comm, Info, MpiResult, Op, OwnedComm, OwnedInfo, SharedComm};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Intel MPI's control variables (writable through the tool interface before `MPI_Init*`, as MPICH's).
@@ -47,6 +47,45 @@ static QUIET: [SharedComm; 64] = [const { SharedComm::empty() }; 64];
 static RETIRED: Mutex<u64> = Mutex::new(0);
 /// RETIRED's bits, read without its lock by [`turn_retired`] first.
 static RETIRED_BITS: AtomicU64 = AtomicU64::new(0);
+
+/// For each taken endpoint, the stream-table slot whose claim every call driving it holds, plus one
+/// (0: none known): a stream's own endpoint (its slot), and a multiplex communicator's dedicated
+/// endpoints (the slot of the index that drives each, `multiplex::endpoints`). The same hazard as for
+/// RETIRED while the endpoint is still owned: a thread whose sends completed and which then stops
+/// calling MPI on its endpoints (it waits in a barrier, or has ended) leaves their last bytes in
+/// libfabric's queue, and the peer waits for them; across hosts `tests/c/multiplex_alltoall.c` hung
+/// in 3 of 6 runs so (a receiver's socket held the first 24 bytes of a message whose rest never came).
+/// The helper thread turns them while that slot's owner is away ([`turn_owned_by`]), holding the
+/// slot's claim. Changed under RETIRED's lock, which a turn holds, so an endpoint is never turned once
+/// it is given back.
+static OWNER: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+/// OWNER's slots, one bit each (a slot past 63 is not recorded: its endpoints are not turned).
+static OWNING: AtomicU64 = AtomicU64::new(0);
+
+/// Records `slot` as the one whose claim guards endpoint `native` (`None`: none any more).
+pub fn set_owner(native: MPIX_Stream, slot: Option<usize>) {
+    let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else { return };
+    let _turns = lock_retired();
+    OWNER[k as usize].store(slot.filter(|&s| s < 64).map_or(0, |s| s + 1), Ordering::Relaxed);
+    let owning = OWNER.iter().filter_map(|o| o.load(Ordering::Relaxed).checked_sub(1)).fold(0u64, |m, s| m | 1 << s);
+    OWNING.store(owning, Ordering::Relaxed);
+}
+
+/// The slots that guard some endpoint, one bit each (one relaxed load).
+pub fn owning_slots() -> u64 {
+    OWNING.load(Ordering::Relaxed)
+}
+
+/// One progress turn of every endpoint `slot` guards; the caller holds `slot`'s claim, so no thread of
+/// the program is inside any of them. Skipped this time while an endpoint is being given back.
+pub fn turn_owned_by(slot: usize) {
+    let Ok(_turns) = RETIRED.try_lock() else { return };
+    for (k, owner) in OWNER.iter().enumerate() {
+        if owner.load(Ordering::Relaxed) == slot + 1 {
+            let _ = QUIET[k].view().iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG);
+        }
+    }
+}
 
 fn lock_retired() -> std::sync::MutexGuard<'static, u64> {
     RETIRED.lock().unwrap_or_else(|e| e.into_inner())
@@ -227,6 +266,7 @@ pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
         return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));
     };
+    set_owner(native, None);
     // Retired, not freed (RETIRED says why): the quiet communicator stays until MPI_Finalize or the
     // endpoint's next stream.
     if QUIET[k as usize].view() != Comm::NULL {

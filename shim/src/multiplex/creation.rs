@@ -314,6 +314,11 @@ pub(super) fn finish(
     let reserved: Vec<Option<&'static crate::streams::StreamSlot>> = (0..streams.len())
         .map(|i| streams[i].map(|slot| rt.streams.slot(slot)).filter(|s| s.native() != MPIX_STREAM_NULL))
         .collect();
+    // The split backend's dedicated endpoints: the helper thread turns each while the index that drives
+    // it is away (its sends' last bytes may still sit in libfabric's queue), holding that index's claim.
+    for (h, i) in endpoints.dedicated_owners() {
+        rt.backend.set_endpoint_owner(h, streams.get(i).copied().flatten());
+    }
     let mx = Multiplex::new(user, rank, counts, tag_ub, streams, endpoints, &|j| reserved[j]);
     // Built under MPI_ERRORS_RETURN (a failed creation is reported by us, on every rank); from here on
     // the same handler as every later MPI_Comm_set_errhandler gives them.

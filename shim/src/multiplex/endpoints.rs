@@ -154,6 +154,8 @@ pub struct Endpoints {
     /// Dedicated endpoints (split backend): the endpoint behind each hidden communicator, given back
     /// when they are freed; self messages between two indices take `Route::LOCAL`. Empty otherwise.
     dedicated: Box<[MPIX_Stream]>,
+    /// The local index that drives each of `dedicated` (the same positions).
+    dedicated_index: Box<[usize]>,
     mailbox: bool,
     /// The hidden communicators themselves (`pooled` and `pair` are their views, read on every call),
     /// owned here and taken once by `free`.
@@ -242,12 +244,14 @@ impl Endpoints {
             pair: Box::new([]),
             real: None,
             dedicated: Box::new([]),
+            dedicated_index: Box::new([]),
             mailbox: dedicated.is_some(),
             owned: Box::new([]),
         };
         let mut pooled = Vec::with_capacity(width);
         let mut made: Vec<OwnedComm> = Vec::new();
         let mut taken: Vec<MPIX_Stream> = Vec::new();
+        let mut taken_index: Vec<usize> = Vec::new();
         let fail = |made: &mut Vec<OwnedComm>, taken: &mut Vec<MPIX_Stream>, rc: c_int| {
             for c in made.drain(..) {
                 let _ = c.free();
@@ -272,6 +276,7 @@ impl Endpoints {
                 let made_one = match dedicated {
                     Some(make) => make(base).map(|(comm, endpoint)| {
                         taken.push(endpoint);
+                        taken_index.push(mine);
                         comm
                     }),
                     None => stream_comm(base, attach(mine)),
@@ -288,6 +293,7 @@ impl Endpoints {
         }
         ep.pooled = pooled.into_boxed_slice();
         ep.dedicated = taken.into_boxed_slice();
+        ep.dedicated_index = taken_index.into_boxed_slice();
         ep.owned = made.into_iter().map(SharedComm::new).collect();
         STATS.live_hidden.fetch_add(ep.counted_hidden(), Ordering::Relaxed);
         Ok(ep)
@@ -323,6 +329,7 @@ impl Endpoints {
             real: self.real.clone(),
             // Never on dedicated endpoints: the split backend refuses a multiplex idup before it starts.
             dedicated: Box::new([]),
+            dedicated_index: Box::new([]),
             mailbox: self.mailbox,
             owned: owned.into_boxed_slice(),
         };
@@ -476,11 +483,21 @@ impl Endpoints {
     /// endpoints back.
     pub fn free(&self) {
         STATS.live_hidden.fetch_sub(self.counted_hidden(), Ordering::Relaxed);
+        // First out of the helper thread's reach (`Backend::set_endpoint_owner`): no turn of it runs
+        // once this returns, so none runs beside the frees.
+        for &h in self.dedicated.iter() {
+            crate::backend::Backend::Split.set_endpoint_owner(h, None);
+        }
         // Each taken once: a second call frees nothing.
         for c in self.owned.iter().filter_map(SharedComm::take) {
             let _ = c.free();
         }
         give_back(&self.dedicated);
+    }
+
+    /// Each dedicated endpoint with the local index that drives it (split backend; none elsewhere).
+    pub fn dedicated_owners(&self) -> impl Iterator<Item = (MPIX_Stream, usize)> + '_ {
+        self.dedicated.iter().copied().zip(self.dedicated_index.iter().copied())
     }
 
     /// Whether the hidden communicators are on dedicated endpoints (the split backend).
@@ -509,6 +526,7 @@ impl Endpoints {
             pair: pair.into_boxed_slice(),
             real: None,
             dedicated: Box::new([]),
+            dedicated_index: Box::new([]),
             mailbox: false,
             owned: Box::new([]),
         }
