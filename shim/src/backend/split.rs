@@ -319,3 +319,27 @@ pub fn progress(native: MPIX_Stream) -> Option<c_int> {
     }
     Some(quiet.iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).err().unwrap_or(MPI_SUCCESS))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners the helper thread reads: set per endpoint, cleared by `None`; a slot past 63 and a
+    /// handle that is no endpoint of ours are not recorded.
+    #[test]
+    fn owners_are_recorded_per_endpoint_and_cleared() {
+        let h = |k: c_int| HANDLE_BASE | k;
+        set_owner(h(3), Some(5));
+        set_owner(h(4), Some(5));
+        set_owner(h(7), Some(2));
+        assert_eq!(owning_slots(), 1 << 5 | 1 << 2);
+        set_owner(h(3), None);
+        assert_eq!(owning_slots(), 1 << 5 | 1 << 2, "slot 5 still guards endpoint 4");
+        set_owner(h(4), None);
+        set_owner(h(9), Some(64));
+        set_owner(MPIX_STREAM_NULL, Some(1));
+        assert_eq!(owning_slots(), 1 << 2);
+        set_owner(h(7), None);
+        assert_eq!(owning_slots(), 0);
+    }
+}
