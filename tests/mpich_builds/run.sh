@@ -58,7 +58,7 @@ for b in deb 5; do
   echo "[$b] cancel of a self Issend after a probe, without mpixstream: 1 rank: $one/1 completed; 2 ranks: $two/2 completed"
 done
 
-for b in 4.2.3 5-ofi 5; do
+for b in 4.1.3 4.2.3 5-ofi 5; do
   mpich_select $b || { echo "[$b] not installed (scripts/install.sh --mpich $b): skipped"; continue; }
   "$MPICC" -O2 "$here/stream_nbc_threads.c" -o "$out/nbc-$b" -lpthread || exit 1
   ok=0
