@@ -128,14 +128,19 @@ if "$MPICC" -DLEVEL=MPI_THREAD_MULTIPLE -DUSES_DUP "$src" -o "$b/multiple-dup"; 
   run none
   run explicit LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=explicit MPIXSTREAM_VERBOSE=1
   run sized LD_PRELOAD="$MPIXSTREAM_LIB" MPIXSTREAM_POLICY=explicit MPIXSTREAM_VERBOSE=1 MPIXSTREAM_STREAMS=2
-  [ "$(field "$b/explicit.out" reserve)" = 0 ]
-  verdict "4.1.3 multiple-dup explicit: no reserved VCI (reserve $(field "$b/explicit.out" reserve))" $?
-  [ "$(field "$b/explicit.out" threads)" = "$(field "$b/none.out" threads)" ]
-  verdict "4.1.3 multiple-dup explicit: $(field "$b/explicit.out" threads) threads, as without the library" $?
+  reserve=$(field "$b/explicit.out" reserve) threads=$(field "$b/explicit.out" threads)
+  [ "$reserve" = 0 ]
+  ok=$?
+  verdict "4.1.3 multiple-dup explicit: no reserved VCI (reserve $reserve)" $ok
+  [ "$threads" = "$(field "$b/none.out" threads)" ]
+  ok=$?
+  verdict "4.1.3 multiple-dup explicit: $threads threads, as without the library" $ok
   grep -q "policy implicit (explicit requested; inert: MPICH 4.1 and 4.2 have no progress helper" "$b/explicit.log"
   verdict "4.1.3 multiple-dup explicit: the banner says inert, and why" $?
-  [ "$(field "$b/sized.out" reserve)" = 2 ] && ! grep -q "inert" "$b/sized.log"
-  verdict "4.1.3 control: MPIXSTREAM_STREAMS=2 reserves 2 (reserve $(field "$b/sized.out" reserve)), not inert" $?
+  reserve=$(field "$b/sized.out" reserve)
+  [ "$reserve" = 2 ] && ! grep -q "inert" "$b/sized.log"
+  ok=$?
+  verdict "4.1.3 control: MPIXSTREAM_STREAMS=2 reserves 2 (reserve $reserve), not inert" $ok
 else
   verdict "compile on 4.1.3" 1
 fi

@@ -18,6 +18,7 @@
 use super::driver::Driver;
 use super::flags::Flags;
 use super::ops::Op;
+use crate::ownership::stop_gate::StopGate;
 use crate::thread::BackgroundThread;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
@@ -42,6 +43,9 @@ struct Shared {
     failed: AtomicBool,
     /// The watchdog thread, woken when operations start to wait for the stream (it sleeps otherwise).
     watchdog: OnceLock<std::thread::Thread>,
+    /// The watchdog asks the stream's health only through this gate, so that once `stop` returns no
+    /// health call runs beside the program's destruction of the stream and its context.
+    watch_gate: StopGate,
 }
 
 impl Shared {
@@ -59,6 +63,10 @@ impl Shared {
 pub type Health = Box<dyn Fn() -> Result<(), String> + Send>;
 
 const HEALTH_EVERY: Duration = Duration::from_millis(10);
+
+/// The longest `stop` waits for a health call the watchdog started before the gate closed (one such
+/// call takes microseconds; a watchdog blocked in CUDA must not block the program).
+const WATCH_STOP_WAIT: Duration = Duration::from_secs(1);
 
 pub struct CudaDriverThread {
     shared: Arc<Shared>,
@@ -83,6 +91,7 @@ impl CudaDriverThread {
             abandon: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
             unready: AtomicUsize::new(0),
+            watch_gate: StopGate::new(),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             watchdog: OnceLock::new(),
@@ -119,17 +128,24 @@ impl CudaDriverThread {
     }
 
     /// Stops the thread once everything handed over is complete (or abandoned) and joins it. The
-    /// watchdog is told to stop and left to end by itself: it may be inside a CUDA call that waits for
-    /// the stream (the module doc), which nothing here may wait for.
+    /// watchdog's gate is closed, and a health call it started before is waited for up to
+    /// [`WATCH_STOP_WAIT`] (the program may destroy the stream and its context next); the watchdog is
+    /// then left to end by itself: it may be inside a CUDA call that waits for the stream (the module
+    /// doc), which nothing here may wait for longer.
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.flags.wake_engine();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             t.join();
         }
+        self.shared.watch_gate.close();
         if let Some(w) = self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).take() {
             if let Some(thread) = w.thread() {
                 thread.unpark();
+            }
+            let since = Instant::now();
+            while self.shared.watch_gate.busy() && since.elapsed() < WATCH_STOP_WAIT {
+                std::thread::sleep(Duration::from_micros(100));
             }
             // Detached, not joined (dropping it would join).
             std::mem::forget(w);
@@ -140,7 +156,7 @@ impl CudaDriverThread {
 /// The watchdog: while operations wait for the stream, asks its health every `HEALTH_EVERY`; a
 /// failure is handed to the driver thread. Parked while none waits (no periodic wake-up then).
 fn watch(s: Arc<Shared>, health: Health) {
-    while !s.stop.load(Ordering::Acquire) {
+    while !s.watch_gate.is_closed() {
         if s.unready.load(Ordering::Acquire) == 0 {
             std::thread::park();
             continue;
@@ -149,7 +165,12 @@ fn watch(s: Arc<Shared>, health: Health) {
         if s.unready.load(Ordering::Acquire) == 0 || s.failed.load(Ordering::Acquire) {
             continue;
         }
-        if let Err(reason) = health() {
+        if !s.watch_gate.enter() {
+            break;
+        }
+        let asked = health();
+        s.watch_gate.leave();
+        if let Err(reason) = asked {
             *s.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
             s.failed.store(true, Ordering::Release);
             s.flags.wake_engine();
