@@ -49,8 +49,9 @@ static RETIRED: Mutex<u64> = Mutex::new(0);
 static RETIRED_BITS: AtomicU64 = AtomicU64::new(0);
 
 /// For each taken endpoint, the stream-table slot whose claim every call driving it holds, plus one
-/// (0: none known): a stream's own endpoint (its slot), and a multiplex communicator's dedicated
-/// endpoints (the slot of the index that drives each, `multiplex::endpoints`). The same hazard as for
+/// (0: none known): a multiplex communicator's dedicated endpoints, each the slot of the index that
+/// drives it (`multiplex::endpoints`; every indexed call claims its index). A stream's own endpoint is
+/// not recorded: calls on a stream communicator of this backend take no claim. The same hazard as for
 /// RETIRED while the endpoint is still owned: a thread whose sends completed and which then stops
 /// calling MPI on its endpoints (it waits in a barrier, or has ended) leaves their last bytes in
 /// libfabric's queue, and the peer waits for them; across hosts `tests/c/multiplex_alltoall.c` hung
