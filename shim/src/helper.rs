@@ -99,37 +99,25 @@ fn help_rest(rt: &Runtime, implicit: bool, reclaim: bool) {
 fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
     let mut needed = false;
     let mut blocked = false;
-    // The endpoints whose owner is away (a bit set; the native backend's slots are below 64).
-    let mut away = 0u64;
-    if rt.backend == Backend::Native && rt.streams.any_reserved() {
-        for (i, slot) in rt.streams.live() {
-            if !slot.has_endpoint() || slot.driver().is_some() || i >= 64 {
-                continue;
-            }
+    // The slots whose endpoints this thread watches (a bit set; slots are below 64 on both backends):
+    // native, each stream's reserved endpoint; split, the endpoints a slot's claim guards (a multiplex
+    // communicator's dedicated endpoints, `split::OWNER`).
+    let watched = match rt.backend {
+        Backend::Native if rt.streams.any_reserved() => rt
+            .streams
+            .live()
             // Never claimed: no communicator was made on it (every constructor and call claims), so
             // nothing can be waiting on its VCI, and a turn is not free (on MPICH 4.1.3 over ch4:ofi it
             // takes libfabric's lock, which the program's threads then wait for: docs/cluster.md,
             // policy_idup on 4.1.3). The pool's streams the policy has not handed out stay quiet.
-            if slot.claim_count() == 0 {
-                continue;
-            }
-            match slot.presence(&mut seen[i]) {
-                Presence::Entered => {}
-                Presence::Blocked => {
-                    blocked = true;
-                    needed = true;
-                }
-                Presence::Away => {
-                    needed = true;
-                    away |= 1 << i;
-                }
-            }
-        }
-    }
-    // The split backend's endpoints a slot's claim guards (a multiplex communicator's dedicated
-    // endpoints, `split::OWNER`): turned while that slot's owner is away, as the native slots above.
-    let mut away_guarding = 0u64;
-    let mut bits = crate::backend::owning_slots();
+            .filter(|(i, slot)| *i < 64 && slot.has_endpoint() && slot.driver().is_none() && slot.claim_count() != 0)
+            .fold(0u64, |m, (i, _)| m | 1 << i),
+        Backend::Split => crate::backend::owning_slots(),
+        _ => 0,
+    };
+    // Those whose owner is away.
+    let mut away = 0u64;
+    let mut bits = watched;
     while bits != 0 {
         let i = bits.trailing_zeros() as usize;
         bits &= bits - 1;
@@ -138,10 +126,13 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
         }
         match rt.streams.slot(i).presence(&mut seen[i]) {
             Presence::Entered => {}
-            Presence::Blocked => needed = true,
+            Presence::Blocked => {
+                blocked = true;
+                needed = true;
+            }
             Presence::Away => {
                 needed = true;
-                away_guarding |= 1 << i;
+                away |= 1 << i;
             }
         }
     }
@@ -157,16 +148,14 @@ fn help_away(rt: &Runtime, seen: &mut [u32], pace: &mut ImplicitPace) -> bool {
     while bits != 0 {
         let i = bits.trailing_zeros() as usize;
         bits &= bits - 1;
-        if turn(rt, rt.streams.slot(i)) {
-            turned |= 1 << i;
-        }
-    }
-    let mut bits = away_guarding;
-    while bits != 0 {
-        let i = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        if let Some(_claim) = rt.streams.slot(i).try_claim() {
-            crate::backend::turn_owned_by(i);
+        let slot = rt.streams.slot(i);
+        // Split: the endpoints the slot guards, never its own (a stream communicator's calls take no
+        // claim on that backend).
+        let done = match rt.backend {
+            Backend::Split => slot.try_claim().map(|_claim| crate::backend::turn_owned_by(i)).is_some(),
+            _ => turn(rt, slot),
+        };
+        if done {
             turned |= 1 << i;
         }
     }
