@@ -36,6 +36,19 @@ impl Comm {
         Ok(OwnedComm::made(new))
     }
 
+    /// `MPI_Comm_create` over this communicator's own group: the same group and ranks as a dup, one
+    /// context id agreement as a dup, but none of what a dup copies (attributes, whose copy callbacks
+    /// would run; topology, info, error handler).
+    pub fn create_from_own_group(self) -> MpiResult<OwnedComm> {
+        let mut group = MPI_GROUP_NULL;
+        check(call!(PMPI_Comm_group(self.0, &mut group)))?;
+        let mut new = MPI_COMM_NULL;
+        let rc = call!(PMPI_Comm_create(self.0, group, &mut new));
+        let _ = call!(PMPI_Group_free(&mut group));
+        check(rc)?;
+        Ok(OwnedComm::made(new))
+    }
+
     /// `MPI_Comm_split`; `Comm::NULL` for a process whose color is `MPI_UNDEFINED`.
     pub fn split(self, color: c_int, key: c_int) -> MpiResult<OwnedComm> {
         let mut new = MPI_COMM_NULL;
