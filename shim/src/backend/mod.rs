@@ -303,6 +303,23 @@ impl Backend {
         split::agree_endpoints(parent, n, true)
     }
 
+    /// The split backend's `n` lowest free endpoints, taken ahead of the collective that offers them
+    /// (`split::take_ahead`); none elsewhere.
+    pub fn take_endpoints_ahead(self, n: usize) -> Vec<MPIX_Stream> {
+        if self != Backend::Split {
+            return Vec::new();
+        }
+        split::take_ahead(n)
+    }
+
+    /// The split backend's endpoints of `taken`, one bit each (0 elsewhere).
+    pub fn endpoint_mask(self, taken: &[MPIX_Stream]) -> u64 {
+        if self != Backend::Split {
+            return 0;
+        }
+        split::mask_of(taken)
+    }
+
     /// Puts the new communicator `comm` on the split backend's endpoint `native`, before anything else
     /// uses it: a `thread_id` set after the communicator's first collective makes Intel MPI 2021.19 hang
     /// in the next collective over it (4 ranks, shm; measured without this library).

@@ -263,6 +263,35 @@ pub fn agree_endpoints(comm: MPI_Comm, n: usize, can_take: bool) -> Option<Vec<M
     None
 }
 
+/// The `n` lowest endpoints free here, taken ahead of a collective that offers them
+/// (`multiplex::offer`: where every member took the same ones, no agreement round is needed); none
+/// where fewer are free or another thread took one meanwhile (given back then).
+pub fn take_ahead(n: usize) -> Vec<MPIX_Stream> {
+    let mut free = free_mask();
+    if n == 0 || (free.count_ones() as usize) < n {
+        return Vec::new();
+    }
+    let mut mine = Vec::with_capacity(n);
+    while mine.len() < n {
+        match claim(free.trailing_zeros()) {
+            Ok(h) => mine.push(h),
+            Err(_) => {
+                for h in mine {
+                    let _ = free_stream(h);
+                }
+                return Vec::new();
+            }
+        }
+        free &= free - 1;
+    }
+    mine
+}
+
+/// The endpoints of `taken` (handles of ours), one bit each.
+pub fn mask_of(taken: &[MPIX_Stream]) -> u64 {
+    taken.iter().filter_map(|&h| endpoint_of(h)).fold(0, |m, k| m | 1u64 << k)
+}
+
 pub fn free_stream(native: MPIX_Stream) -> Result<(), String> {
     let Some(k) = endpoint_of(native).filter(|&k| (1..64).contains(&k)) else {
         return Err(format!("0x{:08x} is no thread-split endpoint", native as u32));

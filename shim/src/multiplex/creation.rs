@@ -2,6 +2,7 @@
 //! every constructor shares (`MPIX_Stream_comm_create_multiplex`, every dup form, the nonblocking
 //! dup's thread), on a base communicator of the user's group.
 use super::endpoints::{self, Endpoints, Layout};
+use super::offer::{LayoutFacts, TakenAhead};
 use super::{progress, registry, Multiplex};
 use crate::backend::Backend;
 use crate::errors::{raise, Class};
@@ -15,30 +16,54 @@ use std::sync::Arc;
 /// What errors of the creation are reported as (every constructor of a multiplex communicator).
 const F: &str = "multiplex communicator";
 
-/// Collective over `user` (the user's new communicator): the hidden communicators and the record.
-/// `base`: a plain communicator with `user`'s group and ranks on which the creation's collectives run
-/// and from which the hidden communicators are made (freed here); `None`: a split of `user`.
+/// What `MPIX_Stream_comm_create_multiplex` agreed in its allgather (`offer::gather`), which the
+/// creation's own agreements need not ask again.
+pub(super) struct Preagreed {
+    pub layout: LayoutFacts,
+    pub endpoints: TakenAhead,
+}
+
+/// The communicator with `user`'s group and ranks on which the creation's collectives run and from
+/// which the hidden communicators are made.
+pub(super) enum Base {
+    /// A split of `user`, freed after: a split never inherits a stream, so it is on the implicit pool
+    /// on every backend, and it carries no attribute for a dup to copy.
+    Split,
+    /// One made already (the nonblocking dup's idup of its parent's plain communicator), freed after.
+    Made(OwnedComm),
+    /// `user` itself, on the split backend where `user` has no endpoint of its own: its dedicated
+    /// endpoints' communicators are made with `MPI_Comm_create`, which copies none of `user`'s
+    /// attributes, so the split's collective is saved (milliseconds between hosts, docs/cluster.md).
+    /// Errors of the creation's own calls on it meet `user`'s handler, as they would in MPICH's.
+    User,
+}
+
+/// Collective over `user` (the user's new communicator): the hidden communicators and the record, made
+/// from `base`. `pre`: what every process agreed already (`None`: agreed here).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn build(
     rt: &'static Runtime,
     user: MPI_Comm,
-    base: Option<OwnedComm>,
+    base: Base,
     rank: c_int,
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
+    pre: Option<Preagreed>,
 ) -> Result<Arc<Multiplex>, c_int> {
-    let base = match base {
-        Some(b) => b,
-        None => {
-            // A split never inherits a stream: the base is on the implicit pool on every backend.
+    let owned = match base {
+        Base::Split => {
             let b = Comm(user).split(0, rank)?;
             let _ = b.set_errhandler(Errhandler::ERRORS_RETURN);
-            b
+            Some(b)
         }
+        Base::Made(b) => Some(b),
+        Base::User => None,
     };
-    let built = build_on(rt, user, *base, rank, counts, tag_ub, streams);
-    if base.raw() != MPI_COMM_NULL {
-        let _ = base.free();
+    let on = owned.as_ref().map_or(Comm(user), |b| **b);
+    let built = build_on(rt, user, on, rank, counts, tag_ub, streams, pre);
+    if let Some(b) = owned.filter(|b| b.raw() != MPI_COMM_NULL) {
+        let _ = b.free();
     }
     built
 }
@@ -84,6 +109,7 @@ struct Agreed {
 
 /// `build` once the base exists (`Comm::NULL` only where no process has an index): the layout agreed,
 /// the hidden communicators made, the record registered.
+#[allow(clippy::too_many_arguments)]
 fn build_on(
     rt: &'static Runtime,
     user: MPI_Comm,
@@ -92,9 +118,14 @@ fn build_on(
     counts: Box<[c_int]>,
     tag_ub: c_int,
     streams: Box<[Option<usize>]>,
+    pre: Option<Preagreed>,
 ) -> Result<Arc<Multiplex>, c_int> {
     let shape = Shape::of(rt, &counts);
-    let agreed = agree_layout(rt, user, base, rank, &shape, &streams)?;
+    let (facts, ahead) = match pre {
+        Some(p) => (Some(p.layout), p.endpoints),
+        None => (None, TakenAhead::none(rt.backend)),
+    };
+    let agreed = agree_layout(rt, user, base, rank, &shape, &streams, facts)?;
     // MPICH 4.1's route is a fact of the build, not of this communicator: said with the banner's
     // verbosity only (a program may make many multiplex communicators).
     let quiet = agreed.layout == Layout::Pooled && !pairs_across_vcis_work(rt) && !rt.config.verbose;
@@ -106,7 +137,7 @@ fn build_on(
             shape.width
         );
     }
-    let mut endpoints = make_endpoints(rt, user, base, rank, &shape, agreed.layout, &streams)?;
+    let mut endpoints = make_endpoints(rt, user, base, rank, &shape, agreed.layout, &streams, ahead)?;
     if let Some(real) = agreed.conventional {
         endpoints.set_conventional(real);
     }
@@ -115,7 +146,8 @@ fn build_on(
 
 /// The layout, from the backend and the shape, then (streams layout) agreed over `base`: the pooled
 /// one after all where some process would pass its bound of live hidden communicators, and which
-/// indices are conventional where some process attached MPIX_STREAM_NULL.
+/// indices are conventional where some process attached MPIX_STREAM_NULL. `facts`: those two facts
+/// as every process agreed them already (`offer::gather`; `None`: one reduction over `base` here).
 fn agree_layout(
     rt: &Runtime,
     user: MPI_Comm,
@@ -123,6 +155,7 @@ fn agree_layout(
     rank: c_int,
     shape: &Shape,
     streams: &[Option<usize>],
+    facts: Option<LayoutFacts>,
 ) -> Result<Agreed, c_int> {
     let (size, width, cost) = (shape.size, shape.width, shape.cost);
     let layout = if shape.dedicated { Layout::Streams } else { endpoints::choose_layout(shape.native, size, width) };
@@ -150,10 +183,16 @@ fn agree_layout(
     // The streams layout only while no process would pass its bound of live hidden communicators.
     // Whether any process attached MPIX_STREAM_NULL: then every process learns which indices have a
     // stream (messages with an end on a conventional index take the implicit pool, `endpoints`).
-    let mine: [c_int; 2] = [streams.iter().any(|s| s.is_none()) as c_int, endpoints::over_process_bound(cost) as c_int];
-    let mut any: [c_int; 2] = [0; 2];
-    base.allreduce(&mine, &mut any, Op::MAX)?;
-    let (some_conventional, some_over_bound) = (any[0] != 0, any[1] != 0);
+    let (some_conventional, some_over_bound) = match facts {
+        Some(f) => (f.some_conventional, endpoints::passes_process_bound(f.most_live_hidden, cost)),
+        None => {
+            let mine: [c_int; 2] =
+                [streams.iter().any(|s| s.is_none()) as c_int, endpoints::over_process_bound(cost) as c_int];
+            let mut any: [c_int; 2] = [0; 2];
+            base.allreduce(&mine, &mut any, Op::MAX)?;
+            (any[0] != 0, any[1] != 0)
+        }
+    };
     if shape.dedicated && some_conventional {
         return Err(raise(
             user,
@@ -207,7 +246,9 @@ fn gather_stream_masks(base: Comm, size: usize, streams: &[Option<usize>]) -> Mp
 }
 
 /// Collective over `base`: the hidden communicators of `layout` (`Endpoints::build`), on the streams'
-/// endpoints or on dedicated ones (`shape.dedicated`).
+/// endpoints or on dedicated ones (`shape.dedicated`: those of `ahead` where every process took the
+/// ones needed, else agreed here).
+#[allow(clippy::too_many_arguments)]
 fn make_endpoints(
     rt: &'static Runtime,
     user: MPI_Comm,
@@ -216,6 +257,7 @@ fn make_endpoints(
     shape: &Shape,
     layout: Layout,
     streams: &[Option<usize>],
+    ahead: TakenAhead,
 ) -> Result<Endpoints, c_int> {
     let attach = |i: usize| -> MPIX_Stream {
         match streams.get(i).copied().flatten() {
@@ -230,7 +272,13 @@ fn make_endpoints(
     // where that fails, each is agreed on its own below (and fails there, with its error).
     let agreed = std::cell::RefCell::new(if shape.dedicated {
         let need = endpoints::dedicated_cost(shape.size, shape.width);
-        rt.backend.agree_endpoints(base.raw(), need).unwrap_or_default()
+        // Taken alike on every process: all of them keep them, or (another count) all give them back.
+        if ahead.len() == need {
+            ahead.keep()
+        } else {
+            drop(ahead);
+            rt.backend.agree_endpoints(base.raw(), need).unwrap_or_default()
+        }
     } else {
         Vec::new()
     });
@@ -278,7 +326,7 @@ fn dedicated_endpoint(
             ),
         ));
     };
-    let made = base.dup().and_then(|comm| {
+    let made = base.create_from_own_group().and_then(|comm| {
         // Before anything else uses it (`Backend::put_on_endpoint`).
         let rc = rt.backend.put_on_endpoint(comm.raw(), endpoint);
         if rc != MPI_SUCCESS {

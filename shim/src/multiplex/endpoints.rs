@@ -70,7 +70,12 @@ pub static STATS: Stats =
 
 /// Whether `cost` more hidden communicators would pass this process's bound.
 pub fn over_process_bound(cost: usize) -> bool {
-    STATS.live_hidden.load(Ordering::Relaxed) + cost > MAX_HIDDEN_COMMS_PER_PROCESS
+    passes_process_bound(STATS.live_hidden.load(Ordering::Relaxed), cost)
+}
+
+/// Whether `cost` more hidden communicators on a process with `live` alive pass the bound.
+pub fn passes_process_bound(live: usize, cost: usize) -> bool {
+    live + cost > MAX_HIDDEN_COMMS_PER_PROCESS
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

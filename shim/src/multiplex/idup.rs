@@ -23,8 +23,9 @@
 //!   because idups of different communicators may be started in different orders on different
 //!   processes. (Blocking collectives in the poll function instead would hang a peer that waits for
 //!   something else before it waits for its idup.)
+use super::creation::{self, Base};
 use super::endpoints::Endpoints;
-use super::{creation, Multiplex};
+use super::Multiplex;
 use crate::runtime::Runtime;
 use crate::thread::BackgroundThread;
 use mpixstream_wrappers::ffi::*;
@@ -158,7 +159,16 @@ fn with_thread(
                 }
             }
             let base = base.filter(|b| b.raw() != MPI_COMM_NULL);
-            match creation::build(rt, newcomm, base, rank, counts, tag_ub, streams) {
+            match creation::build(
+                rt,
+                newcomm,
+                base.map_or(Base::Split, Base::Made),
+                rank,
+                counts,
+                tag_ub,
+                streams,
+                None,
+            ) {
                 Ok(_) => MPI_SUCCESS,
                 Err(rc) => rc,
             }

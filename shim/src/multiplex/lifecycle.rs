@@ -1,8 +1,10 @@
 //! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
-use super::creation::build;
+use super::creation::{build, Base, Preagreed};
+use super::offer;
 use super::{registry, Multiplex};
+use crate::backend::Backend;
 use crate::comms::{CommRecord, Origin, Route};
 use crate::errors::{raise, Class};
 use crate::runtime::mpix_entry;
@@ -114,17 +116,20 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         });
         let local = local_streams(rt, count, array, newcomm.is_null());
         // Every process learns every count (and whether anyone's arguments were wrong, so that all
-        // fail together instead of some waiting in a collective the others skipped).
+        // fail together instead of some waiting in a collective the others skipped), with what the
+        // creation agrees on next (`offer`).
         let mine: c_int = match &local {
             Ok(s) => s.len() as c_int,
             Err((class, _)) => -1 - class.standard(),
         };
         let rank = parent.rank().unwrap_or(0);
-        let size = parent.size().unwrap_or(0);
-        let mut counts = vec![0 as c_int; size.max(0) as usize].into_boxed_slice();
-        if let Err(rc) = parent.allgather(&[mine], &mut counts) {
-            return rc;
-        }
+        let size = parent.size().unwrap_or(0).max(0) as usize;
+        let gathered = match offer::gather(rt, parent, size, mine, local.as_ref().ok().map(|s| &s[..])) {
+            Ok(g) => g,
+            Err(rc) => return rc,
+        };
+        let counts = gathered.counts;
+        let pre = Preagreed { layout: gathered.layout, endpoints: gathered.endpoints };
         let streams = match local {
             Err((class, msg)) => return raise(comm, class, F, &msg),
             Ok(s) => s,
@@ -142,7 +147,14 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
             Ok(user) => user,
             Err(rc) => return rc,
         };
-        match build(rt, user.raw(), None, rank, counts, tag_ub, streams) {
+        // On the split backend the hidden communicators come from `user` itself where MPICH gave it no
+        // endpoint (the parent has none), one collective less (`Base::User`).
+        let base = match rt.comms.get(comm) {
+            None if rt.backend == Backend::Split => Base::User,
+            Some(r) if rt.backend == Backend::Split && r.stream.is_none() => Base::User,
+            _ => Base::Split,
+        };
+        match build(rt, user.raw(), base, rank, counts, tag_ub, streams, Some(pre)) {
             Ok(_) => {
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.
                 attach_record(rt, comm, user.raw());
@@ -189,22 +201,33 @@ pub fn comm_constructed(
         _ => return None,
     }
     let parent = registry::lookup(parent)?;
-    Some(match build(rt, child, None, parent.rank, parent.counts.clone(), parent.tag_ub, parent.streams.clone()) {
-        Ok(_) => {
-            attach_record(rt, parent_handle, child);
-            MPI_SUCCESS
-        }
-        Err(rc) => {
-            // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
-            // SAFETY: `child` is what MPICH's constructor made in this very call, which has not returned
-            // to the program: nobody else holds it to free it.
-            let child = unsafe { OwnedComm::from_raw(child) };
-            if child.free().is_ok() {
-                newcomm.set(MPI_COMM_NULL);
+    Some(
+        match build(
+            rt,
+            child,
+            Base::Split,
+            parent.rank,
+            parent.counts.clone(),
+            parent.tag_ub,
+            parent.streams.clone(),
+            None,
+        ) {
+            Ok(_) => {
+                attach_record(rt, parent_handle, child);
+                MPI_SUCCESS
             }
-            rc
-        }
-    })
+            Err(rc) => {
+                // As `PMPI_Comm_free(newcomm)`: the application's handle becomes MPI_COMM_NULL once freed.
+                // SAFETY: `child` is what MPICH's constructor made in this very call, which has not returned
+                // to the program: nobody else holds it to free it.
+                let child = unsafe { OwnedComm::from_raw(child) };
+                if child.free().is_ok() {
+                    newcomm.set(MPI_COMM_NULL);
+                }
+                rc
+            }
+        },
+    )
 }
 
 /// The record of the user's multiplex communicator `child`, a dup of `parent` (MPICH's

@@ -24,7 +24,8 @@
 //!
 //! Submodules: `endpoints` (which hidden communicator), `matching`, `mailbox` (messages between two
 //! indices of one process on dedicated endpoints), `requests`, `progress`,
-//! `registry`, `creation` (hidden communicators and record), `lifecycle`, `idup` (the nonblocking
+//! `registry`, `offer` (what each process brings to a creation, gathered at once), `creation` (hidden
+//! communicators and record), `lifecycle`, `idup` (the nonblocking
 //! dup), `p2p` (the entry points), `errors`.
 mod creation;
 pub mod endpoints;
@@ -33,6 +34,7 @@ mod idup;
 pub mod lifecycle;
 mod mailbox;
 mod matching;
+mod offer;
 mod p2p;
 pub mod progress;
 pub mod registry;
