@@ -5,9 +5,8 @@
  * MPI_Comm_free. Shows (2 hosts x 2 ranks, MPIR_CVAR_THREAD_SPLIT=1 MPIR_CVAR_THREAD_MAX=21 in the
  * environment, 2026-12-05, 1 run each): 300 rounds 16.55 s, 1000 rounds 54.53 s: some 6 ms per
  * communicator made and freed across hosts, so the test's default 3000 rounds cannot finish within
- * its 60 s limit without the library either. With the library the test's 300 rounds took most of a
- * 56 s tests/run.sh run: the library is slower still (docs/cluster.md, Intel MPI). Build with Intel
- * MPI's mpicc; run:
+ * its 60 s limit without the library either. benches/hosts_lifetime.sh compares the test with the
+ * library against this at 300 rounds (docs/cluster.md, Intel MPI). Build with Intel MPI's mpicc; run:
  *   source scripts/env.sh; mpich_select impi; $MPICC -O2 tests/mpich_builds/comm_churn_hosts.c -o /tmp/cc
  *   mpiexec_across -hosts h1:2,h2:2; MPIR_CVAR_THREAD_SPLIT=1 MPIR_CVAR_THREAD_MAX=21 \
  *     flock /tmp/mpix-heavy.lock timeout 90 "${MPIEXEC_ACROSS[@]}" -n 4 /tmp/cc 1000
