@@ -12,8 +12,7 @@
 # Left out:
 #   - policy_windows_files, every build: its MPI_Win_allocate_shared needs every rank on one node;
 #   - on 5-ofi: multiplex_basic, multiplex_idup, multiplex_lifetime time out on this build on one host too;
-#     multiplex_stress is KNOWN there (tests/c/KNOWN), 60 s to time out; multiplex_n_to_1:
-#     tests/scripts/hosts_multiplex.sh runs it across hosts (2 x 2 and 3 + 1, over ch4:ofi and ch4:ucx).
+#     multiplex_n_to_1: tests/scripts/hosts_multiplex.sh runs it across hosts (2 x 2 and 3 + 1, over ch4:ofi and ch4:ucx).
 # Exits 1 if a row failed, 77 (SKIP) where hosts cannot be made here.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +25,7 @@ status=0
 mkdir -p "$root/build"
 for mpich in $MPICHS; do
   skip='policy_windows_files'
-  [ "$mpich" = 5-ofi ] && skip+='|multiplex_basic|multiplex_idup|multiplex_lifetime|multiplex_stress|multiplex_n_to_1'
+  [ "$mpich" = 5-ofi ] && skip+='|multiplex_basic|multiplex_idup|multiplex_lifetime|multiplex_n_to_1'
   for policy in $POLICIES; do
     popt=()
     case "$policy" in

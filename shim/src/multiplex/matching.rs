@@ -48,6 +48,13 @@ const IDLE_POLL_SKIPS: u32 = 8;
 const HELD_MAX: usize = 16;
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
+/// Only a message of at least this many bytes keeps its handle (while fewer than `HELD_MAX` are held):
+/// a smaller one is copied at once, which costs less than what a held one may stall. Intel MPI between
+/// hosts stalls a connection with held handles far below the provider's bound: `multiplex_stress`,
+/// whose 24-byte messages a receive on one index leaves unexpected by the thousand on the others, hung
+/// there with 16 held (and completes with none, the progress thread taking them out: `gather`).
+const HOLD_MIN_BYTES: MPI_Count = 64 * 1024;
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -103,20 +110,28 @@ struct Unexpected {
 }
 
 impl Unexpected {
-    /// A message pulled out of MPICH that no posted receive takes: its handle held while fewer than
-    /// `HELD_MAX` are, else received now into a copy (a message received as bytes can be unpacked
-    /// with the receive's datatype: MPI's rule for `MPI_PACKED`, MPICH's bytes being its packed form).
+    /// A message pulled out of MPICH that no posted receive takes: its handle held where it has at
+    /// least `HOLD_MIN_BYTES` and fewer than `HELD_MAX` are held, else received now into a copy (a
+    /// message received as bytes can be unpacked with the receive's datatype: MPI's rule for
+    /// `MPI_PACKED`, MPICH's bytes being its packed form).
     fn pulled(mut msg: MPI_Message, status: MPI_Status, sidx: c_int, tag: c_int) -> Unexpected {
         let mut u = Unexpected { msg, status, source: status.MPI_SOURCE, sidx, tag, local: None, copy: None };
-        if HELD.fetch_add(1, Ordering::AcqRel) < HELD_MAX {
-            return u;
-        }
-        let bytes = status_bytes(&status).max(0) as usize;
-        // Where MPICH refuses the receive, the handle stays held (counted) as below the bound.
-        if let Ok(copy) = MessageCopy::start(&mut msg, bytes) {
+        let bytes = status_bytes(&status);
+        if bytes >= HOLD_MIN_BYTES {
+            if HELD.fetch_add(1, Ordering::AcqRel) < HELD_MAX {
+                return u;
+            }
             HELD.fetch_sub(1, Ordering::AcqRel);
-            u.msg = MPI_MESSAGE_NULL;
-            u.copy = Some(copy);
+        }
+        match MessageCopy::start(&mut msg, bytes.max(0) as usize) {
+            Ok(copy) => {
+                u.msg = MPI_MESSAGE_NULL;
+                u.copy = Some(copy);
+            }
+            // Where MPICH refuses the receive, the handle stays held, counted.
+            Err(_) => {
+                HELD.fetch_add(1, Ordering::AcqRel);
+            }
         }
         u
     }
@@ -480,6 +495,36 @@ impl MatchingEngine {
         st.cursor = next;
         self.sync_queued(st);
         self.idle_skips.store(if drained { IDLE_POLL_SKIPS } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// A turn of an engine with nothing posted (the progress thread's, while some other receive of the
+    /// communicator is pending): the messages MPICH holds for this index go to the unexpected queue,
+    /// where a later receive finds them first, in order. Left in MPICH they may stall every other
+    /// index: libfabric's tcp provider (ch4:ofi between hosts, MPICH's and Intel MPI's) stops reading a
+    /// connection once `FI_TCP_MAX_SAVED` messages wait there unreceived, and the messages a receive on
+    /// another index waits for come behind them (docs/native-defects.md, "Unexpected messages over
+    /// libfabric's tcp between hosts": a program that receives index by index hangs there without
+    /// the library). An empty turn is one `MPI_Improbe` per hidden communicator of the index.
+    pub fn gather(&self, mx: &Multiplex, st: &mut EngineState) {
+        if mx.released.load(Ordering::Acquire) {
+            return;
+        }
+        let _claim = match self.endpoint {
+            Some(slot) => match slot.try_claim() {
+                Some(claim) => Some(claim),
+                None => return,
+            },
+            None => None,
+        };
+        let mut next = st.cursor;
+        let mut found_any = false;
+        for _ in 0..PROBE_BUDGET {
+            let Some((msg, status, sidx, tag)) = self.pull(mx, &mut next, !found_any) else { break };
+            found_any = true;
+            st.unexpected.push_back(Unexpected::pulled(msg, status, sidx, tag));
+        }
+        st.cursor = next;
+        self.sync_queued(st);
     }
 
     /// Whether a poll function should skip its turn (see `idle_skips`); counts the skip.

@@ -8,7 +8,10 @@
 //! engine that has receives pending and that no one has turned for one period, but **only engines on
 //! MPICH's implicit (locked) pool**: an engine that receives on a stream's reserved VCI belongs to
 //! that stream's thread (MPICH takes no lock there), so its receives progress only in calls on its
-//! index (`docs/multiplex.md`, "Progress"). Stopped at `MPI_Finalize`.
+//! index (`docs/multiplex.md`, "Progress"). While a receive of a communicator is pending, the thread
+//! also takes the messages of its engines that have nothing posted into their unexpected queues
+//! (`MatchingEngine::gather`), so that they do not stall the netmod's connections. Stopped at
+//! `MPI_Finalize`.
 use super::matching::lock;
 use super::registry;
 use crate::runtime::Runtime;
@@ -46,6 +49,10 @@ pub fn ensure_started(rt: &Runtime) {
                     if !st.posted.is_empty() || !st.inflight.is_empty() {
                         e.drive(&mx, &mut st, None);
                         e.watched.store(e.turns.load(Ordering::Relaxed), Ordering::Relaxed);
+                    } else {
+                        // Another receive of the communicator is pending: this index's messages must
+                        // not stall it in the netmod (`MatchingEngine::gather`).
+                        e.gather(&mx, &mut st);
                     }
                 }
             }
