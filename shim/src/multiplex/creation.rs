@@ -327,6 +327,8 @@ fn dedicated_endpoint(
         ));
     };
     let made = base.create_from_own_group().and_then(|comm| {
+        // Its errors come back here (MPI_Comm_create may give it the user's handler).
+        let _ = comm.set_errhandler(Errhandler::ERRORS_RETURN);
         // Before anything else uses it (`Backend::put_on_endpoint`).
         let rc = rt.backend.put_on_endpoint(comm.raw(), endpoint);
         if rc != MPI_SUCCESS {
