@@ -21,7 +21,7 @@
 use super::endpoints::Source;
 use super::Multiplex;
 use crate::forward;
-use crate::streams::StreamSlot;
+use crate::streams::{Claim, StreamSlot};
 use mpixstream_wrappers::app::{AppArg, PendingBuf};
 use mpixstream_wrappers::ffi::*;
 use mpixstream_wrappers::mpi::datatype::set_elements;
@@ -277,6 +277,17 @@ impl MatchingEngine {
         self.queued.store(st.posted.len() + st.unexpected.len(), Ordering::Release);
     }
 
+    /// Inside the index's endpoint for a turn of this engine, where it has one (`Some(None)`: on MPICH's
+    /// implicit pool, no claim); `None` while another thread is inside it: a turn never waits for the
+    /// thread inside (that thread is in a call on the index, which turns the engine itself).
+    #[inline]
+    fn enter(&self) -> Option<Option<Claim<'static>>> {
+        match self.endpoint {
+            Some(slot) => slot.try_claim().map(Some),
+            None => Some(None),
+        }
+    }
+
     /// One pass of progress on this index's reserved VCI (MPICH's global progress skips it).
     #[inline]
     fn progress_stream(&self) {
@@ -412,15 +423,7 @@ impl MatchingEngine {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
-        // Inside the index's endpoint, or not now: a turn from a wait of ours never waits for the
-        // thread inside it (that thread is in a call on the index, which turns the engine itself).
-        let _claim = match self.endpoint {
-            Some(slot) => match slot.try_claim() {
-                Some(claim) => Some(claim),
-                None => return,
-            },
-            None => None,
-        };
+        let Some(_claim) = self.enter() else { return };
         self.turns.store(self.turns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if self.cancels.swap(false, Ordering::AcqRel) {
             let mut i = 0;
@@ -509,13 +512,7 @@ impl MatchingEngine {
         if mx.released.load(Ordering::Acquire) {
             return;
         }
-        let _claim = match self.endpoint {
-            Some(slot) => match slot.try_claim() {
-                Some(claim) => Some(claim),
-                None => return,
-            },
-            None => None,
-        };
+        let Some(_claim) = self.enter() else { return };
         let mut next = st.cursor;
         let mut found_any = false;
         for _ in 0..PROBE_BUDGET {
@@ -541,13 +538,7 @@ impl MatchingEngine {
     /// Takes the messages nobody received out of MPICH (the communicator is being released), inside
     /// the index's endpoint; `false` (nothing done) while another thread is inside it.
     pub fn drain_unexpected(&self) -> bool {
-        let _claim = match self.endpoint {
-            Some(slot) => match slot.try_claim() {
-                Some(claim) => Some(claim),
-                None => return false,
-            },
-            None => None,
-        };
+        let Some(_claim) = self.enter() else { return false };
         let mut st = lock(&self.state);
         // A copy still coming in is waited for as it is dropped (`MessageCopy`).
         for u in st.unexpected.drain(..).filter(|u| !u.is_ours()) {
