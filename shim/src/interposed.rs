@@ -113,6 +113,9 @@ pub fn init(argc: AppArg<c_int>, argv: AppArg<*mut *mut c_char>, thread: Option<
         }
         match start_runtime(config, detected, inert.map(|why| (requested_policy, why))) {
             Ok(rt) => {
+                if rt.backend == Backend::Native && rt.config.policy.makes_streams() {
+                    rt.streams.set_program_cancels(program_scan::names_cancel(mpi_code));
+                }
                 if rt.config.verbose {
                     // Collective: the hosts of the job and their pools, on rank 0.
                     let hosts = backend::hosts::gather(rt.rank, rt.size, rt.streams.capacity() as u32);

@@ -113,6 +113,21 @@ pub extern "C" fn mpixstream_comm_stream(comm: MPI_Comm) -> c_int {
     })
 }
 
+/// Whether the calls on `comm` note which of their requests are sends (`native_fixes::cancel`): 1 on a
+/// policy stream of a program that names `MPI_Cancel`, 0 on any other stream, -1 without a stream.
+#[no_mangle]
+pub extern "C" fn mpixstream_comm_notes_sends(comm: MPI_Comm) -> c_int {
+    mpixstream_wrappers::guard::guard_with("mpixstream_comm_notes_sends", -1, || {
+        let Some(rt) = runtime::active() else {
+            return -1;
+        };
+        match rt.comms.get(comm).and_then(|r| r.stream) {
+            Some(s) => rt.streams.slot(s).notes_sends.load(std::sync::atomic::Ordering::Acquire) as c_int,
+            None => -1,
+        }
+    })
+}
+
 /// Who attached `comm`'s stream, as a `StreamOrigin` (0 none, 1 the application, 2 the explicit
 /// policy, 3 a multiplex communicator's hidden communicator, with or without a stream).
 #[no_mangle]

@@ -22,6 +22,9 @@ pub struct StreamSlot {
     pub pending: AtomicU32,
     /// Set when the explicit policy created the stream for one communicator (freed with it).
     pub policy_owned: AtomicBool,
+    /// Set on a policy stream of a program that names `MPI_Cancel`: its nonblocking point-to-point
+    /// calls note whether each request they make is a send (`native_fixes::cancel`).
+    pub notes_sends: AtomicBool,
     /// MPICH's VCI of its reserved endpoint (native backend), else -1.
     vci: AtomicI32,
     /// `MPIX_Start_progress_thread`'s thread on this stream.
@@ -100,6 +103,7 @@ impl StreamSlot {
             comms: AtomicU32::new(0),
             pending: AtomicU32::new(0),
             policy_owned: AtomicBool::new(false),
+            notes_sends: AtomicBool::new(false),
             vci: AtomicI32::new(-1),
             progress: Mutex::new(None),
             driver: AtomicU8::new(0),
@@ -218,6 +222,9 @@ pub struct StreamTable {
     by_vci: [AtomicU8; MAX_VCIS],
     /// Which requests of the policy's streams are sends (`MPI_Cancel`'s route).
     pub send_marks: SendMarks,
+    /// Whether the program can cancel at all (it names `MPI_Cancel`: `program_scan::names_cancel`);
+    /// else nothing is noted. True until the scan says otherwise.
+    program_cancels: AtomicBool,
 }
 
 /// How many streams have a reserved endpoint now (the process has one stream table): while 0, nothing
@@ -238,6 +245,7 @@ impl StreamTable {
             pools,
             by_vci: std::array::from_fn(|_| AtomicU8::new(0)),
             send_marks: SendMarks::new(pools),
+            program_cancels: AtomicBool::new(true),
         }
     }
 
@@ -257,10 +265,20 @@ impl StreamTable {
     /// Makes the send marks of stream `index`'s reserved endpoint, if it has one (a policy
     /// communicator got the stream: `comms::CommTable::insert`).
     pub fn prepare_send_marks(&self, index: usize) {
-        let vci = self.slots[index].vci.load(Ordering::Acquire);
-        if let Ok(vci) = usize::try_from(vci) {
-            self.send_marks.prepare(vci);
+        if !self.program_cancels.load(Ordering::Acquire) {
+            return;
         }
+        let slot = &self.slots[index];
+        if let Ok(vci) = usize::try_from(slot.vci.load(Ordering::Acquire)) {
+            self.send_marks.prepare(vci);
+            slot.notes_sends.store(true, Ordering::Release);
+        }
+    }
+
+    /// What the program scan found at `MPI_Init`: whether the program names `MPI_Cancel` (a program
+    /// that cannot cancel has nothing noted: the send marks' load and store leave its calls).
+    pub fn set_program_cancels(&self, cancels: bool) {
+        self.program_cancels.store(cancels, Ordering::Release);
     }
 
     /// Whether any stream has a reserved endpoint (one relaxed load: the completion calls' fast path).
@@ -328,6 +346,7 @@ impl StreamTable {
         slot.comms.store(0, Ordering::Release);
         slot.pending.store(0, Ordering::Release);
         slot.policy_owned.store(false, Ordering::Release);
+        slot.notes_sends.store(false, Ordering::Release);
         slot.driver.store(0, Ordering::Release);
         slot.in_use.store(true, Ordering::Release);
         Some(index)

@@ -13,6 +13,8 @@
  * Runs at MPI_THREAD_MULTIPLE, where the policy gives streams. */
 #include "mpixtest.h"
 
+int mpixstream_comm_notes_sends(MPI_Comm comm);
+
 enum { SMALL = 8, LARGE = 1 << 18 /* ints: 1 MiB, past MPICH's eager limit */ };
 static int *buf;
 
@@ -143,6 +145,11 @@ int main(int argc, char **argv) {
     OK(MPIX_Comm_get_stream(c, 0, &s));
     if (policy_gives_streams() && provided == MPI_THREAD_MULTIPLE)
         CHECK(s != MPIX_STREAM_NULL, "the policy communicator carries no stream");
+    /* This program names MPI_Cancel: on a policy stream of the native backend its requests are noted
+     * (tests/c/policy_no_cancel.c: a program that names none has nothing noted). */
+    if (policy_gives_streams() && native_backend() && provided == MPI_THREAD_MULTIPLE)
+        CHECK(mpixstream_comm_notes_sends(c) == 1, "the policy communicator's sends are not noted (%d)",
+              mpixstream_comm_notes_sends(c));
     const char *sends[] = {"Isend", "Issend", "Send_init"};
     int tag = 1;
     for (int k = 0; k < 3; k++) {

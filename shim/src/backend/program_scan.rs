@@ -5,7 +5,9 @@
 //!   is used or not, is not asked for on its behalf (docs/policy.md, "Reserved pool");
 //! - whether it names a blocking communicator constructor: the explicit policy moves only communicators
 //!   such a constructor makes, so a program that names none has nothing the policy could move
-//!   (`policy::demand`).
+//!   (`policy::demand`);
+//! - whether it names `MPI_Cancel`: the explicit policy notes which requests of its streams are sends
+//!   only for a program that can cancel one (`native_fixes::cancel`).
 //!
 //! The string table holds the names of both the symbols an object defines and those it imports; we skip
 //! the objects that define them (MPICH's library and ours), so a hit is an import. What the scan cannot
@@ -17,6 +19,12 @@ use std::ffi::CStr;
 /// (which forwards every MPI call, so names them all) import `MPIX_Stream_create`?
 pub fn names_streams(mpi_code: usize) -> bool {
     imports_any(&[c"MPIX_Stream_create"], mpi_code)
+}
+
+/// Does such an object import `MPI_Cancel`? A program that cannot cancel needs no note of which of its
+/// requests are sends (`native_fixes::cancel`).
+pub fn names_cancel(mpi_code: usize) -> bool {
+    imports_any(&[c"MPI_Cancel"], mpi_code)
 }
 
 /// Does such an object import a blocking communicator constructor (the ones the explicit policy gives

@@ -13,8 +13,11 @@
 //! `lean:claim_send`/`lean:claim_recv` rows); the probes note their matched message as a receive (it
 //! becomes `MPI_Imrecv`'s request). A persistent send is told by its record (`persistent`), since MPICH
 //! makes persistent requests from the implicit pool. Cost (docs/performance.md): nothing on a
-//! communicator without a stream; on the application's stream communicators a load of the slot's
-//! policy flag; on the policy's, a load and a store of one word.
+//! communicator without a stream; on a stream communicator a load of the slot's flag; on the policy's,
+//! in a program that names `MPI_Cancel`, a load and a store of one word. A program that names no
+//! `MPI_Cancel` in any object loaded at `MPI_Init` (`program_scan::names_cancel`) cannot cancel, so
+//! nothing is noted for it; one that reaches `MPI_Cancel` anyway (by `dlsym`, or from a library
+//! `dlopen`ed later) has its cancels passed to MPICH, as without the library.
 use crate::forward;
 use crate::native_fixes::native_streams::native_stream_and_runtime;
 use crate::runtime::{self, Runtime};
@@ -43,7 +46,7 @@ pub fn claimed_nonblocking(
     let Some((rt, slot)) = native_stream_and_runtime(comm) else { return call() };
     let _claim = slot.claim_reporting(|| crate::tools_link::tools_contended(comm, name));
     let rc = call();
-    if rc == MPI_SUCCESS && slot.policy_owned.load(Ordering::Relaxed) {
+    if rc == MPI_SUCCESS && notes_sends(slot) {
         if let (Some(made), Some(vci)) = (request.get(), slot.vci()) {
             rt.streams.send_marks.note_on(vci, made, send);
         }
@@ -59,10 +62,17 @@ pub(crate) fn note_made(handle: AppArg<MPI_Request>, send: bool) {
     }
 }
 
-/// Whether `slot` is a policy stream: what the probes ask before noting their message.
+/// Whether `slot` is a policy stream.
 #[inline(always)]
-pub(crate) fn is_policy_stream(slot: &StreamSlot) -> bool {
+fn is_policy_stream(slot: &StreamSlot) -> bool {
     slot.policy_owned.load(Ordering::Relaxed)
+}
+
+/// Whether `slot`'s requests are noted (a policy stream of a program that names `MPI_Cancel`): what
+/// the calls that make requests, and the probes, ask before noting.
+#[inline(always)]
+pub(crate) fn notes_sends(slot: &StreamSlot) -> bool {
+    slot.notes_sends.load(Ordering::Relaxed)
 }
 
 /// `MPI_Cancel`: a send on a policy stream is left to complete (the call succeeds, the request is
@@ -76,7 +86,7 @@ pub fn cancel(request: AppArg<MPI_Request>) -> c_int {
     if let Some(i) = rt.streams.of_request(handle) {
         let slot = rt.streams.slot(i);
         let _claim = slot.claim();
-        if is_policy_stream(slot) && rt.streams.send_marks.is_send(handle) {
+        if notes_sends(slot) && rt.streams.send_marks.is_send(handle) {
             return not_cancelled();
         }
         return call();

@@ -307,7 +307,7 @@ pub fn mprobe(
 /// A message a probe matched on a policy stream becomes `MPI_Imrecv`'s receive request (MPICH reuses
 /// it): noted as no send, for `MPI_Cancel` (`cancel`). Inside the stream's claim.
 fn matched_message(slot: &StreamSlot, rc: c_int, message: AppArg<MPI_Message>) {
-    if rc == MPI_SUCCESS && cancel::is_policy_stream(slot) {
+    if rc == MPI_SUCCESS && cancel::notes_sends(slot) {
         let _claim = slot.claim();
         cancel::note_made(message, false);
     }
