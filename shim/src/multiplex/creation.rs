@@ -2,7 +2,7 @@
 //! every constructor shares (`MPIX_Stream_comm_create_multiplex`, every dup form, the nonblocking
 //! dup's thread), on a base communicator of the user's group.
 use super::endpoints::{self, Endpoints, Layout};
-use super::offer::{LayoutFacts, TakenAhead};
+use super::offer::{LayoutFacts, Preagreed, TakenAhead};
 use super::{progress, registry, Multiplex};
 use crate::backend::Backend;
 use crate::errors::{raise, Class};
@@ -15,13 +15,6 @@ use std::sync::Arc;
 
 /// What errors of the creation are reported as (every constructor of a multiplex communicator).
 const F: &str = "multiplex communicator";
-
-/// What `MPIX_Stream_comm_create_multiplex` agreed in its allgather (`offer::gather`), which the
-/// creation's own agreements need not ask again.
-pub(super) struct Preagreed {
-    pub layout: LayoutFacts,
-    pub endpoints: TakenAhead,
-}
 
 /// The communicator with `user`'s group and ranks on which the creation's collectives run and from
 /// which the hidden communicators are made.

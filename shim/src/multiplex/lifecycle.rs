@@ -1,7 +1,7 @@
 //! Creation (`MPIX_Stream_comm_create_multiplex`), duplication (every dup form of a multiplex
 //! communicator is multiplex with the same streams), free, and the queries
 //! (`MPIX_Comm_get_stream`, `MPIX_Comm_multiplex_tag_ub`).
-use super::creation::{build, Base, Preagreed};
+use super::creation::{build, Base};
 use super::offer;
 use super::{registry, Multiplex};
 use crate::backend::Backend;
@@ -128,8 +128,7 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
             Ok(g) => g,
             Err(rc) => return rc,
         };
-        let counts = gathered.counts;
-        let pre = Preagreed { layout: gathered.layout, endpoints: gathered.endpoints };
+        let offer::Gathered { counts, pre } = gathered;
         let streams = match local {
             Err((class, msg)) => return raise(comm, class, F, &msg),
             Ok(s) => s,
@@ -149,11 +148,8 @@ pub unsafe extern "C" fn MPIX_Stream_comm_create_multiplex(
         };
         // On the split backend the hidden communicators come from `user` itself where MPICH gave it no
         // endpoint (the parent has none), one collective less (`Base::User`).
-        let base = match rt.comms.get(comm) {
-            None if rt.backend == Backend::Split => Base::User,
-            Some(r) if rt.backend == Backend::Split && r.stream.is_none() => Base::User,
-            _ => Base::Split,
-        };
+        let parent_has_stream = rt.comms.get(comm).is_some_and(|r| r.stream.is_some());
+        let base = if rt.backend == Backend::Split && !parent_has_stream { Base::User } else { Base::Split };
         match build(rt, user.raw(), base, rank, counts, tag_ub, streams, Some(pre)) {
             Ok(_) => {
                 // MPICH copied the parent's stream (if it has one) into the dup: record it.

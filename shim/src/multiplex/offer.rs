@@ -55,14 +55,20 @@ pub(super) struct LayoutFacts {
     pub most_live_hidden: usize,
 }
 
+/// What `MPIX_Stream_comm_create_multiplex` agreed in its allgather, which the creation's own
+/// agreements need not ask again (`creation::build`).
+pub(super) struct Preagreed {
+    pub layout: LayoutFacts,
+    pub endpoints: TakenAhead,
+}
+
 /// The creation's facts agreed in one collective.
 pub(super) struct Gathered {
     /// Each process's count, or `-1 - class` (standard class number) where its arguments were wrong.
     pub counts: Box<[c_int]>,
-    pub layout: LayoutFacts,
-    /// The split backend's dedicated endpoints, where every process took the same ones (else none: given
-    /// back, and `creation` agrees on them over its base).
-    pub endpoints: TakenAhead,
+    /// The layout's facts, and the split backend's dedicated endpoints where every process took the
+    /// same ones (else none: given back, and `creation` agrees on them over its base).
+    pub pre: Preagreed,
 }
 
 /// Collective over `parent` (`size` processes): `mine` is this process's count or `-1 - class`;
@@ -89,10 +95,12 @@ pub(super) fn gather(
     let same_endpoints = mask != 0 && rows().all(|row| mask_of(row) == mask);
     Ok(Gathered {
         counts: rows().map(|row| row[0]).collect(),
-        layout: LayoutFacts {
-            some_conventional: rows().any(|row| row[1] != 0),
-            most_live_hidden: rows().map(|row| row[2].max(0) as usize).max().unwrap_or(0),
+        pre: Preagreed {
+            layout: LayoutFacts {
+                some_conventional: rows().any(|row| row[1] != 0),
+                most_live_hidden: rows().map(|row| row[2].max(0) as usize).max().unwrap_or(0),
+            },
+            endpoints: if same_endpoints { ahead } else { TakenAhead::none(rt.backend) },
         },
-        endpoints: if same_endpoints { ahead } else { TakenAhead::none(rt.backend) },
     })
 }
