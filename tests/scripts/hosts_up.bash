@@ -53,3 +53,25 @@ reap_after_failure() {
   "$hosts" reap
   bash "$root/scripts/shm_cleanup.sh"
 }
+
+# run_variant NAME PLACEMENT CONTROL(1|0) [VAR=VALUE...] -- ARGS...: $runs jobs of job_across (LIMIT
+# $limit) at PLACEMENT, logs under $out named after $bin, NAME and the job's number; prints a line
+# "$build, PLACEMENT, without mpixstream, PROGRAM NAME: N of $runs jobs completed, H hung, O other"
+# (completed: exit 0 and " No Errors"; hung: killed at $limit). A CONTROL variant (1) that did not
+# complete every job sets controls_ok=0.
+run_variant() {
+  local name=$1 where=$2 control=$3 ok=0 hung=0 other=0 i rc log
+  shift 3
+  across_hosts "$where"
+  for i in $(seq "$runs"); do
+    log=$out/$(basename "$bin")-${name//[^A-Za-z0-9=]/_}-$i.log
+    job_across "$log" "$limit" "$@"
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q ' No Errors' "$log"; then ok=$((ok + 1))
+    elif [ $rc -eq 124 ]; then hung=$((hung + 1))
+    else other=$((other + 1)); fi
+    reap_after_failure $rc
+  done
+  echo "$build, $where, without mpixstream, $(basename "$bin") $name: $ok of $runs jobs completed, $hung hung, $other other"
+  [ "$control" = 1 ] && [ $ok -ne "$runs" ] && controls_ok=0
+}
