@@ -97,6 +97,20 @@ static inline int native_backend(void) {
     return major > 4 || (major == 4 && minor >= 1);
 }
 
+/* One message around a ring on a multiplex communicator of at least 2 indices: index 0 of each rank
+ * sends its rank to index 1 of the next, tagged `round`. Checks that the receive, the send and the wait
+ * succeed and that index 1 received the previous rank's number. */
+static inline void multiplex_ring(MPI_Comm mx, int round) {
+    int rank, size, got = -1;
+    MPI_Comm_rank(mx, &rank);
+    MPI_Comm_size(mx, &size);
+    MPI_Request r;
+    OK(MPIX_Stream_irecv(&got, 1, MPI_INT, (rank + size - 1) % size, round, mx, 0, 1, &r));
+    OK(MPIX_Stream_send(&rank, 1, MPI_INT, (rank + 1) % size, round, mx, 0, 1));
+    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHECK(got == (rank + size - 1) % size, "round %d: received %d", round, got);
+}
+
 /* Collective verdict; returns the process exit code. */
 static inline int mpixtest_finish(void) {
     int total = 0, rank;

@@ -13,17 +13,6 @@ enum { THREADS = 2 };
 static int rounds;
 static MPI_Comm parent[THREADS];
 
-static void ring(MPI_Comm mx, int round) {
-    int rank, size, got = -1;
-    MPI_Comm_rank(mx, &rank);
-    MPI_Comm_size(mx, &size);
-    MPI_Request r;
-    OK(MPIX_Stream_irecv(&got, 1, MPI_INT, (rank + size - 1) % size, round, mx, 0, 1, &r));
-    OK(MPIX_Stream_send(&rank, 1, MPI_INT, (rank + 1) % size, round, mx, 0, 1));
-    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
-    CHECK(got == (rank + size - 1) % size, "round %d: received %d", round, got);
-}
-
 static void *worker(void *arg) {
     int t = (int)(long)arg;
     MPIX_Stream s[2];
@@ -31,7 +20,7 @@ static void *worker(void *arg) {
     for (int round = 0; round < rounds; round++) {
         MPI_Comm mx;
         OK(MPIX_Stream_comm_create_multiplex(parent[t], 2, s, &mx));
-        ring(mx, round);
+        multiplex_ring(mx, round);
         OK(MPI_Comm_free(&mx));
     }
     for (int i = 0; i < 2; i++) OK(MPIX_Stream_free(&s[i]));

@@ -26,18 +26,6 @@ static MPI_Comm make(MPIX_Stream *s) {
     return mx;
 }
 
-/* Index 0 of each rank to index 1 of the next. */
-static void ring(MPI_Comm mx, int round) {
-    int rank, size, got = -1;
-    MPI_Comm_rank(mx, &rank);
-    MPI_Comm_size(mx, &size);
-    MPI_Request r;
-    OK(MPIX_Stream_irecv(&got, 1, MPI_INT, (rank + size - 1) % size, round, mx, 0, 1, &r));
-    OK(MPIX_Stream_send(&rank, 1, MPI_INT, (rank + 1) % size, round, mx, 0, 1));
-    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
-    CHECK(got == (rank + size - 1) % size, "round %d: received %d", round, got);
-}
-
 int main(int argc, char **argv) {
     int provided, rank;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -49,7 +37,7 @@ int main(int argc, char **argv) {
         MPIX_Stream s[2];
         for (int i = 0; i < 2; i++) OK(MPIX_Stream_create(MPI_INFO_NULL, &s[i]));
         MPI_Comm mx = make(s);
-        ring(mx, round);
+        multiplex_ring(mx, round);
         OK(MPI_Comm_disconnect(&mx));
         CHECK(mx == MPI_COMM_NULL, "disconnect left the handle");
         for (int i = 0; i < 2; i++) OK(MPIX_Stream_free(&s[i]));
@@ -67,7 +55,7 @@ int main(int argc, char **argv) {
                 OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
             } else {
                 c = make(s);
-                if (round % 100 == 0) ring(c, round);
+                if (round % 100 == 0) multiplex_ring(c, round);
             }
             OK(MPI_Comm_free(&c));
         }

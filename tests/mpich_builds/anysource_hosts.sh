@@ -18,20 +18,20 @@ hosts_or_skip
 hosts_up
 runs=${RUNS:-3} build=${MPICH:-5}
 build_without_library anysource_hosts "$build"
-mpiexec_across -hosts h1:2,h2:2 || exit 2
+across_hosts h1:2,h2:2
 named_ok=0
 for variant in named any; do
   ok=0 hung=0 fin=0 other=0
   for i in $(seq "$runs"); do
     log=$out/anysource_hosts-$build-$variant-$i.log
-    env -u LD_PRELOAD timeout 30 "${MPIEXEC_ACROSS[@]}" -n 4 "$bin" "$variant" >"$log" 2>&1 </dev/null
+    job_across "$log" 30 -- "$variant"
     rc=$?
     if [ $rc -eq 0 ] && grep -q ' No Errors' "$log"; then ok=$((ok + 1))
     # Every round done, then MPI_Finalize hung: Debian 4.0.2's own defect ("MPI_Finalize over UCX's tcp").
     elif [ $rc -eq 124 ] && grep -q ' No Errors' "$log"; then fin=$((fin + 1))
     elif [ $rc -eq 124 ]; then hung=$((hung + 1))
     else other=$((other + 1)); fi
-    [ $rc -ne 0 ] && { "$hosts" reap; bash "$root/scripts/shm_cleanup.sh"; }
+    reap_after_failure $rc
   done
   echo "MPICH $build, 2 hosts x 2 ranks, without mpixstream, receives from $variant source: $ok of $runs jobs completed, $hung hung in the rounds, $fin hung in MPI_Finalize after them, $other other"
   [ $variant = named ] && named_ok=$((ok + fin))

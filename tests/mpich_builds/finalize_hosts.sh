@@ -18,18 +18,17 @@ hosts_up
 runs=${RUNS:-10} place=${PLACE:-h1:2,h2:2} build=${MPICH:-deb}
 netmod=(); [ "$build" = deb ] || netmod=(MPIR_CVAR_CH4_NETMOD=ucx)
 build_without_library finalize_hosts "$build"
-np=$(echo "$place" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s }')
-mpiexec_across -hosts "$place" || exit 2
+across_hosts "$place"
 done_ok=0 hung=0 other=0
 for i in $(seq "$runs"); do
   log=$out/finalize_hosts-$i.log
-  env -u LD_PRELOAD "${netmod[@]}" timeout 20 "${MPIEXEC_ACROSS[@]}" -n "$np" "$bin" >"$log" 2>&1 </dev/null
+  job_across "$log" 20 "${netmod[@]}" --
   rc=$?
   fin=$(grep -c '^finalized ' "$log")
   if [ $rc -eq 0 ] && [ "$fin" -eq "$np" ]; then done_ok=$((done_ok + 1)); r=completed
   elif [ $rc -eq 124 ] && grep -q ' No Errors' "$log"; then hung=$((hung + 1)); r="hung in MPI_Finalize ($fin of $np ranks' \"finalized\" lines came back)"
   else other=$((other + 1)); r="other (exit $rc)"; fi
-  [ $rc -ne 0 ] && { "$hosts" reap; bash "$root/scripts/shm_cleanup.sh"; }
+  reap_after_failure $rc
   echo "job $i: $r"
 done
 echo "$([ "$build" = deb ] && echo "Debian 4.0.2" || echo "MPICH $build") over UCX's tcp, $place, without mpixstream: $hung of $runs jobs hung in MPI_Finalize, $done_ok completed, $other other"

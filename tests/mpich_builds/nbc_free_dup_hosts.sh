@@ -14,17 +14,16 @@ hosts_or_skip
 hosts_up
 runs=${RUNS:-10} place=${PLACE:-h1:2,h2:2}
 build_without_library nbc_free_dup_hosts impi
-np=$(echo "$place" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s }')
-mpiexec_across -hosts "$place" || exit 2
+across_hosts "$place"
 ok=0 crashed=0 other=0
 for i in $(seq "$runs"); do
   log=$out/nbc_free_dup_hosts-$i.log
-  env -u LD_PRELOAD timeout 60 "${MPIEXEC_ACROSS[@]}" -n "$np" "$bin" >"$log" 2>&1 </dev/null
+  job_across "$log" 60 --
   rc=$?
   if [ $rc -eq 0 ] && grep -q ' No Errors' "$log"; then ok=$((ok + 1))
   elif [ $rc -eq 139 ] || grep -q 'KILLED BY SIGNAL: 11' "$log"; then crashed=$((crashed + 1))
   else other=$((other + 1)); echo "  job $i: exit $rc: $(tail -n 2 "$log" | tr '\n' ' ')"; fi
-  [ $rc -ne 0 ] && { "$hosts" reap; bash "$root/scripts/shm_cleanup.sh"; }
+  reap_after_failure $rc
 done
 echo "Intel MPI, $place, without mpixstream: $ok of $runs jobs completed, $crashed crashed (SIGSEGV), $other other"
 [ "$ok" -eq "$runs" ]

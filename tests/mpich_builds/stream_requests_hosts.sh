@@ -16,18 +16,16 @@ hosts_or_skip
 hosts_up
 runs=${RUNS:-5} place=${PLACE:-h1:2,h2:2} vcis=${VCIS:-8} rounds=${ROUNDS:-1}
 build_without_library stream_requests_hosts 4.1.3
-np=$(echo "$place" | tr ',' '\n' | awk -F: '{ s += $2 } END { print s }')
-mpiexec_across -hosts "$place" || exit 2
+across_hosts "$place"
 ok=0 assert=0 other=0
 for i in $(seq "$runs"); do
   log=$out/stream_requests_hosts-$i.log
-  env -u LD_PRELOAD MPIR_CVAR_CH4_RESERVE_VCIS=$vcis timeout 30 "${MPIEXEC_ACROSS[@]}" -n "$np" \
-    "$bin" "$rounds" >"$log" 2>&1 </dev/null
+  job_across "$log" 30 MPIR_CVAR_CH4_RESERVE_VCIS="$vcis" -- "$rounds"
   rc=$?
   if [ $rc -eq 0 ] && grep -q ' No Errors' "$log"; then ok=$((ok + 1)); r=completed
   elif grep -q 'Assertion failed in .*ofi_events.h' "$log"; then assert=$((assert + 1)); r="aborted: $(grep -m1 -o 'Assertion failed.*' "$log")"
   else other=$((other + 1)); r="other (exit $rc): $(tail -n 2 "$log" | tr '\n' ' ')"; fi
-  [ $rc -ne 0 ] && { "$hosts" reap; bash "$root/scripts/shm_cleanup.sh"; }
+  reap_after_failure $rc
   echo "job $i: $r"
 done
 echo "MPICH 4.1.3 (ch4:ofi), $place, RESERVE_VCIS=$vcis, $rounds round(s), without mpixstream: $ok of $runs completed, $assert aborted on the ofi_events.h assertion, $other other"
