@@ -23,7 +23,6 @@ static int mpixtest_errs = 0;
         }                                                                                  \
     } while (0)
 
-/* MPI call expected to succeed. */
 /* An error code's class and message. */
 static inline int err_class(int code) { int c = -1; MPI_Error_class(code, &c); return c; }
 static inline const char *err_text(int code) {
@@ -34,7 +33,8 @@ static inline const char *err_text(int code) {
     return s;
 }
 
-/* The code's message too: a failure in a loop of runs must say what it was. */
+/* MPI call expected to succeed; a failure says the code's message too (in a loop of runs it must say
+ * what it was). */
 #define OK(call)                                                                           \
     do {                                                                                   \
         int rc_ = (call);                                                                  \
