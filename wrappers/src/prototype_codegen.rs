@@ -577,7 +577,7 @@ fn completion(r: &Row, requests: &[String], test: Option<&String>, rows: &[Row])
         "use $fixes as fixes;\n\
          if fixes::completion_passes() {{\n\
          return {call};\n}}\n\
-         #[cold]\n#[inline(never)]\n\
+         #[inline(never)]\n\
          unsafe fn slow({}) -> ::std::os::raw::c_int {{\n\
          use $fixes as fixes;\n\
          // Never on the standard ABI (nothing of ours exists there, so the check above holds); if ever:\n\

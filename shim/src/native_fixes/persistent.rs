@@ -228,11 +228,14 @@ pub fn completion_test(requests: AppArray<MPI_Request>, test: impl FnOnce() -> c
 /// then completed by MPICH's `MPI_Waitall`, because MPICH 5.0.2's `MPI_Testall` fails a completed
 /// partitioned request ([native-defects.md](../../docs/native-defects.md#mpi_testall-on-partitioned-requests)).
 /// `requests`: the application's array, read between the calls of `wait` and `test` that change it.
+/// Inlined into each interposer's out-of-line part: every wait on a stream's requests takes the path
+/// without a persistent request (benches/claim_cost.sh), the polls stay out of line.
+#[inline(always)]
 pub fn completion_wait(
     requests: AppArray<MPI_Request>,
     all: bool,
     wait: impl FnOnce() -> c_int,
-    mut test: impl FnMut() -> (c_int, bool),
+    test: impl FnMut() -> (c_int, bool),
 ) -> c_int {
     let Some(rt) = runtime::active() else { return wait() };
     let (endpoints, persistent) = endpoints_of(rt, requests);
@@ -240,6 +243,22 @@ pub fn completion_wait(
         let _claims = rt.streams.claim_set(endpoints);
         return wait();
     }
+    polled_wait(rt, requests, all, endpoints, persistent, wait, test)
+}
+
+/// [`completion_wait`] where a recorded persistent request is among `requests` (`persistent`: their
+/// streams; `endpoints`: every stream the requests enter).
+#[cold]
+#[inline(never)]
+fn polled_wait(
+    rt: &Runtime,
+    requests: AppArray<MPI_Request>,
+    all: bool,
+    endpoints: u64,
+    persistent: u64,
+    wait: impl FnOnce() -> c_int,
+    mut test: impl FnMut() -> (c_int, bool),
+) -> c_int {
     let partitioned = all && any_partitioned(requests);
     loop {
         let (rc, done) = {
