@@ -141,7 +141,7 @@ pub struct CommTable {
     /// epoch after the change (release), and a filler reads the epoch (acquire) before it reads `map`,
     /// so an entry never outlives the state it was read from. (22-bit epochs: an entry would have to sit
     /// unread through 4 million communicator creations and frees to be misread.)
-    cache: Box<[AtomicU64]>,
+    cache: Box<[AtomicU64; CACHE_SLOTS]>,
     epoch: AtomicU32,
 }
 
@@ -150,7 +150,12 @@ impl Default for CommTable {
         CommTable {
             map: DashMap::new(),
             records: AtomicUsize::new(0),
-            cache: (0..CACHE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            // A fixed size, so that the slot's index needs no bounds check on every call.
+            cache: (0..CACHE_SLOTS)
+                .map(|_| AtomicU64::new(0))
+                .collect::<Box<[AtomicU64]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("CACHE_SLOTS entries")),
             epoch: AtomicU32::new(1),
         }
     }
@@ -177,7 +182,8 @@ impl CommTable {
         let slot = &self.cache[(h ^ (h >> 12)) as usize & (CACHE_SLOTS - 1)];
         let epoch = self.epoch.load(Ordering::Acquire) & EPOCH_MASK;
         let entry = slot.load(Ordering::Relaxed);
-        if (entry >> 32) as u32 == h && ((entry >> 10) as u32 & EPOCH_MASK) == epoch {
+        // Handle and epoch (bits 10 and up) in one comparison.
+        if (entry ^ ((h as u64) << 32 | (epoch as u64) << 10)) >> 10 == 0 {
             return match entry & 0x3ff {
                 0 => None,
                 code => Some(Cached {
