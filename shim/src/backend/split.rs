@@ -235,27 +235,17 @@ pub fn agree_endpoints(comm: MPI_Comm, n: usize, can_take: bool) -> Option<Vec<M
         Comm(comm).allreduce(&[mine], &mut all, op).ok()?;
         Some(all[0])
     };
-    let give_back = |taken: Vec<MPIX_Stream>| {
-        for h in taken {
-            let _ = free_stream(h);
-        }
-    };
     for _ in 0..64 {
-        let mut common = allreduce(if can_take { free_mask() } else { 0 }, Op::BAND)?;
+        let common = allreduce(if can_take { free_mask() } else { 0 }, Op::BAND)?;
         if (common.count_ones() as usize) < n {
             return None;
         }
-        let mut mine = Vec::with_capacity(n);
-        while mine.len() < n {
-            let Ok(h) = claim(common.trailing_zeros()) else { break };
-            common &= common - 1;
-            mine.push(h);
-        }
-        match allreduce((mine.len() == n) as u64, Op::MIN) {
-            Some(1) => return Some(mine),
-            Some(_) => give_back(mine),
+        let mine = claim_lowest(common, n);
+        match allreduce(mine.is_some() as u64, Op::MIN) {
+            Some(1) => return mine,
+            Some(_) => give_back(mine.unwrap_or_default()),
             None => {
-                give_back(mine);
+                give_back(mine.unwrap_or_default());
                 return None;
             }
         }
@@ -263,28 +253,38 @@ pub fn agree_endpoints(comm: MPI_Comm, n: usize, can_take: bool) -> Option<Vec<M
     None
 }
 
+/// The `n` lowest endpoints of `mask`, taken here; `None` (those taken given back) where another
+/// thread took one of them first.
+fn claim_lowest(mut mask: u64, n: usize) -> Option<Vec<MPIX_Stream>> {
+    let mut mine = Vec::with_capacity(n);
+    while mine.len() < n {
+        match claim(mask.trailing_zeros()) {
+            Ok(h) => mine.push(h),
+            Err(_) => {
+                give_back(mine);
+                return None;
+            }
+        }
+        mask &= mask - 1;
+    }
+    Some(mine)
+}
+
+fn give_back(taken: Vec<MPIX_Stream>) {
+    for h in taken {
+        let _ = free_stream(h);
+    }
+}
+
 /// The `n` lowest endpoints free here, taken ahead of a collective that offers them
 /// (`multiplex::offer`: where every member took the same ones, no agreement round is needed); none
 /// where fewer are free or another thread took one meanwhile (given back then).
 pub fn take_ahead(n: usize) -> Vec<MPIX_Stream> {
-    let mut free = free_mask();
+    let free = free_mask();
     if n == 0 || (free.count_ones() as usize) < n {
         return Vec::new();
     }
-    let mut mine = Vec::with_capacity(n);
-    while mine.len() < n {
-        match claim(free.trailing_zeros()) {
-            Ok(h) => mine.push(h),
-            Err(_) => {
-                for h in mine {
-                    let _ = free_stream(h);
-                }
-                return Vec::new();
-            }
-        }
-        free &= free - 1;
-    }
-    mine
+    claim_lowest(free, n).unwrap_or_default()
 }
 
 /// The endpoints of `taken` (handles of ours), one bit each.
